@@ -1,0 +1,68 @@
+# gdrapi-rs: build, test, install, package and benchmark libgdrapi.so.2.
+#
+# Contracts (see DESIGN.md): `make` -> build/lib/libgdrapi.so.2.6 and its links;
+# `make sim` -> build/sim/libcuda.so.1; `make test`; `make install`; `make deb`; `make bench`.
+# Each concern keeps its rules in mk/<concern>.mk; this file holds the shared variables.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+
+# Version, parsed from the header exactly as upstream's build scripts do.
+GDR_API_MAJOR := $(shell awk '/\#define GDR_API_MAJOR_VERSION/ {print $$3}' include/gdrapi.h 2>/dev/null)
+GDR_API_MINOR := $(shell awk '/\#define GDR_API_MINOR_VERSION/ {print $$3}' include/gdrapi.h 2>/dev/null)
+GDR_API_MAJOR := $(if $(GDR_API_MAJOR),$(GDR_API_MAJOR),2)
+GDR_API_MINOR := $(if $(GDR_API_MINOR),$(GDR_API_MINOR),6)
+VERSION := $(GDR_API_MAJOR).$(GDR_API_MINOR)
+
+# Install locations (upstream's names and defaults).
+prefix ?= /usr/local
+exec_prefix ?= $(prefix)
+libdir ?= $(exec_prefix)/lib
+bindir ?= $(exec_prefix)/bin
+includedir ?= $(prefix)/include
+datadir ?= $(prefix)/share
+DESTDIR ?=
+override DESTDIR := $(if $(DESTDIR),$(abspath $(DESTDIR)),)
+
+# Where things are built. Both can be moved so that several builds can run side by side.
+BUILD_DIR ?= build
+override BUILD_DIR := $(abspath $(BUILD_DIR))
+CARGO ?= cargo
+CARGO_TARGET_DIR ?= $(CURDIR)/target
+override CARGO_TARGET_DIR := $(abspath $(CARGO_TARGET_DIR))
+export CARGO_TARGET_DIR
+CARGO_FLAGS ?=
+
+LIB_DIR := $(BUILD_DIR)/lib
+BIN_DIR := $(BUILD_DIR)/bin
+SIM_DIR := $(BUILD_DIR)/sim
+LIB_REAL := libgdrapi.so.$(VERSION)
+LIB_SONAME := libgdrapi.so.$(GDR_API_MAJOR)
+
+CC ?= cc
+CXX ?= c++
+
+# cuda.h comes from the nvidia-cuda-runtime wheel (only C tests that allocate device memory
+# need it). CUDA_INCLUDE may be given; otherwise it is looked up once.
+CUDA_INCLUDE ?= $(shell python3 -c 'import os,nvidia.cuda_runtime as m; print(os.path.join(list(m.__path__)[0],"include"))' 2>/dev/null)
+
+# Run a program on the emulator.
+SIM_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(SIM_DIR):$(LIB_DIR)
+
+# Test targets add themselves here; `make test` runs them in order.
+TEST_TARGETS :=
+
+.PHONY: all lib sim tools test bench install uninstall deb clean version
+all: lib tools
+
+version:
+	@echo $(VERSION)
+
+include $(sort $(wildcard mk/*.mk))
+
+test: $(TEST_TARGETS)
+	@echo "make test: all suites passed ($(words $(TEST_TARGETS)) suites: $(TEST_TARGETS))"
+
+clean:
+	rm -rf $(BUILD_DIR)
+	$(CARGO) clean

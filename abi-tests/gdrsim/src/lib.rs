@@ -1,0 +1,1 @@
+//! gdrsim: an emulator of `/dev/gdrdrv` and of the CUDA driver API.

@@ -1,0 +1,16 @@
+# The library: build/lib/libgdrapi.so.2.6 with SONAME libgdrapi.so.2 and the two links.
+
+lib: $(LIB_DIR)/$(LIB_REAL)
+
+.PHONY: $(LIB_DIR)/$(LIB_REAL)
+$(LIB_DIR)/$(LIB_REAL):
+	$(CARGO) build --release --locked -p gdrapi $(CARGO_FLAGS)
+	@mkdir -p $(LIB_DIR)
+	install -m 755 $(CARGO_TARGET_DIR)/release/libgdrapi.so $@
+	ln -sfn $(LIB_REAL) $(LIB_DIR)/$(LIB_SONAME)
+	ln -sfn $(LIB_SONAME) $(LIB_DIR)/libgdrapi.so
+
+test-rust:
+	$(CARGO) test --workspace --locked $(CARGO_FLAGS)
+TEST_TARGETS += test-rust
+.PHONY: test-rust
