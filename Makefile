@@ -44,7 +44,7 @@ CXX ?= c++
 
 # cuda.h comes from the nvidia-cuda-runtime wheel (only C tests that allocate device memory
 # need it). CUDA_INCLUDE may be given; otherwise it is looked up once.
-CUDA_INCLUDE ?= $(shell python3 -c 'import os,nvidia.cuda_runtime as m; print(os.path.join(list(m.__path__)[0],"include"))' 2>/dev/null)
+CUDA_INCLUDE ?= $(shell python3 -c 'import glob,os,nvidia; print(next(iter(sorted(os.path.dirname(f) for p in nvidia.__path__ for f in glob.glob(p+"/*/include/cuda.h"))),""))' 2>/dev/null)
 
 # Run a program on the emulator.
 SIM_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(SIM_DIR):$(LIB_DIR)
