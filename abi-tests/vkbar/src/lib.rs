@@ -1,0 +1,1 @@
+//! Vulkan device-local, host-visible memory: VRAM mapped through the PCIe BAR.
