@@ -1,0 +1,103 @@
+/*
+ * check.h - the assertion harness of the C ABI tests.
+ *
+ * CHECK(cond) and CHECK_EQ(actual, expected) count a pass or print
+ * "file:line: ..." and count a failure; the program goes on so that one run
+ * reports every broken assertion. check_done() prints the final
+ * "N passed, N failed" line and gives the exit status.
+ *
+ * OURS(): true when the harness runs the program against this project's
+ * library (GDRAPI_TEST_OURS=1). Assertions on behaviour where the project
+ * deliberately differs from gdrcopy 2.6 (validated handles instead of a
+ * crash, bounds-checked copies, ...) run only then, so the same programs
+ * also prove their other assertions against the original library.
+ */
+#ifndef GDRAPI_ABI_CHECK_H
+#define GDRAPI_ABI_CHECK_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int check_passed_count;
+static int check_failed_count;
+
+static inline void check_report(int ok, const char *file, int line, const char *what)
+{
+    if (ok) {
+        check_passed_count++;
+    } else {
+        check_failed_count++;
+        fprintf(stdout, "%s:%d: FAILED: %s\n", file, line, what);
+        fflush(stdout);
+    }
+}
+
+#define CHECK(cond) check_report(!!(cond), __FILE__, __LINE__, #cond)
+
+#define CHECK_EQ(actual, expected)                                                       \
+    do {                                                                                 \
+        long long check_a_ = (long long)(actual);                                        \
+        long long check_e_ = (long long)(expected);                                      \
+        if (check_a_ == check_e_) {                                                      \
+            check_passed_count++;                                                        \
+        } else {                                                                         \
+            check_failed_count++;                                                        \
+            fprintf(stdout, "%s:%d: FAILED: %s == %s (got %lld / 0x%llx, want %lld)\n", \
+                    __FILE__, __LINE__, #actual, #expected, check_a_,                    \
+                    (unsigned long long)check_a_, check_e_);                             \
+            fflush(stdout);                                                              \
+        }                                                                                \
+    } while (0)
+
+/* A failed precondition: report it and stop this program. */
+#define REQUIRE(cond)                                                                    \
+    do {                                                                                 \
+        if (!(cond)) {                                                                   \
+            check_report(0, __FILE__, __LINE__, "precondition: " #cond);                 \
+            return check_done(__FILE__);                                                 \
+        }                                                                                \
+    } while (0)
+
+static inline int check_env_flag(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0')
+        return dflt;
+    return atoi(v);
+}
+
+/* Running against this project's library (not the original)? */
+static inline int OURS(void)
+{
+    return check_env_flag("GDRAPI_TEST_OURS", 0) != 0;
+}
+
+/* Emulator settings, read from the same variables the emulator reads. */
+static inline int sim_persistent(void)
+{
+    return check_env_flag("GDRSIM_PERSISTENT", 1) != 0;
+}
+
+/* Minor number of the emulated gdrdrv (GDRSIM_DRIVER_VERSION=2.N; default 2.6). */
+static inline int sim_driver_minor(void)
+{
+    const char *v = getenv("GDRSIM_DRIVER_VERSION");
+    const char *dot = v ? strchr(v, '.') : NULL;
+    return dot ? atoi(dot + 1) : 6;
+}
+
+static inline int sim_coherent(void)
+{
+    const char *v = getenv("GDRSIM_PROFILE");
+    return v != NULL && strcmp(v, "coherent") == 0;
+}
+
+static inline int check_done(const char *name)
+{
+    printf("%s\n%d passed, %d failed\n", name, check_passed_count, check_failed_count);
+    fflush(stdout);
+    return check_failed_count ? 1 : 0;
+}
+
+#endif
