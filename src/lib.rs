@@ -1,8 +1,23 @@
 //! gdrapi-rs: a drop-in Rust implementation of `libgdrapi.so.2` (NVIDIA gdrcopy 2.6).
 //!
-//! One call reads straight down: C entry (`ffi`) -> argument and handle validation
-//! (`registry`) -> session (`session`) -> backend ([`backend`]) or copy engine ([`copy`])
-//! -> [`error::Error`] turned into an errno back at the C boundary.
+//! One call reads straight down: C entry ([`ffi`]) -> argument and handle validation
+//! ([`session`], against the records of [`registry`]) -> backend ([`backend`]) or copy
+//! engine ([`copy`]) -> [`error::Error`] turned into an errno back at the C boundary.
+//!
+//! Modules:
+//! - [`ffi`]: the exported C functions and `#[repr(C)]` types of `gdrapi.h`, each entry
+//!   behind a panic boundary.
+//! - [`session`]: `gdr_t` and `gdr_mh_t` records (with upstream's layouts), their
+//!   validation, the per-handle state machine, fork detection.
+//! - [`registry`]: never-freed slabs of records with a FIFO quarantine, so that any pointer
+//!   C hands back can be checked without dereferencing foreign memory.
+//! - [`backend`]: the pin/map mechanisms: [`backend::gdrdrv`] (ioctl + mmap on
+//!   `/dev/gdrdrv`) and [`backend::dmabuf`] (CUDA dma-buf export).
+//! - [`copy`]: the MMIO-safe copy kernels and fences of `gdr_copy_to/from_mapping`.
+//! - [`sys`]: thin `Result` wrappers over the C library's `open`, `ioctl`, `mmap`,
+//!   `munmap`, `close`, `sysconf`.
+//! - [`log`]: upstream's `GDRCOPY_ENABLE_LOGGING` / `GDRCOPY_LOG_LEVEL` logging.
+//! - [`error`]: the typed error and its errno mapping.
 
 #[macro_use]
 pub mod log;
@@ -10,3 +25,7 @@ pub mod backend;
 pub mod copy;
 pub mod cuda;
 pub mod error;
+pub mod ffi;
+pub mod registry;
+pub mod session;
+pub mod sys;

@@ -1,34 +1,634 @@
-//! gdrdrv backend: `/dev/gdrdrv` ioctls and mmap. (Being written.)
+//! gdrdrv backend: pins, maps and queries GPU memory through the `/dev/gdrdrv` kernel driver
+//! with ioctl and mmap, for drivers 2.0 to 2.6.
+//!
+//! Version gates (driver version word `major << 16 | minor`): `GET_INFO_V2` from 2.4;
+//! `GET_ATTR`, `PIN_BUFFER_V2` and `REQ_MAPPING_TYPE` from 2.5. Older drivers get the v1
+//! ioctls, and the mapping type is checked after the mmap instead of requested before it.
 
 use super::{Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
 use crate::error::{Error, Result};
+use crate::sys::{self, IoctlParam};
+use std::ffi::CStr;
+use std::os::raw::c_ulong;
+use std::sync::atomic::{AtomicI32, Ordering};
 
-/// An open `/dev/gdrdrv`.
-pub struct GdrDrv {
-    fd: i32,
-    version: u32,
+/// Path of the driver's device node.
+pub const DEVICE_PATH: &CStr = c"/dev/gdrdrv";
+
+/// The library version this implementation speaks (`2 << 16 | 6`).
+pub const LIBRARY_VERSION: u32 = 0x0002_0006;
+/// The oldest driver the library accepts (2.0).
+pub const MINIMUM_DRIVER_VERSION: u32 = 0x0002_0000;
+/// First driver version with `GET_INFO_V2`.
+pub const VERSION_INFO_V2: u32 = 0x0002_0004;
+/// First driver version with `GET_ATTR`, `PIN_BUFFER_V2` and `REQ_MAPPING_TYPE`.
+pub const VERSION_V2_API: u32 = 0x0002_0005;
+
+/// GPU page: the granularity gdrdrv pins at.
+pub const GPU_PAGE_SHIFT: u32 = 16;
+/// GPU page size in bytes (64 KiB).
+pub const GPU_PAGE_SIZE: u64 = 1 << GPU_PAGE_SHIFT;
+
+/// `_IOWR(0xDA, nr, size)` as Linux encodes it on x86, arm64 and (with its own bit layout)
+/// POWER.
+const fn iowr(nr: u32, size: u32) -> c_ulong {
+    #[cfg(any(target_arch = "powerpc64", target_arch = "powerpc"))]
+    const DIR_RW: u32 = 0x6; // _IOC_READ(2) | _IOC_WRITE(4), 3 bits at 29
+    #[cfg(not(any(target_arch = "powerpc64", target_arch = "powerpc")))]
+    const DIR_RW: u32 = 0x3; // _IOC_READ(2) | _IOC_WRITE(1), 2 bits at 30
+    #[cfg(any(target_arch = "powerpc64", target_arch = "powerpc"))]
+    const DIR_SHIFT: u32 = 29;
+    #[cfg(not(any(target_arch = "powerpc64", target_arch = "powerpc")))]
+    const DIR_SHIFT: u32 = 30;
+    ((DIR_RW << DIR_SHIFT) | (size << 16) | (0xDA << 8) | nr) as c_ulong
 }
 
-impl GdrDrv {
-    /// Opens `/dev/gdrdrv` and checks the driver version.
-    pub fn open() -> Result<GdrDrv> {
-        let _ = (0, 0);
-        Err(Error::NoDevice("not built yet"))
+/// Request numbers. Six of them encode size 8 because upstream declared them with a pointer
+/// type; the driver copies the full struct regardless.
+pub mod ioc {
+    use super::iowr;
+    use std::os::raw::c_ulong;
+    pub const PIN_BUFFER: c_ulong = iowr(1, 40);
+    pub const UNPIN_BUFFER: c_ulong = iowr(2, 8);
+    pub const GET_CB_FLAG: c_ulong = iowr(3, 8);
+    pub const GET_INFO: c_ulong = iowr(4, 8);
+    pub const GET_INFO_V2: c_ulong = iowr(5, 8);
+    pub const GET_ATTR: c_ulong = iowr(6, 8);
+    pub const PIN_BUFFER_V2: c_ulong = iowr(7, 32);
+    pub const REQ_MAPPING_TYPE: c_ulong = iowr(8, 8);
+    pub const GET_VERSION: c_ulong = iowr(255, 8);
+}
+
+/// `PIN_BUFFER` parameters (40 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PinParams {
+    pub addr: u64,
+    pub size: u64,
+    pub p2p_token: u64,
+    pub va_space: u32,
+    pub _pad: u32,
+    pub handle: u64,
+}
+
+/// `PIN_BUFFER_V2` parameters (32 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PinV2Params {
+    pub addr: u64,
+    pub size: u64,
+    pub flags: u32,
+    pub _pad: u32,
+    pub handle: u64,
+}
+
+/// `UNPIN_BUFFER` parameters (8 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UnpinParams {
+    pub handle: u64,
+}
+
+/// `GET_CB_FLAG` parameters (16 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CbFlagParams {
+    pub handle: u64,
+    pub flag: u32,
+    pub _pad: u32,
+}
+
+/// `GET_INFO` parameters (48 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InfoParams {
+    pub handle: u64,
+    pub va: u64,
+    pub mapped_size: u64,
+    pub page_size: u32,
+    pub tsc_khz: u32,
+    pub tm_cycles: u64,
+    pub mapped: u32,
+    pub wc_mapping: u32,
+}
+
+/// `GET_INFO_V2` parameters (48 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InfoV2Params {
+    pub handle: u64,
+    pub va: u64,
+    pub mapped_size: u64,
+    pub page_size: u32,
+    pub tsc_khz: u32,
+    pub tm_cycles: u64,
+    pub mapping_type: u32,
+    pub _pad: u32,
+}
+
+/// `GET_ATTR` parameters (8 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AttrParams {
+    pub attr: u32,
+    pub val: u32,
+}
+
+/// `REQ_MAPPING_TYPE` parameters (16 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReqMappingTypeParams {
+    pub handle: u64,
+    pub mapping_type: u32,
+    pub _pad: u32,
+}
+
+/// `GET_VERSION` parameters (8 bytes, both outputs).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct VersionParams {
+    pub gdrdrv_version: u32,
+    pub minimum_gdr_api_version: u32,
+}
+
+// SAFETY (all impls below): each is a #[repr(C)] struct of integers with the driver's full
+// layout (checked in the tests); any bit pattern is a valid value.
+unsafe impl IoctlParam for PinParams {}
+// SAFETY: see above.
+unsafe impl IoctlParam for PinV2Params {}
+// SAFETY: see above.
+unsafe impl IoctlParam for UnpinParams {}
+// SAFETY: see above.
+unsafe impl IoctlParam for CbFlagParams {}
+// SAFETY: see above.
+unsafe impl IoctlParam for InfoParams {}
+// SAFETY: see above.
+unsafe impl IoctlParam for InfoV2Params {}
+// SAFETY: see above.
+unsafe impl IoctlParam for AttrParams {}
+// SAFETY: see above.
+unsafe impl IoctlParam for ReqMappingTypeParams {}
+// SAFETY: see above.
+unsafe impl IoctlParam for VersionParams {}
+
+/// `major.minor` of a version word, for log lines.
+fn dotted(v: u32) -> String {
+    format!("{}.{}", v >> 16, v & 0xFFFF)
+}
+
+/// What to do about a failed `open` of the device node, for the log line that follows
+/// upstream's "error opening driver".
+pub fn open_failure_hint(errno: i32) -> &'static str {
+    match errno {
+        libc::ENOENT => {
+            "/dev/gdrdrv does not exist: load the gdrdrv kernel module (modprobe gdrdrv, or gdrcopy's insmod.sh) \
+             and create the node if the module did not (mknod /dev/gdrdrv c <major from /proc/devices> 0)"
+        }
+        libc::EACCES | libc::EPERM => {
+            "no permission to open /dev/gdrdrv read-write: give this user access (chmod 0666 /dev/gdrdrv, \
+             or a udev rule KERNEL==\"gdrdrv\", MODE=\"0666\")"
+        }
+        libc::ENXIO | libc::ENODEV => {
+            "/dev/gdrdrv exists but no driver answers it: load the gdrdrv module, or recreate the node with the \
+             major number listed for gdrdrv in /proc/devices and minor 0"
+        }
+        _ => "check that the gdrdrv kernel module is loaded and /dev/gdrdrv is accessible",
     }
 }
 
+/// Checks a `GET_VERSION` answer against what this library supports, logging upstream's
+/// messages on refusal.
+pub fn check_version(v: &VersionParams) -> Result<()> {
+    if v.gdrdrv_version < MINIMUM_DRIVER_VERSION {
+        gdr_err!(
+            "The minimum required gdrdrv driver version is {} but the current gdrdrv version is {}",
+            dotted(MINIMUM_DRIVER_VERSION),
+            dotted(v.gdrdrv_version)
+        );
+        gdr_err!("upgrade the gdrdrv kernel module to gdrcopy 2.0 or newer");
+        return Err(Error::NotSupported("gdrdrv driver too old"));
+    }
+    if v.minimum_gdr_api_version > LIBRARY_VERSION {
+        gdr_err!(
+            "gdrdrv driver requires libgdrapi version {} or above but the current libgdrapi version is {}",
+            dotted(v.minimum_gdr_api_version),
+            dotted(LIBRARY_VERSION)
+        );
+        gdr_err!("install a libgdrapi at least as new as the gdrdrv kernel module, or load an older gdrdrv");
+        return Err(Error::NotSupported("gdrdrv driver too new"));
+    }
+    Ok(())
+}
+
+/// `ioctl` with upstream's "ioctl error" log line on failure.
+fn drv_ioctl<T: IoctlParam>(fd: i32, request: c_ulong, arg: &mut T) -> Result<()> {
+    sys::ioctl(fd, request, arg).inspect_err(|e| gdr_err!("ioctl error (errno={})", e.errno()))
+}
+
+/// An open `/dev/gdrdrv` whose version was checked.
+pub struct GdrDrv {
+    fd: AtomicI32,
+    version: u32,
+    page_shift: u32,
+}
+
+impl GdrDrv {
+    /// Opens `/dev/gdrdrv` with `O_RDWR|O_CLOEXEC` and checks the driver version, logging
+    /// why and how to fix it on failure.
+    pub fn open() -> Result<GdrDrv> {
+        Self::open_path(DEVICE_PATH)
+    }
+
+    /// [`GdrDrv::open`] on another node path (for tests).
+    pub fn open_path(path: &CStr) -> Result<GdrDrv> {
+        let fd = sys::open(path, libc::O_RDWR | libc::O_CLOEXEC).inspect_err(|e| {
+            let errno = e.errno();
+            gdr_err!(
+                "error opening driver (errno={}/{})",
+                errno,
+                sys::strerror(errno)
+            );
+            gdr_err!("{}", open_failure_hint(errno));
+        })?;
+        let mut v = VersionParams::default();
+        let checked = sys::ioctl(fd, ioc::GET_VERSION, &mut v)
+            .inspect_err(|e| {
+                gdr_err!(
+                    "Error getting the gdrdrv driver version with ioctl error (errno={}). gdrdrv might be too old.",
+                    e.errno()
+                );
+                gdr_err!(
+                    "{} does not answer GET_VERSION: it is not a gdrdrv node, or the module predates gdrcopy 2.0",
+                    path.to_string_lossy()
+                );
+            })
+            .and_then(|()| check_version(&v));
+        if let Err(e) = checked {
+            let _ = sys::close(fd);
+            return Err(e);
+        }
+        let page_size = sys::page_size();
+        Ok(GdrDrv {
+            fd: AtomicI32::new(fd),
+            version: v.gdrdrv_version,
+            page_shift: page_size.trailing_zeros(),
+        })
+    }
+
+    fn fd_now(&self) -> i32 {
+        self.fd.load(Ordering::Acquire)
+    }
+
+    fn info_v2_ioctl(&self, pin: &Pin) -> Result<Info> {
+        let mut p = InfoV2Params {
+            handle: pin.handle,
+            ..Default::default()
+        };
+        drv_ioctl(self.fd_now(), ioc::GET_INFO_V2, &mut p)?;
+        Ok(Info {
+            va: p.va,
+            mapped_size: p.mapped_size,
+            page_size: p.page_size,
+            tm_cycles: p.tm_cycles,
+            cycles_per_ms: p.tsc_khz,
+            mapped: p.mapping_type != MappingType::None as u32,
+            wc_mapping: p.mapping_type == MappingType::WriteCombining as u32,
+            mapping_type: p.mapping_type,
+        })
+    }
+
+    fn info_v1_ioctl(&self, pin: &Pin) -> Result<Info> {
+        let mut p = InfoParams {
+            handle: pin.handle,
+            ..Default::default()
+        };
+        drv_ioctl(self.fd_now(), ioc::GET_INFO, &mut p)?;
+        let mapping_type = match (p.mapped != 0, p.wc_mapping != 0) {
+            (false, _) => MappingType::None,
+            (true, true) => MappingType::WriteCombining,
+            (true, false) => MappingType::Caching,
+        };
+        Ok(Info {
+            va: p.va,
+            mapped_size: p.mapped_size,
+            page_size: p.page_size,
+            tm_cycles: p.tm_cycles,
+            cycles_per_ms: p.tsc_khz,
+            mapped: p.mapped != 0,
+            wc_mapping: p.wc_mapping != 0,
+            mapping_type: mapping_type as u32,
+        })
+    }
+}
+
+/// The aligned range gdrdrv pins for `addr`/`size`: `(va, mapped_size, page_offset)`.
+pub fn gpu_page_range(addr: u64, size: u64) -> (u64, u64, u64) {
+    let va = addr & !(GPU_PAGE_SIZE - 1);
+    let end = addr.saturating_add(size).saturating_add(GPU_PAGE_SIZE - 1) & !(GPU_PAGE_SIZE - 1);
+    (va, end.saturating_sub(va), addr - va)
+}
+
 impl Backend for GdrDrv {
-    fn kind(&self) -> BackendKind { BackendKind::Gdrdrv }
-    fn fd(&self) -> i32 { self.fd }
-    fn driver_version_word(&self) -> u32 { self.version }
-    fn pin(&self, _req: &PinRequest) -> Result<Pin> { Err(Error::NoDevice("x")) }
-    fn unpin(&self, _pin: &Pin) -> Result<()> { Ok(()) }
-    fn callback_flag(&self, _pin: &Pin) -> Result<bool> { Ok(false) }
-    fn info(&self, _pin: &Pin, _m: Option<&Mapping>) -> Result<Info> { Err(Error::NoDevice("x")) }
-    fn info_v1(&self, _pin: &Pin, _m: Option<&Mapping>) -> Result<Info> { Err(Error::NoDevice("x")) }
-    fn map(&self, _pin: &Pin, _size: usize, _request: MappingType) -> Result<Mapping> { Err(Error::NoDevice("x")) }
-    fn unmap(&self, _pin: &Pin, _mapping: &Mapping) -> Result<()> { Ok(()) }
-    fn attribute(&self, _attr: Attr) -> Result<i32> { Ok(0) }
-    fn driver_version(&self) -> Result<(i32, i32)> { Err(Error::NoDevice("x")) }
-    fn close(&self) -> Result<()> { Ok(()) }
+    fn kind(&self) -> BackendKind {
+        BackendKind::Gdrdrv
+    }
+
+    fn fd(&self) -> i32 {
+        self.fd_now()
+    }
+
+    fn driver_version_word(&self) -> u32 {
+        self.version
+    }
+
+    fn pin(&self, req: &PinRequest) -> Result<Pin> {
+        let handle = if self.version >= VERSION_V2_API {
+            // FORCE_PCIE is the only bit the driver knows; the rest is dropped as upstream does.
+            let mut p = PinV2Params {
+                addr: req.addr,
+                size: req.size,
+                flags: req.flags & 1,
+                ..Default::default()
+            };
+            drv_ioctl(self.fd_now(), ioc::PIN_BUFFER_V2, &mut p)?;
+            p.handle
+        } else if req.flags != 0 {
+            gdr_err!("gdrdrv is too old and does not support the requested feature");
+            return Err(Error::InvalidArgument("pin flags need gdrdrv 2.5 or newer"));
+        } else {
+            let mut p = PinParams {
+                addr: req.addr,
+                size: req.size,
+                p2p_token: req.p2p_token,
+                va_space: req.va_space,
+                ..Default::default()
+            };
+            drv_ioctl(self.fd_now(), ioc::PIN_BUFFER, &mut p)?;
+            p.handle
+        };
+        let (va, mapped_size, page_offset) = gpu_page_range(req.addr, req.size);
+        Ok(Pin {
+            handle,
+            va,
+            mapped_size,
+            page_offset,
+            fixed_type: MappingType::None,
+        })
+    }
+
+    fn unpin(&self, pin: &Pin) -> Result<()> {
+        let mut p = UnpinParams { handle: pin.handle };
+        drv_ioctl(self.fd_now(), ioc::UNPIN_BUFFER, &mut p)
+    }
+
+    fn callback_flag(&self, pin: &Pin) -> Result<bool> {
+        let mut p = CbFlagParams {
+            handle: pin.handle,
+            ..Default::default()
+        };
+        drv_ioctl(self.fd_now(), ioc::GET_CB_FLAG, &mut p)?;
+        Ok(p.flag != 0)
+    }
+
+    fn info(&self, pin: &Pin, _current: Option<&Mapping>) -> Result<Info> {
+        if self.version >= VERSION_INFO_V2 {
+            self.info_v2_ioctl(pin)
+        } else {
+            self.info_v1_ioctl(pin)
+        }
+    }
+
+    fn info_v1(&self, pin: &Pin, _current: Option<&Mapping>) -> Result<Info> {
+        self.info_v1_ioctl(pin)
+    }
+
+    fn map(&self, pin: &Pin, size: usize, request: MappingType) -> Result<Mapping> {
+        let fd = self.fd_now();
+        if self.version >= VERSION_V2_API {
+            let mut p = ReqMappingTypeParams {
+                handle: pin.handle,
+                mapping_type: request as u32,
+                ..Default::default()
+            };
+            drv_ioctl(fd, ioc::REQ_MAPPING_TYPE, &mut p)?;
+        }
+        let offset =
+            pin.handle
+                .checked_mul(1u64 << self.page_shift)
+                .ok_or(Error::InvalidArgument(
+                    "driver handle too large for an mmap offset",
+                ))?;
+        let addr = sys::mmap_shared(size, fd, offset).inspect_err(|e| {
+            let errno = e.errno();
+            gdr_err!(
+                "error {}({}) while mapping handle {:x}, rounded_size={} offset={:x}",
+                sys::strerror(errno),
+                errno,
+                pin.handle,
+                size,
+                offset
+            );
+        })?;
+        let unmap = || {
+            // SAFETY: `addr..addr+size` was mapped just above and has not been handed out.
+            let _ = unsafe { sys::munmap(addr, size) };
+        };
+        let info = match self.info(pin, None) {
+            Ok(i) => i,
+            Err(e) => {
+                gdr_err!(
+                    "error {} from get_info, munmapping before exiting",
+                    e.errno()
+                );
+                unmap();
+                return Err(e);
+            }
+        };
+        let kind = match MappingType::from_raw(info.mapping_type) {
+            Some(MappingType::None) | None => {
+                gdr_err!("mh is not mapped");
+                unmap();
+                return Err(Error::MappingRefused);
+            }
+            Some(k) => k,
+        };
+        if request != MappingType::None && kind != request {
+            gdr_err!("gdrdrv cannot fulfill the requested mapping type. It might be too old.");
+            unmap();
+            return Err(Error::InvalidArgument("requested mapping type not granted"));
+        }
+        Ok(Mapping {
+            addr,
+            len: size,
+            kind,
+        })
+    }
+
+    fn unmap(&self, pin: &Pin, mapping: &Mapping) -> Result<()> {
+        // SAFETY: the session passes only mappings this backend created and that it has taken
+        // out of use (its state machine holds the handle in the "unmapping" state).
+        unsafe { sys::munmap(mapping.addr, mapping.len) }.inspect_err(|e| {
+            let errno = e.errno();
+            gdr_err!(
+                "error {}({}) while unmapping handle {:x}, rounded_size={}",
+                sys::strerror(errno),
+                errno,
+                pin.handle,
+                mapping.len
+            );
+        })
+    }
+
+    fn attribute(&self, attr: Attr) -> Result<i32> {
+        if self.version < VERSION_V2_API {
+            gdr_dbg!("gdrdrv is too old and does not support querying attributes");
+            return Ok(0);
+        }
+        let mut p = AttrParams {
+            attr: attr as u32,
+            val: 0,
+        };
+        drv_ioctl(self.fd_now(), ioc::GET_ATTR, &mut p)?;
+        Ok(p.val as i32)
+    }
+
+    fn driver_version(&self) -> Result<(i32, i32)> {
+        let mut v = VersionParams::default();
+        sys::ioctl(self.fd_now(), ioc::GET_VERSION, &mut v).inspect_err(|e| {
+            gdr_err!(
+                "Error getting the gdrdrv driver version with ioctl error (errno={}). gdrdrv might be too old.",
+                e.errno()
+            )
+        })?;
+        Ok((
+            (v.gdrdrv_version >> 16) as i32,
+            (v.gdrdrv_version & 0xFFFF) as i32,
+        ))
+    }
+
+    fn close(&self) -> Result<()> {
+        let fd = self.fd.swap(-1, Ordering::AcqRel);
+        if fd < 0 {
+            return Ok(());
+        }
+        sys::close(fd).inspect_err(|e| {
+            let errno = e.errno();
+            gdr_err!(
+                "error closing driver (errno={}/{})",
+                errno,
+                sys::strerror(errno)
+            );
+        })
+    }
+}
+
+impl Drop for GdrDrv {
+    fn drop(&mut self) {
+        let _ = self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn request_numbers_match_the_reference_table() {
+        assert_eq!(ioc::PIN_BUFFER, 0xC028DA01);
+        assert_eq!(ioc::UNPIN_BUFFER, 0xC008DA02);
+        assert_eq!(ioc::GET_CB_FLAG, 0xC008DA03);
+        assert_eq!(ioc::GET_INFO, 0xC008DA04);
+        assert_eq!(ioc::GET_INFO_V2, 0xC008DA05);
+        assert_eq!(ioc::GET_ATTR, 0xC008DA06);
+        assert_eq!(ioc::PIN_BUFFER_V2, 0xC020DA07);
+        assert_eq!(ioc::REQ_MAPPING_TYPE, 0xC008DA08);
+        assert_eq!(ioc::GET_VERSION, 0xC008DAFF);
+    }
+
+    #[test]
+    fn param_layouts_match_the_driver() {
+        assert_eq!(size_of::<PinParams>(), 40);
+        assert_eq!(offset_of!(PinParams, p2p_token), 16);
+        assert_eq!(offset_of!(PinParams, va_space), 24);
+        assert_eq!(offset_of!(PinParams, handle), 32);
+        assert_eq!(size_of::<PinV2Params>(), 32);
+        assert_eq!(offset_of!(PinV2Params, flags), 16);
+        assert_eq!(offset_of!(PinV2Params, handle), 24);
+        assert_eq!(size_of::<UnpinParams>(), 8);
+        assert_eq!(size_of::<CbFlagParams>(), 16);
+        assert_eq!(offset_of!(CbFlagParams, flag), 8);
+        assert_eq!(size_of::<InfoParams>(), 48);
+        assert_eq!(offset_of!(InfoParams, page_size), 24);
+        assert_eq!(offset_of!(InfoParams, tsc_khz), 28);
+        assert_eq!(offset_of!(InfoParams, tm_cycles), 32);
+        assert_eq!(offset_of!(InfoParams, mapped), 40);
+        assert_eq!(offset_of!(InfoParams, wc_mapping), 44);
+        assert_eq!(size_of::<InfoV2Params>(), 48);
+        assert_eq!(offset_of!(InfoV2Params, mapping_type), 40);
+        assert_eq!(size_of::<AttrParams>(), 8);
+        assert_eq!(offset_of!(AttrParams, val), 4);
+        assert_eq!(size_of::<ReqMappingTypeParams>(), 16);
+        assert_eq!(offset_of!(ReqMappingTypeParams, mapping_type), 8);
+        assert_eq!(size_of::<VersionParams>(), 8);
+        assert_eq!(offset_of!(VersionParams, minimum_gdr_api_version), 4);
+    }
+
+    #[test]
+    fn gpu_page_rounding_follows_the_driver() {
+        assert_eq!(
+            gpu_page_range(0x10000 + 0x1234, 0x10000),
+            (0x10000, 0x20000, 0x1234)
+        );
+        assert_eq!(gpu_page_range(0x20000, 0x50000), (0x20000, 0x50000, 0));
+        assert_eq!(gpu_page_range(0x20000, 1), (0x20000, 0x10000, 0));
+        assert_eq!(gpu_page_range(0x20008, 8), (0x20000, 0x10000, 8));
+        // No overflow on absurd sizes.
+        let (va, _, off) = gpu_page_range(u64::MAX - 5, 100);
+        assert_eq!((va, off), (u64::MAX & !0xFFFF, 0xFFFA));
+    }
+
+    #[test]
+    fn version_checks_accept_2_0_to_2_6_and_refuse_the_rest() {
+        for minor in 0..=6 {
+            let v = VersionParams {
+                gdrdrv_version: 0x20000 | minor,
+                minimum_gdr_api_version: 0x20000,
+            };
+            assert!(check_version(&v).is_ok(), "2.{minor}");
+        }
+        let old = VersionParams {
+            gdrdrv_version: 0x10003,
+            minimum_gdr_api_version: 0,
+        };
+        assert_eq!(check_version(&old).unwrap_err().errno(), libc::ENOTSUP);
+        let picky = VersionParams {
+            gdrdrv_version: 0x20007,
+            minimum_gdr_api_version: 0x20007,
+        };
+        assert!(check_version(&picky).is_err());
+        let newer = VersionParams {
+            gdrdrv_version: 0x30000,
+            minimum_gdr_api_version: 0x20006,
+        };
+        assert!(check_version(&newer).is_ok());
+    }
+
+    #[test]
+    fn open_failures_are_errors_with_a_fix_hint() {
+        let e = GdrDrv::open_path(c"/nonexistent/gdrdrv").err().unwrap();
+        assert_eq!(e.errno(), libc::ENOENT);
+        assert!(open_failure_hint(libc::ENOENT).contains("mknod"));
+        assert!(open_failure_hint(libc::EACCES).contains("udev"));
+        // A node that does not answer GET_VERSION is refused (and its fd closed).
+        let e = GdrDrv::open_path(c"/dev/null").err().unwrap();
+        assert_eq!(e.errno(), libc::ENOTTY);
+    }
+
+    #[test]
+    fn dotted_versions() {
+        assert_eq!(dotted(0x20006), "2.6");
+        assert_eq!(dotted(0x1000c), "1.12");
+    }
 }

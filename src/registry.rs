@@ -1,0 +1,239 @@
+//! The library's own record of every `gdr_t` and `gdr_mh_t` it handed out.
+//!
+//! Records live in slabs that are allocated once and never returned to the system, so any
+//! address inside a slab stays readable forever. Checking a pointer from C is then a range
+//! check plus a slot-boundary check ([`Registry::lookup`]), lock-free; whether the slot is
+//! *live*, and whose it is, is then read from the record's own atomics. A freed slot goes to
+//! the back of a FIFO quarantine and is reused only after [`QUARANTINE`] later frees, so a
+//! stale handle almost never aliases a new one.
+
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+/// Slots that must be freed after a slot before that slot is reused.
+pub const QUARANTINE: usize = 1024;
+
+/// Number of slab slots: slab `k` holds `FIRST_SLAB << k` records.
+const MAX_SLABS: usize = 40;
+/// Records in the first slab.
+const FIRST_SLAB: usize = 64;
+
+/// A record type kept in a [`Registry`]: constructible in its idle state, shareable.
+pub trait Record: Sync + Send + 'static {
+    /// A new record in its free state.
+    fn new_free() -> Self;
+}
+
+/// Free-list bookkeeping, behind the allocator lock.
+struct Alloc {
+    /// Slots handed out so far from the slabs, in order (next fresh slot index).
+    fresh: usize,
+    /// Freed slots, oldest first.
+    quarantine: VecDeque<usize>,
+}
+
+/// A slab allocator of `T` records whose addresses can be validated without a lock.
+pub struct Registry<T: Record> {
+    slabs: [AtomicPtr<T>; MAX_SLABS],
+    /// Number of slabs published in `slabs`.
+    nslabs: AtomicUsize,
+    alloc: Mutex<Alloc>,
+}
+
+/// Records in slab `k`.
+const fn slab_len(k: usize) -> usize {
+    FIRST_SLAB << k
+}
+
+/// (slab, index in slab) of global slot `i`.
+fn locate(i: usize) -> (usize, usize) {
+    // Slab k starts at FIRST_SLAB * (2^k - 1).
+    let k = (i / FIRST_SLAB + 1).ilog2() as usize;
+    (k, i - FIRST_SLAB * ((1 << k) - 1))
+}
+
+impl<T: Record> Registry<T> {
+    /// An empty registry (usable in a `static`).
+    pub const fn new() -> Self {
+        Registry {
+            slabs: [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_SLABS],
+            nslabs: AtomicUsize::new(0),
+            alloc: parking_lot::const_mutex(Alloc {
+                fresh: 0,
+                quarantine: VecDeque::new(),
+            }),
+        }
+    }
+
+    /// A slot to use, as a record reference; `None` when memory is exhausted. The caller
+    /// moves the record out of its free state.
+    pub fn allocate(&self) -> Option<&'static T> {
+        let mut a = self.alloc.lock();
+        if a.quarantine.len() > QUARANTINE {
+            let i = a.quarantine.pop_front()?;
+            return Some(self.slot(i));
+        }
+        let i = a.fresh;
+        let (k, _) = locate(i);
+        if k >= MAX_SLABS {
+            // Everything is handed out; fall back to the oldest freed slot if any.
+            let i = a.quarantine.pop_front()?;
+            return Some(self.slot(i));
+        }
+        if k >= self.nslabs.load(Ordering::Acquire) {
+            let mut v = Vec::new();
+            v.try_reserve_exact(slab_len(k)).ok()?;
+            v.extend((0..slab_len(k)).map(|_| T::new_free()));
+            let slab: &'static mut [T] = Box::leak(v.into_boxed_slice());
+            self.slabs[k].store(slab.as_mut_ptr(), Ordering::Release);
+            self.nslabs.store(k + 1, Ordering::Release);
+        }
+        a.fresh += 1;
+        Some(self.slot(i))
+    }
+
+    /// Puts `rec` (a record of this registry, already back in its free state) into the
+    /// quarantine.
+    pub fn release(&self, rec: &'static T) {
+        if let Some(i) = self.index_of(rec as *const T as usize) {
+            self.alloc.lock().quarantine.push_back(i);
+        }
+    }
+
+    fn slot(&self, i: usize) -> &'static T {
+        let (k, j) = locate(i);
+        let base = self.slabs[k].load(Ordering::Acquire);
+        // SAFETY: slot `i` was handed out, so slab `k` is published and holds more than `j`
+        // initialised records; slabs are leaked, so the reference is valid for 'static.
+        unsafe { &*base.add(j) }
+    }
+
+    /// The global slot index of `addr` if it is the exact address of a record of this
+    /// registry.
+    fn index_of(&self, addr: usize) -> Option<usize> {
+        let n = self.nslabs.load(Ordering::Acquire);
+        let size = std::mem::size_of::<T>();
+        for k in 0..n {
+            let base = self.slabs[k].load(Ordering::Acquire) as usize;
+            let end = base + slab_len(k) * size;
+            if addr >= base && addr < end {
+                let off = addr - base;
+                return (off % size == 0).then(|| FIRST_SLAB * ((1 << k) - 1) + off / size);
+            }
+        }
+        None
+    }
+
+    /// The record at `addr`, if `addr` is exactly the address of one of this registry's
+    /// records (live or not). Never dereferences `addr` otherwise. Lock-free.
+    pub fn lookup(&self, addr: usize) -> Option<&'static T> {
+        if addr == 0 {
+            return None;
+        }
+        let n = self.nslabs.load(Ordering::Acquire);
+        let size = std::mem::size_of::<T>();
+        for k in 0..n {
+            let base = self.slabs[k].load(Ordering::Acquire);
+            let b = base as usize;
+            let len = slab_len(k);
+            if addr >= b && addr < b + len * size {
+                let off = addr - b;
+                if off % size != 0 {
+                    return None;
+                }
+                // SAFETY: `off / size < len`, slab `k` is published with `len` initialised
+                // records and is never freed.
+                return Some(unsafe { &*base.add(off / size) });
+            }
+        }
+        None
+    }
+}
+
+impl<T: Record> Default for Registry<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    struct Rec {
+        live: AtomicU64,
+        _pad: [u64; 3],
+    }
+    impl Record for Rec {
+        fn new_free() -> Self {
+            Rec {
+                live: AtomicU64::new(0),
+                _pad: [0; 3],
+            }
+        }
+    }
+
+    #[test]
+    fn locate_maps_global_slots_to_slabs() {
+        assert_eq!(locate(0), (0, 0));
+        assert_eq!(locate(63), (0, 63));
+        assert_eq!(locate(64), (1, 0));
+        assert_eq!(locate(191), (1, 127));
+        assert_eq!(locate(192), (2, 0));
+    }
+
+    #[test]
+    fn lookup_accepts_only_exact_record_addresses() {
+        let r: Registry<Rec> = Registry::new();
+        assert!(r.lookup(0x1000).is_none(), "empty registry knows nothing");
+        let a = r.allocate().unwrap();
+        let pa = a as *const Rec as usize;
+        assert!(std::ptr::eq(r.lookup(pa).unwrap(), a));
+        assert!(
+            r.lookup(pa + 8).is_none(),
+            "inside a record but not at its start"
+        );
+        assert!(r.lookup(0).is_none());
+        // A stack copy of a record is not a record.
+        let forged = Rec::new_free();
+        assert!(r.lookup(&forged as *const Rec as usize).is_none());
+        // Many allocations span several slabs; each one resolves to itself.
+        let many: Vec<&Rec> = (0..500).map(|_| r.allocate().unwrap()).collect();
+        for m in &many {
+            assert!(std::ptr::eq(
+                r.lookup(*m as *const Rec as usize).unwrap(),
+                *m
+            ));
+        }
+        assert!(r.nslabs.load(Ordering::Relaxed) >= 3);
+    }
+
+    #[test]
+    fn freed_slots_are_reused_only_after_the_quarantine() {
+        let r: Registry<Rec> = Registry::new();
+        let first = r.allocate().unwrap();
+        first.live.store(7, Ordering::Relaxed);
+        r.release(first);
+        let mut seen_again = None;
+        for n in 0..(QUARANTINE + 10) {
+            let x = r.allocate().unwrap();
+            if std::ptr::eq(x, first) {
+                seen_again = Some(n);
+                break;
+            }
+            r.release(x);
+        }
+        let n = seen_again.expect("slot reused eventually");
+        assert!(n >= QUARANTINE, "reused after only {n} frees");
+        // The stale address stays readable throughout.
+        assert_eq!(
+            r.lookup(first as *const Rec as usize)
+                .unwrap()
+                .live
+                .load(Ordering::Relaxed),
+            7
+        );
+    }
+}

@@ -1,0 +1,1078 @@
+//! Sessions (`gdr_t`) and pinned-buffer records (`gdr_mh_t`): validation, bookkeeping and the
+//! per-handle state machine, between the C entry points ([`crate::ffi`]) and a backend.
+//!
+//! A `gdr_t` is the address of a [`SessionRecord`]; a `gdr_mh_t.h` is the address of a
+//! [`HandleRecord`]. Both live in [`Registry`] slabs, so every value C hands back is checked
+//! ([`Registry::lookup`]) before it is read, and is then read only through atomics. The first
+//! 48 bytes of a session record and the first 104 bytes of a handle record keep upstream's
+//! `struct gdr` / `gdr_memh_t` layouts, which gdrcopy's own tests read.
+//!
+//! Concurrency: a session's backend sits behind a read-write lock that only `gdr_close`
+//! takes for writing; every other call holds it shared, so calls on one `gdr_t` run in
+//! parallel. A handle moves through the states of [`state`] with compare-and-swap, so two
+//! threads cannot map, unmap or unpin the same handle at once. Copies take no lock at all.
+
+use crate::backend::{
+    self, Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest,
+};
+use crate::error::{Error, Result};
+use crate::registry::{Record, Registry};
+use crate::{copy, sys};
+use parking_lot::{Mutex, RwLock};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+/// The states of a [`HandleRecord`].
+pub mod state {
+    /// Slot not in use.
+    pub const FREE: u32 = 0;
+    /// Slot taken by a pin that has not completed.
+    pub const RESERVED: u32 = 1;
+    /// Pinned, not mapped.
+    pub const PINNED: u32 = 2;
+    /// A `gdr_map` is in progress.
+    pub const MAPPING: u32 = 3;
+    /// Pinned and mapped.
+    pub const MAPPED: u32 = 4;
+    /// A `gdr_unmap` is in progress.
+    pub const UNMAPPING: u32 = 5;
+    /// An unpin is in progress.
+    pub const UNPINNING: u32 = 6;
+}
+
+/// Every session record ever handed out.
+static SESSIONS: Registry<SessionRecord> = Registry::new();
+/// Every handle record ever handed out.
+static HANDLES: Registry<HandleRecord> = Registry::new();
+/// Source of session serial numbers (never 0 for a live session).
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
+/// What a `gdr_t` points at. The first 48 bytes follow upstream's `struct gdr`.
+#[repr(C)]
+pub struct SessionRecord {
+    /// `fd` (int@0): the driver fd, -1 for DMA-BUF and once closed.
+    pub fd: AtomicI32,
+    /// `memhs` (list head@8): always NULL; the records are tracked in [`Open::handles`].
+    pub memhs: AtomicUsize,
+    /// `page_size` (@16): host page size.
+    pub page_size: AtomicUsize,
+    /// `page_mask` (@24): `!(page_size - 1)`.
+    pub page_mask: AtomicUsize,
+    /// `page_shift` (u8@32).
+    pub page_shift: AtomicU8,
+    /// `gdrdrv_version` (u32@36): 0 for DMA-BUF.
+    pub gdrdrv_version: AtomicU32,
+    /// `cache_backend` (u32@40): 0 gdrdrv, 1 DMA-BUF.
+    pub cache_backend: AtomicU32,
+    _pad: AtomicU32,
+    /// The open state; `None` when the slot is free.
+    open: RwLock<Option<Open>>,
+}
+
+/// A live session.
+struct Open {
+    backend: Box<dyn Backend>,
+    /// The process that opened it; any other process is refused.
+    pid: i32,
+    /// Unique per `gdr_open`; handle records name their owner by it.
+    serial: u64,
+    page_size: usize,
+    /// Live handles, oldest first.
+    handles: Mutex<Vec<&'static HandleRecord>>,
+}
+
+/// What a `gdr_mh_t` points at. The first 104 bytes follow upstream's `gdr_memh_t`.
+#[repr(C)]
+pub struct HandleRecord {
+    le_next: AtomicUsize,
+    le_prev: AtomicUsize,
+    /// `mapping_type` (@16): the current mapping type.
+    pub mapping_type: AtomicU32,
+    _pad0: AtomicU32,
+    /// `handle` (u32@24): gdrdrv handle (truncated) or, for DMA-BUF, the dma-buf fd.
+    pub driver_handle: AtomicU32,
+    _pad1: AtomicU32,
+    /// DMA-BUF arm: `va`@32, `page_offset`@40, `mapped_size`@48, `page_size`@56.
+    dmabuf_va: AtomicU64,
+    dmabuf_page_offset: AtomicU64,
+    dmabuf_mapped_size: AtomicU64,
+    dmabuf_page_size: AtomicU32,
+    _pad2: AtomicU32,
+    /// `tm_cycles`@64, `cycles_per_ms`@72, bitfield unit (`mapped`, `wc_mapping`)@76.
+    dmabuf_tm_cycles: AtomicU64,
+    dmabuf_cycles_per_ms: AtomicU32,
+    dmabuf_bits: AtomicU32,
+    /// Backend mapping type@80, `cpu_mapped_va`@88, `cpu_mapped_len`@96.
+    dmabuf_backend_type: AtomicU32,
+    _pad3: AtomicU32,
+    dmabuf_cpu_va: AtomicUsize,
+    dmabuf_cpu_len: AtomicUsize,
+    // ---- end of upstream's 104 bytes ----
+    /// One of [`state`].
+    state: AtomicU32,
+    /// Serial of the owning session.
+    owner: AtomicU64,
+    pin_handle: AtomicU64,
+    pin_va: AtomicU64,
+    pin_size: AtomicU64,
+    pin_offset: AtomicU64,
+    pin_fixed: AtomicU32,
+    map_kind: AtomicU32,
+    map_addr: AtomicUsize,
+    map_len: AtomicUsize,
+}
+
+impl Record for SessionRecord {
+    fn new_free() -> Self {
+        SessionRecord {
+            fd: AtomicI32::new(-1),
+            memhs: AtomicUsize::new(0),
+            page_size: AtomicUsize::new(0),
+            page_mask: AtomicUsize::new(0),
+            page_shift: AtomicU8::new(0),
+            gdrdrv_version: AtomicU32::new(0),
+            cache_backend: AtomicU32::new(0),
+            _pad: AtomicU32::new(0),
+            open: RwLock::new(None),
+        }
+    }
+}
+
+impl Record for HandleRecord {
+    fn new_free() -> Self {
+        HandleRecord {
+            le_next: AtomicUsize::new(0),
+            le_prev: AtomicUsize::new(0),
+            mapping_type: AtomicU32::new(0),
+            _pad0: AtomicU32::new(0),
+            driver_handle: AtomicU32::new(0),
+            _pad1: AtomicU32::new(0),
+            dmabuf_va: AtomicU64::new(0),
+            dmabuf_page_offset: AtomicU64::new(0),
+            dmabuf_mapped_size: AtomicU64::new(0),
+            dmabuf_page_size: AtomicU32::new(0),
+            _pad2: AtomicU32::new(0),
+            dmabuf_tm_cycles: AtomicU64::new(0),
+            dmabuf_cycles_per_ms: AtomicU32::new(0),
+            dmabuf_bits: AtomicU32::new(0),
+            dmabuf_backend_type: AtomicU32::new(0),
+            _pad3: AtomicU32::new(0),
+            dmabuf_cpu_va: AtomicUsize::new(0),
+            dmabuf_cpu_len: AtomicUsize::new(0),
+            state: AtomicU32::new(state::FREE),
+            owner: AtomicU64::new(0),
+            pin_handle: AtomicU64::new(0),
+            pin_va: AtomicU64::new(0),
+            pin_size: AtomicU64::new(0),
+            pin_offset: AtomicU64::new(0),
+            pin_fixed: AtomicU32::new(0),
+            map_kind: AtomicU32::new(0),
+            map_addr: AtomicUsize::new(0),
+            map_len: AtomicUsize::new(0),
+        }
+    }
+}
+
+fn kind_of(raw: u32) -> MappingType {
+    MappingType::from_raw(raw).unwrap_or(MappingType::None)
+}
+
+impl HandleRecord {
+    /// The address C sees as `gdr_mh_t.h`.
+    pub fn address(&'static self) -> u64 {
+        self as *const HandleRecord as usize as u64
+    }
+
+    fn pin(&self) -> Pin {
+        Pin {
+            handle: self.pin_handle.load(Ordering::Acquire),
+            va: self.pin_va.load(Ordering::Acquire),
+            mapped_size: self.pin_size.load(Ordering::Acquire),
+            page_offset: self.pin_offset.load(Ordering::Acquire),
+            fixed_type: kind_of(self.pin_fixed.load(Ordering::Acquire)),
+        }
+    }
+
+    fn mapping(&self) -> Mapping {
+        Mapping {
+            addr: self.map_addr.load(Ordering::Acquire),
+            len: self.map_len.load(Ordering::Acquire),
+            kind: kind_of(self.map_kind.load(Ordering::Acquire)),
+        }
+    }
+
+    fn set_pin(&self, p: &Pin, owner: u64, kind: BackendKind, page_size: usize) {
+        self.pin_handle.store(p.handle, Ordering::Release);
+        self.pin_va.store(p.va, Ordering::Release);
+        self.pin_size.store(p.mapped_size, Ordering::Release);
+        self.pin_offset.store(p.page_offset, Ordering::Release);
+        self.pin_fixed.store(p.fixed_type as u32, Ordering::Release);
+        self.owner.store(owner, Ordering::Release);
+        self.mapping_type.store(0, Ordering::Release);
+        // Upstream keeps the kernel handle as a uint32_t (DMA-BUF: the fd, an int).
+        self.driver_handle.store(p.handle as u32, Ordering::Release);
+        if kind == BackendKind::DmaBuf {
+            self.dmabuf_va.store(p.va, Ordering::Release);
+            self.dmabuf_page_offset
+                .store(p.page_offset, Ordering::Release);
+            self.dmabuf_mapped_size
+                .store(p.mapped_size, Ordering::Release);
+            self.dmabuf_page_size
+                .store(page_size as u32, Ordering::Release);
+            self.dmabuf_backend_type
+                .store(p.fixed_type as u32, Ordering::Release);
+        }
+    }
+
+    fn set_mapping(&self, m: Option<&Mapping>, kind: BackendKind) {
+        let (addr, len, t) = m.map_or((0, 0, MappingType::None), |m| (m.addr, m.len, m.kind));
+        self.map_addr.store(addr, Ordering::Release);
+        self.map_len.store(len, Ordering::Release);
+        self.map_kind.store(t as u32, Ordering::Release);
+        self.mapping_type.store(t as u32, Ordering::Release);
+        if kind == BackendKind::DmaBuf {
+            let bits = u32::from(m.is_some()) | (u32::from(t == MappingType::WriteCombining) << 1);
+            self.dmabuf_bits.store(bits, Ordering::Release);
+            self.dmabuf_cpu_va.store(addr, Ordering::Release);
+            self.dmabuf_cpu_len.store(len, Ordering::Release);
+        }
+    }
+
+    /// Returns the record to its free state (all fields zero) and to the registry.
+    fn free(&'static self) {
+        for a in [
+            &self.le_next,
+            &self.le_prev,
+            &self.dmabuf_cpu_va,
+            &self.dmabuf_cpu_len,
+            &self.map_addr,
+            &self.map_len,
+        ] {
+            a.store(0, Ordering::Relaxed);
+        }
+        for a in [
+            &self.dmabuf_va,
+            &self.dmabuf_page_offset,
+            &self.dmabuf_mapped_size,
+            &self.dmabuf_tm_cycles,
+            &self.owner,
+            &self.pin_handle,
+            &self.pin_va,
+            &self.pin_size,
+            &self.pin_offset,
+        ] {
+            a.store(0, Ordering::Relaxed);
+        }
+        for a in [
+            &self.mapping_type,
+            &self.driver_handle,
+            &self.dmabuf_page_size,
+            &self.dmabuf_cycles_per_ms,
+            &self.dmabuf_bits,
+            &self.dmabuf_backend_type,
+            &self.pin_fixed,
+            &self.map_kind,
+        ] {
+            a.store(0, Ordering::Relaxed);
+        }
+        self.state.store(state::FREE, Ordering::Release);
+        HANDLES.release(self);
+    }
+}
+
+impl Open {
+    /// Refuses use from a process other than the opener (a forked child): such a process
+    /// must issue no ioctl or mmap on the inherited fd.
+    fn check_process(&self, rec: &SessionRecord) -> Result<()> {
+        let me = sys::getpid();
+        if me == self.pid {
+            return Ok(());
+        }
+        gdr_err!(
+            "gdr_t {:p} was opened by process {} and cannot be used in process {} (a forked child?): \
+             call gdr_open in this process instead",
+            rec,
+            self.pid,
+            me
+        );
+        Err(Error::ForeignProcess)
+    }
+
+    /// The live record behind `mh`, owned by this session.
+    fn handle(&self, mh: u64) -> Result<&'static HandleRecord> {
+        let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
+            gdr_err!(
+                "invalid gdr_mh_t 0x{:x}: not a handle issued by this library",
+                mh
+            );
+            return Err(Error::InvalidHandle);
+        };
+        let s = h.state.load(Ordering::Acquire);
+        if s == state::FREE || s == state::RESERVED {
+            gdr_err!(
+                "invalid gdr_mh_t 0x{:x}: the buffer is not pinned (already unpinned?)",
+                mh
+            );
+            return Err(Error::InvalidHandle);
+        }
+        if h.owner.load(Ordering::Acquire) != self.serial {
+            gdr_err!("invalid gdr_mh_t 0x{:x}: it belongs to another gdr_t", mh);
+            return Err(Error::InvalidHandle);
+        }
+        Ok(h)
+    }
+
+    /// Unmaps (if mapped) and unpins `h`, then frees its record whatever the driver said.
+    /// Returns the first error.
+    fn release(&self, h: &'static HandleRecord) -> Result<()> {
+        let mapped = loop {
+            let s = h.state.load(Ordering::Acquire);
+            let next = match s {
+                state::PINNED | state::MAPPED => s,
+                state::MAPPING | state::UNMAPPING => {
+                    gdr_err!(
+                        "gdr_mh_t 0x{:x} is being mapped or unmapped by another thread",
+                        h.address()
+                    );
+                    return Err(Error::Sys {
+                        call: "gdr_unpin_buffer",
+                        errno: libc::EBUSY,
+                    });
+                }
+                _ => {
+                    gdr_err!(
+                        "invalid gdr_mh_t 0x{:x}: the buffer is not pinned (already unpinned?)",
+                        h.address()
+                    );
+                    return Err(Error::InvalidHandle);
+                }
+            };
+            if h.state
+                .compare_exchange(next, state::UNPINNING, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                break next == state::MAPPED;
+            }
+        };
+        let pin = h.pin();
+        let mut first = Ok(());
+        if mapped {
+            let m = h.mapping();
+            gdr_dbg!("unmapping va: {:#x} before unpinning", m.addr);
+            first = self.backend.unmap(&pin, &m);
+            copy::mapping_destroyed(m.kind);
+            h.set_mapping(None, self.backend.kind());
+        }
+        let r = self.backend.unpin(&pin);
+        {
+            let mut hs = self.handles.lock();
+            if let Some(i) = hs.iter().position(|x| std::ptr::eq(*x, h)) {
+                hs.remove(i);
+            }
+        }
+        h.free();
+        first.and(r)
+    }
+}
+
+/// Runs `f` on the live session behind the `gdr_t` value `g`.
+fn with_session<R>(g: usize, f: impl FnOnce(&SessionRecord, &Open) -> Result<R>) -> Result<R> {
+    let Some(rec) = SESSIONS.lookup(g) else {
+        gdr_err!("invalid gdr_t {:#x}: not opened by this library", g);
+        return Err(Error::InvalidHandle);
+    };
+    let guard = rec.open.read();
+    let Some(open) = guard.as_ref() else {
+        gdr_err!("invalid gdr_t {:#x}: already closed", g);
+        return Err(Error::InvalidHandle);
+    };
+    f(rec, open)
+}
+
+/// `gdr_open`: opens a backend and returns the new session's address.
+pub fn open() -> Result<usize> {
+    open_with(backend::open()?)
+}
+
+/// `gdr_open` on a given backend.
+pub(crate) fn open_with(backend: Box<dyn Backend>) -> Result<usize> {
+    let Some(rec) = SESSIONS.allocate() else {
+        gdr_err!("error while allocating memory");
+        let _ = backend.close();
+        return Err(Error::NoMemory);
+    };
+    let page_size = sys::page_size();
+    rec.fd.store(backend.fd(), Ordering::Release);
+    rec.memhs.store(0, Ordering::Release);
+    rec.page_size.store(page_size, Ordering::Release);
+    rec.page_mask.store(!(page_size - 1), Ordering::Release);
+    rec.page_shift
+        .store(page_size.trailing_zeros() as u8, Ordering::Release);
+    rec.gdrdrv_version
+        .store(backend.driver_version_word(), Ordering::Release);
+    rec.cache_backend
+        .store(backend.kind() as u32, Ordering::Release);
+    let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
+    *rec.open.write() = Some(Open {
+        backend,
+        pid: sys::getpid(),
+        serial,
+        page_size,
+        handles: Mutex::new(Vec::new()),
+    });
+    Ok(rec as *const SessionRecord as usize)
+}
+
+/// `gdr_close`: unmaps and unpins every handle the session still owns (going on past
+/// failures), closes the backend and frees the session. Returns the first error.
+pub fn close(g: usize) -> Result<()> {
+    let Some(rec) = SESSIONS.lookup(g) else {
+        gdr_err!("invalid gdr_t {:#x}: not opened by this library", g);
+        return Err(Error::InvalidHandle);
+    };
+    let mut guard = rec.open.write();
+    let Some(open) = guard.take() else {
+        gdr_err!("invalid gdr_t {:#x}: already closed", g);
+        return Err(Error::InvalidHandle);
+    };
+    let handles: Vec<_> = open.handles.lock().clone();
+    let mut first: Result<()> = Ok(());
+    let foreign = sys::getpid() != open.pid;
+    if foreign && !handles.is_empty() {
+        gdr_err!(
+            "gdr_close in process {} of a gdr_t opened by process {}: its {} pinned buffers stay with the opener",
+            sys::getpid(),
+            open.pid,
+            handles.len()
+        );
+        first = Err(Error::ForeignProcess);
+    }
+    // Most recently pinned first, as upstream walks its list.
+    for h in handles.into_iter().rev() {
+        if foreign {
+            if h.state.load(Ordering::Acquire) == state::MAPPED {
+                copy::mapping_destroyed(h.mapping().kind);
+            }
+            h.free();
+        } else if let Err(e) = open.release(h) {
+            gdr_err!(
+                "error unpinning buffer inside gdr_close (errno={}/{})",
+                e.errno(),
+                sys::strerror(e.errno())
+            );
+            first = first.and(Err(e));
+        }
+    }
+    first = first.and(open.backend.close());
+    drop(open);
+    rec.fd.store(-1, Ordering::Release);
+    rec.gdrdrv_version.store(0, Ordering::Release);
+    drop(guard);
+    SESSIONS.release(rec);
+    first
+}
+
+/// `gdr_pin_buffer(_v2)`: pins and returns the new `gdr_mh_t.h`.
+pub fn pin(g: usize, req: &PinRequest) -> Result<u64> {
+    with_session(g, |rec, open| {
+        open.check_process(rec)?;
+        let Some(h) = HANDLES.allocate() else {
+            gdr_err!("error while allocating memory");
+            return Err(Error::NoMemory);
+        };
+        h.state.store(state::RESERVED, Ordering::Release);
+        match open.backend.pin(req) {
+            Ok(p) => {
+                h.set_pin(&p, open.serial, open.backend.kind(), open.page_size);
+                h.state.store(state::PINNED, Ordering::Release);
+                open.handles.lock().push(h);
+                Ok(h.address())
+            }
+            Err(e) => {
+                h.free();
+                Err(e)
+            }
+        }
+    })
+}
+
+/// `gdr_unpin_buffer`: unmaps if still mapped, unpins, and frees the handle even when the
+/// driver refuses.
+pub fn unpin(g: usize, mh: u64) -> Result<()> {
+    with_session(g, |rec, open| {
+        open.check_process(rec)?;
+        let h = open.handle(mh)?;
+        open.release(h)
+    })
+}
+
+/// `gdr_get_callback_flag`.
+pub fn callback_flag(g: usize, mh: u64) -> Result<bool> {
+    with_session(g, |rec, open| {
+        open.check_process(rec)?;
+        let h = open.handle(mh)?;
+        open.backend.callback_flag(&h.pin())
+    })
+}
+
+/// `gdr_get_info_v2` (`legacy` = false) or the legacy v1 `gdr_get_info` (`legacy` = true).
+pub fn info(g: usize, mh: u64, legacy: bool) -> Result<Info> {
+    with_session(g, |rec, open| {
+        open.check_process(rec)?;
+        let h = open.handle(mh)?;
+        let m = (h.state.load(Ordering::Acquire) == state::MAPPED).then(|| h.mapping());
+        if legacy {
+            open.backend.info_v1(&h.pin(), m.as_ref())
+        } else {
+            open.backend.info(&h.pin(), m.as_ref())
+        }
+    })
+}
+
+/// `gdr_map_v2`: maps `size` bytes (rounded up to the host page) of the pinned buffer with
+/// the mapping type `flags` asks for; returns the mapping's address.
+pub fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
+    with_session(g, |rec, open| {
+        open.check_process(rec)?;
+        let h = open.handle(mh)?;
+        let s = h.state.load(Ordering::Acquire);
+        if s == state::MAPPED || s == state::MAPPING {
+            gdr_err!("mh is mapped already");
+            return Err(Error::AlreadyMapped);
+        }
+        let request = match u32::try_from(flags).ok().and_then(MappingType::from_raw) {
+            Some(t) => t,
+            None => {
+                gdr_err!("encounter unsupported gdr_map_flags");
+                return Err(Error::InvalidArgument("unknown gdr_map_flags"));
+            }
+        };
+        let Some(rounded) = sys::round_up(size, open.page_size) else {
+            gdr_err!("gdr_map: size {} is too large", size);
+            return Err(Error::InvalidArgument("map size overflows"));
+        };
+        if let Err(now) = h.state.compare_exchange(
+            state::PINNED,
+            state::MAPPING,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            if now == state::MAPPED || now == state::MAPPING {
+                gdr_err!("mh is mapped already");
+                return Err(Error::AlreadyMapped);
+            }
+            gdr_err!(
+                "gdr_mh_t 0x{:x} is being unmapped or unpinned by another thread",
+                mh
+            );
+            return Err(Error::InvalidHandle);
+        }
+        match open.backend.map(&h.pin(), rounded, request) {
+            Ok(m) => {
+                h.set_mapping(Some(&m), open.backend.kind());
+                copy::mapping_created(m.kind);
+                h.state.store(state::MAPPED, Ordering::Release);
+                gdr_dbg!("ptr_va: {:#x}", m.addr);
+                gdr_dbg!("mapping_type={}", m.kind as u32);
+                Ok(m.addr)
+            }
+            Err(e) => {
+                h.state.store(state::PINNED, Ordering::Release);
+                Err(e)
+            }
+        }
+    })
+}
+
+/// `gdr_unmap`: `va` and `size` must be the address `gdr_map` returned and the size it was
+/// given (compared after rounding to the host page).
+pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
+    with_session(g, |rec, open| {
+        open.check_process(rec)?;
+        let h = open.handle(mh)?;
+        if h.state
+            .compare_exchange(
+                state::MAPPED,
+                state::UNMAPPING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            gdr_err!("mh is not mapped yet");
+            return Err(Error::NotMapped);
+        }
+        let m = h.mapping();
+        if va != m.addr || sys::round_up(size, open.page_size) != Some(m.len) {
+            h.state.store(state::MAPPED, Ordering::Release);
+            gdr_err!(
+                "gdr_unmap: va {:#x} size {} do not match the mapping of this handle (va {:#x}, rounded size {})",
+                va,
+                size,
+                m.addr,
+                m.len
+            );
+            return Err(Error::InvalidArgument("va/size do not match the mapping"));
+        }
+        gdr_dbg!("unmapping va: {:#x}", va);
+        match open.backend.unmap(&h.pin(), &m) {
+            Ok(()) => {
+                copy::mapping_destroyed(m.kind);
+                h.set_mapping(None, open.backend.kind());
+                h.state.store(state::PINNED, Ordering::Release);
+                Ok(())
+            }
+            Err(e) => {
+                h.state.store(state::MAPPED, Ordering::Release);
+                Err(e)
+            }
+        }
+    })
+}
+
+/// For a copy of `n` bytes at `dev` through handle `mh`: checks that the handle is live and
+/// mapped and that `[dev, dev+n)` lies inside its mapping, and returns the mapping type.
+/// Lock-free (atomic loads only). `what` names the C function for log lines.
+pub fn copy_target(mh: u64, dev: usize, n: usize, what: &str) -> Result<MappingType> {
+    let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
+        gdr_err!(
+            "{}: invalid gdr_mh_t 0x{:x}: not a handle issued by this library",
+            what,
+            mh
+        );
+        return Err(Error::InvalidHandle);
+    };
+    match h.state.load(Ordering::Acquire) {
+        state::MAPPED => {}
+        state::FREE | state::RESERVED => {
+            gdr_err!(
+                "{}: invalid gdr_mh_t 0x{:x}: the buffer is not pinned (already unpinned?)",
+                what,
+                mh
+            );
+            return Err(Error::InvalidHandle);
+        }
+        _ => {
+            gdr_err!("mh is not mapped yet");
+            return Err(Error::NotMapped);
+        }
+    }
+    let m = h.mapping();
+    let inside = dev >= m.addr && dev.checked_add(n).is_some_and(|end| end <= m.addr + m.len);
+    if !inside {
+        gdr_err!(
+            "{}: range {:#x}+{} is outside the mapping {:#x}+{} of gdr_mh_t 0x{:x}",
+            what,
+            dev,
+            n,
+            m.addr,
+            m.len,
+            mh
+        );
+        return Err(Error::InvalidArgument("copy range outside the mapping"));
+    }
+    Ok(m.kind)
+}
+
+/// `gdr_get_attribute`.
+pub fn attribute(g: usize, attr: i32) -> Result<i32> {
+    with_session(g, |rec, open| match attr {
+        3 => Ok(i32::from(open.backend.kind() == BackendKind::DmaBuf)),
+        1 | 2 => {
+            open.check_process(rec)?;
+            let a = if attr == 1 {
+                Attr::UsePersistentMapping
+            } else {
+                Attr::SupportPinFlagForcePcie
+            };
+            open.backend.attribute(a)
+        }
+        _ => {
+            gdr_dbg!("undefined attribute");
+            Err(Error::InvalidArgument("undefined attribute"))
+        }
+    })
+}
+
+/// `gdr_driver_get_version`: `(major, minor)` of the driver behind the session.
+pub fn driver_version(g: usize) -> Result<(i32, i32)> {
+    with_session(g, |rec, open| {
+        open.check_process(rec)?;
+        open.backend.driver_version()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::offset_of;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    /// Counts what reached the "driver".
+    #[derive(Default)]
+    struct Calls {
+        pins: AtomicU32,
+        unpins: AtomicU32,
+        maps: AtomicU32,
+        unmaps: AtomicU32,
+        closes: AtomicU32,
+        fail_unpin: AtomicBool,
+    }
+
+    /// A backend whose "mappings" are shared mappings of /dev/zero.
+    struct Fake {
+        calls: Arc<Calls>,
+        next: AtomicU64,
+    }
+
+    impl Backend for Fake {
+        fn kind(&self) -> BackendKind {
+            BackendKind::Gdrdrv
+        }
+        fn fd(&self) -> i32 {
+            1000
+        }
+        fn driver_version_word(&self) -> u32 {
+            0x20006
+        }
+        fn pin(&self, req: &PinRequest) -> Result<Pin> {
+            if req.addr == 0 {
+                return Err(Error::Sys {
+                    call: "ioctl",
+                    errno: libc::EINVAL,
+                });
+            }
+            self.calls.pins.fetch_add(1, Ordering::SeqCst);
+            let (va, mapped_size, page_offset) =
+                crate::backend::gdrdrv::gpu_page_range(req.addr, req.size);
+            let handle = self.next.fetch_add(16, Ordering::SeqCst);
+            Ok(Pin {
+                handle,
+                va,
+                mapped_size,
+                page_offset,
+                fixed_type: MappingType::None,
+            })
+        }
+        fn unpin(&self, _pin: &Pin) -> Result<()> {
+            self.calls.unpins.fetch_add(1, Ordering::SeqCst);
+            if self.calls.fail_unpin.load(Ordering::SeqCst) {
+                return Err(Error::Sys {
+                    call: "ioctl",
+                    errno: libc::EIO,
+                });
+            }
+            Ok(())
+        }
+        fn callback_flag(&self, _pin: &Pin) -> Result<bool> {
+            Ok(false)
+        }
+        fn info(&self, pin: &Pin, current: Option<&Mapping>) -> Result<Info> {
+            let t = current.map_or(0, |m| m.kind as u32);
+            Ok(Info {
+                va: pin.va,
+                mapped_size: pin.mapped_size,
+                page_size: 65536,
+                mapped: t != 0,
+                wc_mapping: t == 1,
+                mapping_type: t,
+                ..Default::default()
+            })
+        }
+        fn info_v1(&self, pin: &Pin, current: Option<&Mapping>) -> Result<Info> {
+            self.info(pin, current)
+        }
+        fn map(&self, _pin: &Pin, size: usize, request: MappingType) -> Result<Mapping> {
+            if request == MappingType::Caching {
+                return Err(Error::Sys {
+                    call: "ioctl",
+                    errno: libc::EOPNOTSUPP,
+                });
+            }
+            let fd = sys::open(c"/dev/zero", libc::O_RDWR | libc::O_CLOEXEC)?;
+            let addr = sys::mmap_shared(size, fd, 0);
+            let _ = sys::close(fd);
+            self.calls.maps.fetch_add(1, Ordering::SeqCst);
+            Ok(Mapping {
+                addr: addr?,
+                len: size,
+                kind: MappingType::WriteCombining,
+            })
+        }
+        fn unmap(&self, _pin: &Pin, m: &Mapping) -> Result<()> {
+            self.calls.unmaps.fetch_add(1, Ordering::SeqCst);
+            // SAFETY: test mapping created by `map` above and no longer used.
+            unsafe { sys::munmap(m.addr, m.len) }
+        }
+        fn attribute(&self, _attr: Attr) -> Result<i32> {
+            Ok(1)
+        }
+        fn driver_version(&self) -> Result<(i32, i32)> {
+            Ok((2, 6))
+        }
+        fn close(&self) -> Result<()> {
+            self.calls.closes.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    fn fake() -> (usize, Arc<Calls>) {
+        let calls = Arc::new(Calls::default());
+        let g = open_with(Box::new(Fake {
+            calls: calls.clone(),
+            next: AtomicU64::new(0),
+        }))
+        .unwrap();
+        (g, calls)
+    }
+
+    fn pin_req(addr: u64, size: u64) -> PinRequest {
+        PinRequest {
+            addr,
+            size,
+            flags: 0,
+            p2p_token: 0,
+            va_space: 0,
+        }
+    }
+
+    #[test]
+    fn full_cycle_and_layout_values() {
+        let (g, calls) = fake();
+        let rec = SESSIONS.lookup(g).unwrap();
+        assert_eq!(rec.fd.load(Ordering::Relaxed), 1000);
+        assert_eq!(rec.gdrdrv_version.load(Ordering::Relaxed), 0x20006);
+        assert_eq!(
+            1usize << rec.page_shift.load(Ordering::Relaxed),
+            sys::page_size()
+        );
+        let mh = pin(g, &pin_req(0x7000_0000, 0x10000)).unwrap();
+        assert_ne!(mh, 0);
+        let second = pin(g, &pin_req(0x7000_0000, 0x10000)).unwrap();
+        // The driver handle sits at offset 24 as a u32 (16 for the second pin).
+        let hr = HANDLES.lookup(second as usize).unwrap();
+        assert_eq!(hr.driver_handle.load(Ordering::Relaxed), 16);
+        let va = map(g, mh, 0x10000, 0).unwrap();
+        assert_eq!(map(g, mh, 0x10000, 0).unwrap_err(), Error::AlreadyMapped);
+        // Already-mapped is reported before the flags are looked at.
+        assert_eq!(map(g, mh, 0x10000, 9).unwrap_err(), Error::AlreadyMapped);
+        assert_eq!(
+            map(g, second, 0x10000, 9).unwrap_err().errno(),
+            libc::EINVAL
+        );
+        assert_eq!(
+            map(g, second, 0x10000, 2).unwrap_err().errno(),
+            libc::EOPNOTSUPP
+        );
+        let i = info(g, mh, false).unwrap();
+        assert!(i.mapped && i.wc_mapping && i.mapping_type == 1);
+        assert_eq!(
+            copy_target(mh, va, 0x10000, "t").unwrap(),
+            MappingType::WriteCombining
+        );
+        assert_eq!(
+            copy_target(mh, va + 1, 0x10000, "t").unwrap_err().errno(),
+            libc::EINVAL
+        );
+        assert_eq!(
+            copy_target(mh, va - 1, 1, "t").unwrap_err().errno(),
+            libc::EINVAL
+        );
+        assert_eq!(
+            copy_target(mh, usize::MAX, 2, "t").unwrap_err().errno(),
+            libc::EINVAL
+        );
+        assert_eq!(
+            copy_target(second, 0, 0, "t").unwrap_err(),
+            Error::NotMapped
+        );
+        // Wrong va or size on unmap is refused and the mapping stays.
+        assert_eq!(
+            unmap(g, mh, va + 4096, 0x10000).unwrap_err().errno(),
+            libc::EINVAL
+        );
+        assert_eq!(unmap(g, mh, va, 0x20000).unwrap_err().errno(), libc::EINVAL);
+        unmap(g, mh, va, 0x10000 - 5).unwrap();
+        assert_eq!(unmap(g, mh, va, 0x10000).unwrap_err(), Error::NotMapped);
+        assert_eq!(copy_target(mh, va, 0, "t").unwrap_err(), Error::NotMapped);
+        unpin(g, mh).unwrap();
+        // Stale handle: EINVAL, no driver call.
+        let before = calls.unpins.load(Ordering::SeqCst);
+        assert_eq!(unpin(g, mh).unwrap_err(), Error::InvalidHandle);
+        assert_eq!(map(g, mh, 4096, 0).unwrap_err(), Error::InvalidHandle);
+        assert_eq!(
+            copy_target(mh, va, 0, "t").unwrap_err(),
+            Error::InvalidHandle
+        );
+        assert_eq!(calls.unpins.load(Ordering::SeqCst), before);
+        // Close unpins what is left (still mapped -> unmapped first).
+        map(g, second, 100, 1).unwrap();
+        close(g).unwrap();
+        assert_eq!(calls.unmaps.load(Ordering::SeqCst), 2);
+        assert_eq!(calls.unpins.load(Ordering::SeqCst), 2);
+        assert_eq!(calls.closes.load(Ordering::SeqCst), 1);
+        // Stale and double-closed gdr_t.
+        assert_eq!(close(g).unwrap_err(), Error::InvalidHandle);
+        assert_eq!(
+            pin(g, &pin_req(0x7000_0000, 1)).unwrap_err(),
+            Error::InvalidHandle
+        );
+        assert_eq!(rec.fd.load(Ordering::Relaxed), -1);
+    }
+
+    #[test]
+    fn forged_and_foreign_values_are_refused_without_touching_them() {
+        let (g1, _) = fake();
+        let (g2, c2) = fake();
+        let mh = pin(g1, &pin_req(0x7100_0000, 0x10000)).unwrap();
+        // A handle of g1 used on g2.
+        assert_eq!(unpin(g2, mh).unwrap_err(), Error::InvalidHandle);
+        assert_eq!(info(g2, mh, false).unwrap_err(), Error::InvalidHandle);
+        assert_eq!(c2.unpins.load(Ordering::SeqCst), 0);
+        // A stack copy of a record, misaligned pointers, NULL, garbage.
+        let copy = SessionRecord::new_free();
+        let forged_g = &copy as *const SessionRecord as usize;
+        assert_eq!(
+            pin(forged_g, &pin_req(0x7100_0000, 1)).unwrap_err(),
+            Error::InvalidHandle
+        );
+        assert_eq!(close(forged_g).unwrap_err(), Error::InvalidHandle);
+        let hcopy = HandleRecord::new_free();
+        let forged_h = &hcopy as *const HandleRecord as u64;
+        assert_eq!(
+            map(g1, forged_h, 4096, 0).unwrap_err(),
+            Error::InvalidHandle
+        );
+        assert_eq!(
+            copy_target(forged_h, 0, 0, "t").unwrap_err(),
+            Error::InvalidHandle
+        );
+        assert_eq!(unpin(g1, mh + 8).unwrap_err(), Error::InvalidHandle);
+        assert_eq!(unpin(g1, 0).unwrap_err(), Error::InvalidHandle);
+        assert_eq!(unpin(g1, u64::MAX).unwrap_err(), Error::InvalidHandle);
+        assert_eq!(close(0).unwrap_err(), Error::InvalidHandle);
+        assert_eq!(close(g1 + 4).unwrap_err(), Error::InvalidHandle);
+        // A gdr_t used as a handle and the other way round.
+        assert_eq!(unpin(g1, g2 as u64).unwrap_err(), Error::InvalidHandle);
+        assert_eq!(close(mh as usize).unwrap_err(), Error::InvalidHandle);
+        unpin(g1, mh).unwrap();
+        close(g1).unwrap();
+        close(g2).unwrap();
+    }
+
+    #[test]
+    fn close_goes_on_past_failures_and_returns_the_first() {
+        let (g, calls) = fake();
+        for i in 0..3 {
+            pin(g, &pin_req(0x7200_0000 + i * 0x10000, 0x10000)).unwrap();
+        }
+        calls.fail_unpin.store(true, Ordering::SeqCst);
+        assert_eq!(close(g).unwrap_err().errno(), libc::EIO);
+        assert_eq!(calls.unpins.load(Ordering::SeqCst), 3);
+        assert_eq!(calls.closes.load(Ordering::SeqCst), 1);
+        assert_eq!(close(g).unwrap_err(), Error::InvalidHandle);
+    }
+
+    #[test]
+    fn unpin_frees_the_handle_even_when_the_driver_refuses() {
+        let (g, calls) = fake();
+        let mh = pin(g, &pin_req(0x7300_0000, 0x10000)).unwrap();
+        calls.fail_unpin.store(true, Ordering::SeqCst);
+        assert_eq!(unpin(g, mh).unwrap_err().errno(), libc::EIO);
+        assert_eq!(unpin(g, mh).unwrap_err(), Error::InvalidHandle);
+        calls.fail_unpin.store(false, Ordering::SeqCst);
+        close(g).unwrap();
+        assert_eq!(calls.unpins.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn failed_pin_leaves_no_handle() {
+        let (g, calls) = fake();
+        assert_eq!(pin(g, &pin_req(0, 1)).unwrap_err().errno(), libc::EINVAL);
+        close(g).unwrap();
+        assert_eq!(calls.unpins.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn concurrent_use_of_one_session() {
+        let (g, calls) = fake();
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for i in 0..50u64 {
+                        let mh = pin(g, &pin_req(0x7400_0000 + (t * 64 + i) * 0x10000, 0x10000))
+                            .unwrap();
+                        let va = map(g, mh, 0x10000, 0).unwrap();
+                        copy_target(mh, va, 0x10000, "t").unwrap();
+                        unmap(g, mh, va, 0x10000).unwrap();
+                        unpin(g, mh).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        // Racing map/unpin on one handle: exactly one unpin wins.
+        let mh = pin(g, &pin_req(0x7500_0000, 0x10000)).unwrap();
+        let results: Vec<_> = (0..4)
+            .map(|_| std::thread::spawn(move || unpin(g, mh).is_ok()))
+            .collect();
+        let wins = results
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .filter(|w| *w)
+            .count();
+        assert_eq!(wins, 1);
+        close(g).unwrap();
+        assert_eq!(calls.pins.load(Ordering::SeqCst), 401);
+        assert_eq!(calls.unpins.load(Ordering::SeqCst), 401);
+        assert_eq!(
+            calls.maps.load(Ordering::SeqCst),
+            calls.unmaps.load(Ordering::SeqCst)
+        );
+    }
+
+    #[test]
+    fn attributes() {
+        let (g, _) = fake();
+        assert_eq!(attribute(g, 1).unwrap(), 1);
+        assert_eq!(attribute(g, 3).unwrap(), 0);
+        assert_eq!(attribute(g, 4).unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(attribute(g, -1).unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(driver_version(g).unwrap(), (2, 6));
+        close(g).unwrap();
+        assert_eq!(driver_version(g).unwrap_err(), Error::InvalidHandle);
+    }
+
+    #[test]
+    fn session_record_keeps_upstreams_struct_gdr_layout() {
+        assert_eq!(offset_of!(SessionRecord, fd), 0);
+        assert_eq!(offset_of!(SessionRecord, memhs), 8);
+        assert_eq!(offset_of!(SessionRecord, page_size), 16);
+        assert_eq!(offset_of!(SessionRecord, page_mask), 24);
+        assert_eq!(offset_of!(SessionRecord, page_shift), 32);
+        assert_eq!(offset_of!(SessionRecord, gdrdrv_version), 36);
+        assert_eq!(offset_of!(SessionRecord, cache_backend), 40);
+        assert!(offset_of!(SessionRecord, open) >= 48);
+    }
+
+    #[test]
+    fn handle_record_keeps_upstreams_memh_layout() {
+        assert_eq!(offset_of!(HandleRecord, le_next), 0);
+        assert_eq!(offset_of!(HandleRecord, le_prev), 8);
+        assert_eq!(offset_of!(HandleRecord, mapping_type), 16);
+        assert_eq!(offset_of!(HandleRecord, driver_handle), 24);
+        assert_eq!(offset_of!(HandleRecord, dmabuf_va), 32);
+        assert_eq!(offset_of!(HandleRecord, dmabuf_page_offset), 40);
+        assert_eq!(offset_of!(HandleRecord, dmabuf_mapped_size), 48);
+        assert_eq!(offset_of!(HandleRecord, dmabuf_page_size), 56);
+        assert_eq!(offset_of!(HandleRecord, dmabuf_tm_cycles), 64);
+        assert_eq!(offset_of!(HandleRecord, dmabuf_cycles_per_ms), 72);
+        assert_eq!(offset_of!(HandleRecord, dmabuf_bits), 76);
+        assert_eq!(offset_of!(HandleRecord, dmabuf_backend_type), 80);
+        assert_eq!(offset_of!(HandleRecord, dmabuf_cpu_va), 88);
+        assert_eq!(offset_of!(HandleRecord, dmabuf_cpu_len), 96);
+        assert!(offset_of!(HandleRecord, state) >= 104);
+    }
+}
