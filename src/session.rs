@@ -631,8 +631,9 @@ pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
 
 /// For a copy of `n` bytes at `dev` through handle `mh`: checks that the handle is live and
 /// mapped and that `[dev, dev+n)` lies inside its mapping, and returns the mapping type.
-/// Lock-free (atomic loads only). `what` names the C function for log lines.
-pub fn copy_target(mh: u64, dev: usize, n: usize, what: &str) -> Result<MappingType> {
+/// Lock-free (atomic loads only). `host` is only used to spot swapped arguments in the log
+/// line; `what` names the C function.
+pub fn copy_target(mh: u64, dev: usize, host: usize, n: usize, what: &str) -> Result<MappingType> {
     let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
         gdr_err!(
             "{}: invalid gdr_mh_t 0x{:x}: not a handle issued by this library",
@@ -659,6 +660,15 @@ pub fn copy_target(mh: u64, dev: usize, n: usize, what: &str) -> Result<MappingT
     let m = h.mapping();
     let inside = dev >= m.addr && dev.checked_add(n).is_some_and(|end| end <= m.addr + m.len);
     if !inside {
+        if host >= m.addr && host < m.addr + m.len {
+            gdr_err!(
+                "{}: the host pointer {:#x} lies inside the mapping and the mapping pointer {:#x} does not: \
+                 are the arguments swapped?",
+                what,
+                host,
+                dev
+            );
+        }
         gdr_err!(
             "{}: range {:#x}+{} is outside the mapping {:#x}+{} of gdr_mh_t 0x{:x}",
             what,
@@ -867,23 +877,25 @@ mod tests {
         let i = info(g, mh, false).unwrap();
         assert!(i.mapped && i.wc_mapping && i.mapping_type == 1);
         assert_eq!(
-            copy_target(mh, va, 0x10000, "t").unwrap(),
+            copy_target(mh, va, 0, 0x10000, "t").unwrap(),
             MappingType::WriteCombining
         );
         assert_eq!(
-            copy_target(mh, va + 1, 0x10000, "t").unwrap_err().errno(),
+            copy_target(mh, va + 1, 0, 0x10000, "t")
+                .unwrap_err()
+                .errno(),
             libc::EINVAL
         );
         assert_eq!(
-            copy_target(mh, va - 1, 1, "t").unwrap_err().errno(),
+            copy_target(mh, va - 1, 0, 1, "t").unwrap_err().errno(),
             libc::EINVAL
         );
         assert_eq!(
-            copy_target(mh, usize::MAX, 2, "t").unwrap_err().errno(),
+            copy_target(mh, usize::MAX, 0, 2, "t").unwrap_err().errno(),
             libc::EINVAL
         );
         assert_eq!(
-            copy_target(second, 0, 0, "t").unwrap_err(),
+            copy_target(second, 0, 0, 0, "t").unwrap_err(),
             Error::NotMapped
         );
         // Wrong va or size on unmap is refused and the mapping stays.
@@ -894,14 +906,17 @@ mod tests {
         assert_eq!(unmap(g, mh, va, 0x20000).unwrap_err().errno(), libc::EINVAL);
         unmap(g, mh, va, 0x10000 - 5).unwrap();
         assert_eq!(unmap(g, mh, va, 0x10000).unwrap_err(), Error::NotMapped);
-        assert_eq!(copy_target(mh, va, 0, "t").unwrap_err(), Error::NotMapped);
+        assert_eq!(
+            copy_target(mh, va, 0, 0, "t").unwrap_err(),
+            Error::NotMapped
+        );
         unpin(g, mh).unwrap();
         // Stale handle: EINVAL, no driver call.
         let before = calls.unpins.load(Ordering::SeqCst);
         assert_eq!(unpin(g, mh).unwrap_err(), Error::InvalidHandle);
         assert_eq!(map(g, mh, 4096, 0).unwrap_err(), Error::InvalidHandle);
         assert_eq!(
-            copy_target(mh, va, 0, "t").unwrap_err(),
+            copy_target(mh, va, 0, 0, "t").unwrap_err(),
             Error::InvalidHandle
         );
         assert_eq!(calls.unpins.load(Ordering::SeqCst), before);
@@ -944,7 +959,7 @@ mod tests {
             Error::InvalidHandle
         );
         assert_eq!(
-            copy_target(forged_h, 0, 0, "t").unwrap_err(),
+            copy_target(forged_h, 0, 0, 0, "t").unwrap_err(),
             Error::InvalidHandle
         );
         assert_eq!(unpin(g1, mh + 8).unwrap_err(), Error::InvalidHandle);
@@ -1003,7 +1018,7 @@ mod tests {
                         let mh = pin(g, &pin_req(0x7400_0000 + (t * 64 + i) * 0x10000, 0x10000))
                             .unwrap();
                         let va = map(g, mh, 0x10000, 0).unwrap();
-                        copy_target(mh, va, 0x10000, "t").unwrap();
+                        copy_target(mh, va, 0, 0x10000, "t").unwrap();
                         unmap(g, mh, va, 0x10000).unwrap();
                         unpin(g, mh).unwrap();
                     }
@@ -1030,6 +1045,91 @@ mod tests {
         assert_eq!(
             calls.maps.load(Ordering::SeqCst),
             calls.unmaps.load(Ordering::SeqCst)
+        );
+    }
+
+    #[test]
+    fn random_api_sequences_never_crash_and_give_upstream_errnos() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let (g1, c1) = fake();
+        let (g2, _) = fake();
+        // Garbage, a gdr_t, and handle addresses plus offsets join the pool over time.
+        let mut pool: Vec<u64> = vec![0, 1, u64::MAX, g1 as u64, g2 as u64 + 8];
+        let mut maps: Vec<(u64, usize, usize)> = Vec::new();
+        let allowed = [0, libc::EINVAL, libc::EAGAIN, libc::EOPNOTSUPP, libc::EBUSY];
+        let code = |r: Result<()>| r.err().map_or(0, |e| e.errno());
+        for _ in 0..20_000 {
+            let g = if rnd() % 8 == 0 { g2 } else { g1 };
+            let h = pool[rnd() as usize % pool.len()];
+            let rc = match rnd() % 7 {
+                0 => {
+                    let r = pin(
+                        g,
+                        &pin_req(0x8000_0000 + (rnd() % 64) * 0x10000, 1 + rnd() % 0x30000),
+                    );
+                    if let Ok(h) = r {
+                        pool.push(h);
+                        pool.push(h + 24);
+                    }
+                    code(r.map(|_| ()))
+                }
+                1 => {
+                    let size = 1 + (rnd() % 0x20000) as usize;
+                    let r = map(g, h, size, (rnd() % 5) as i32);
+                    if let Ok(va) = r {
+                        maps.push((h, va, size));
+                    }
+                    code(r.map(|_| ()))
+                }
+                2 if !maps.is_empty() => {
+                    let (mh, va, size) = maps.swap_remove(rnd() as usize % maps.len());
+                    let (va, size) = if rnd() % 4 == 0 {
+                        (va + 4096, size)
+                    } else {
+                        (va, size)
+                    };
+                    code(unmap(g, mh, va, size))
+                }
+                3 => code(unpin(g, h)),
+                4 => code(info(g, h, rnd() % 2 == 0).map(|_| ())),
+                5 => {
+                    let (mh, va, size) = maps
+                        .get(rnd() as usize % maps.len().max(1))
+                        .copied()
+                        .unwrap_or((h, 0, 0));
+                    let off = (rnd() % 0x21000) as usize;
+                    let n = (rnd() % 0x1000) as usize;
+                    let dev = va.wrapping_add(off);
+                    let r = copy_target(mh, dev, 0, n, "t");
+                    if r.is_ok() && n > 0 {
+                        // The range was validated: touching both ends must be safe.
+                        // SAFETY: copy_target checked [dev, dev+n) lies in a live mapping.
+                        unsafe {
+                            std::ptr::write_volatile(dev as *mut u8, 1);
+                            std::ptr::write_volatile((dev + n - 1) as *mut u8, 2);
+                        }
+                    }
+                    code(r.map(|_| ()))
+                }
+                _ => code(callback_flag(g, h).map(|_| ())),
+            };
+            assert!(allowed.contains(&rc), "unexpected errno {rc}");
+        }
+        close(g1).unwrap();
+        close(g2).unwrap();
+        assert_eq!(
+            c1.pins.load(Ordering::SeqCst),
+            c1.unpins.load(Ordering::SeqCst)
+        );
+        assert_eq!(
+            c1.maps.load(Ordering::SeqCst),
+            c1.unmaps.load(Ordering::SeqCst)
         );
     }
 

@@ -290,10 +290,11 @@ fn copy_to(
     size: usize,
 ) -> c_int {
     entry(func, libc::EINVAL, || {
-        let kind = match session::copy_target(handle.h, map_d_ptr as usize, size, func) {
-            Ok(k) => k,
-            Err(e) => return e.errno(),
-        };
+        let kind =
+            match session::copy_target(handle.h, map_d_ptr as usize, h_ptr as usize, size, func) {
+                Ok(k) => k,
+                Err(e) => return e.errno(),
+            };
         if size == 0 {
             return 0;
         }
@@ -315,10 +316,11 @@ fn copy_from(
     size: usize,
 ) -> c_int {
     entry(func, libc::EINVAL, || {
-        let kind = match session::copy_target(handle.h, map_d_ptr as usize, size, func) {
-            Ok(k) => k,
-            Err(e) => return e.errno(),
-        };
+        let kind =
+            match session::copy_target(handle.h, map_d_ptr as usize, h_ptr as usize, size, func) {
+                Ok(k) => k,
+                Err(e) => return e.errno(),
+            };
         if size == 0 {
             return 0;
         }
