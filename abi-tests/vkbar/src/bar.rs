@@ -1,0 +1,633 @@
+//! Vulkan memory that is both device-local and host-visible, mapped into this process: on a
+//! discrete GPU that is VRAM seen through the PCIe BAR, the same path gdrdrv's mappings take.
+//!
+//! [`VkBar::open`] creates an instance and a device on the preferred physical device;
+//! [`VkBar::allocate`] allocates and maps such memory (exportable as an opaque fd when the
+//! device offers `VK_KHR_external_memory_fd`); [`VkBar::import_fd`] maps an exported fd again,
+//! which gives a second CPU mapping of the same bytes.
+
+use crate::dl::Library;
+use crate::error::{Error, Result};
+use crate::vk::*;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::ptr;
+
+/// One memory type of the device, with its heap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryType {
+    /// Index in the device's memory type list.
+    pub index: u32,
+    /// `VkMemoryPropertyFlags`.
+    pub flags: u32,
+    /// Index of its heap.
+    pub heap_index: u32,
+    /// Size of its heap in bytes.
+    pub heap_size: u64,
+}
+
+/// Picks the memory type that maps VRAM through the BAR: DEVICE_LOCAL and HOST_VISIBLE are
+/// required; HOST_COHERENT is preferred, HOST_CACHED avoided, then the largest heap wins and
+/// then the lowest index. `None` when no type qualifies.
+pub fn choose_memory_type(types: &[MemoryType]) -> Option<MemoryType> {
+    let need = MEMORY_PROPERTY_DEVICE_LOCAL | MEMORY_PROPERTY_HOST_VISIBLE;
+    types
+        .iter()
+        .filter(|t| t.flags & need == need)
+        .max_by_key(|t| {
+            let coherent = t.flags & MEMORY_PROPERTY_HOST_COHERENT != 0;
+            let uncached = t.flags & MEMORY_PROPERTY_HOST_CACHED == 0;
+            (coherent, uncached, t.heap_size, std::cmp::Reverse(t.index))
+        })
+        .copied()
+}
+
+/// Picks a physical device from their `VkPhysicalDeviceType`s: a discrete GPU first, then an
+/// integrated one, a virtual one, a CPU device, anything else; the first of equals wins.
+pub fn choose_device(types: &[u32]) -> Option<usize> {
+    let rank = |t: u32| match t {
+        PHYSICAL_DEVICE_TYPE_DISCRETE_GPU => 5,
+        PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU => 4,
+        PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU => 3,
+        PHYSICAL_DEVICE_TYPE_CPU => 2,
+        _ => 1,
+    };
+    (0..types.len()).max_by_key(|&i| (rank(types[i]), std::cmp::Reverse(i)))
+}
+
+/// What [`VkBar::open`] found about the device.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    /// `deviceName`.
+    pub name: String,
+    /// `deviceType` (`VK_PHYSICAL_DEVICE_TYPE_*`).
+    pub device_type: u32,
+    /// `vendorID` (0x10de for NVIDIA).
+    pub vendor_id: u32,
+    /// `apiVersion` of the device, packed as Vulkan packs it.
+    pub api_version: u32,
+    /// `driverVersion`, packed the vendor's way.
+    pub driver_version: u32,
+    /// `deviceUUID` (what `cuDeviceGetUuid` reports for the same GPU); zero when unknown.
+    pub uuid: [u8; 16],
+    /// Every memory type of the device.
+    pub memory_types: Vec<MemoryType>,
+    /// Whether the device offers `VK_KHR_external_memory_fd` (and the device was created with it).
+    pub external_fd: bool,
+}
+
+struct Fns {
+    destroy_instance: PFN_vkDestroyInstance,
+    destroy_device: PFN_vkDestroyDevice,
+    allocate_memory: PFN_vkAllocateMemory,
+    free_memory: PFN_vkFreeMemory,
+    map_memory: PFN_vkMapMemory,
+    unmap_memory: PFN_vkUnmapMemory,
+    get_memory_fd: Option<PFN_vkGetMemoryFdKHR>,
+}
+
+/// A Vulkan instance and logical device, ready to allocate BAR memory.
+pub struct VkBar {
+    _lib: Library,
+    instance: VkInstance,
+    device: VkDevice,
+    fns: Fns,
+    info: DeviceInfo,
+    bar_type: MemoryType,
+}
+
+/// One allocation of device memory, mapped for the CPU for its whole life.
+pub struct BarMemory<'a> {
+    bar: &'a VkBar,
+    memory: VkDeviceMemory,
+    ptr: *mut u8,
+    len: usize,
+    exportable: bool,
+}
+
+fn check(call: &'static str, r: VkResult) -> Result<()> {
+    if r < 0 {
+        Err(Error::Vulkan { call, result: r })
+    } else {
+        Ok(())
+    }
+}
+
+fn c_name(bytes: &[c_char]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    bytes[..end].iter().map(|&b| b as u8 as char).collect()
+}
+
+/// Resolves `name` through `vkGetInstanceProcAddr(instance, name)` as function type `F`.
+///
+/// # Safety
+/// `F` must be the `extern "C"` function pointer type of the entry point `name`.
+unsafe fn instance_fn<F: Copy>(gipa: PFN_vkGetInstanceProcAddr, instance: VkInstance, name: &'static str) -> Result<F> {
+    let c = CString::new(name).map_err(|_| Error::Symbol { name: name.to_owned() })?;
+    // SAFETY: `gipa` is the loader's vkGetInstanceProcAddr; `instance` is null or live.
+    let p = unsafe { gipa(instance, c.as_ptr()) };
+    match p {
+        // SAFETY: the caller names the matching type; both are one code pointer wide.
+        Some(f) => Ok(unsafe { std::mem::transmute_copy::<unsafe extern "C" fn(), F>(&f) }),
+        None => Err(Error::Symbol { name: name.to_owned() }),
+    }
+}
+
+/// Resolves `name` through `vkGetDeviceProcAddr(device, name)` as function type `F`.
+///
+/// # Safety
+/// As [`instance_fn`], for a live `device`.
+unsafe fn device_fn<F: Copy>(gdpa: PFN_vkGetDeviceProcAddr, device: VkDevice, name: &'static str) -> Result<F> {
+    let c = CString::new(name).map_err(|_| Error::Symbol { name: name.to_owned() })?;
+    // SAFETY: `gdpa` is the device's vkGetDeviceProcAddr and `device` is live.
+    let p = unsafe { gdpa(device, c.as_ptr()) };
+    match p {
+        // SAFETY: as in `instance_fn`.
+        Some(f) => Ok(unsafe { std::mem::transmute_copy::<unsafe extern "C" fn(), F>(&f) }),
+        None => Err(Error::Symbol { name: name.to_owned() }),
+    }
+}
+
+/// Destroys an instance (and a device) if construction fails half-way.
+struct Partial {
+    instance: VkInstance,
+    destroy_instance: PFN_vkDestroyInstance,
+    device: VkDevice,
+    destroy_device: Option<PFN_vkDestroyDevice>,
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        if let (false, Some(dd)) = (self.device.is_null(), self.destroy_device) {
+            // SAFETY: the device is live, has no allocations, and is destroyed once.
+            unsafe { dd(self.device, ptr::null()) };
+        }
+        // SAFETY: the instance is live, its device (if any) is gone, destroyed once.
+        unsafe { (self.destroy_instance)(self.instance, ptr::null()) };
+    }
+}
+
+impl VkBar {
+    /// Loads the Vulkan loader (`libvulkan.so.1`), creates an instance, picks a physical device
+    /// ([`choose_device`]) and its BAR memory type ([`choose_memory_type`]), and creates a
+    /// device with `VK_KHR_external_memory_fd` when offered.
+    pub fn open() -> Result<VkBar> {
+        let lib = Library::open("libvulkan.so.1")?;
+        let sym = lib.symbol("vkGetInstanceProcAddr")?;
+        // SAFETY: the loader exports vkGetInstanceProcAddr with exactly this signature.
+        let gipa: PFN_vkGetInstanceProcAddr = unsafe { std::mem::transmute(sym) };
+        // SAFETY: the type named is vkCreateInstance's.
+        let create_instance: PFN_vkCreateInstance = unsafe { instance_fn(gipa, ptr::null_mut(), "vkCreateInstance")? };
+
+        let app_name = c"vkbar";
+        let app = VkApplicationInfo {
+            sType: STYPE_APPLICATION_INFO,
+            pNext: ptr::null(),
+            pApplicationName: app_name.as_ptr(),
+            applicationVersion: 1,
+            pEngineName: app_name.as_ptr(),
+            engineVersion: 1,
+            apiVersion: VK_API_VERSION_1_1,
+        };
+        let ici = VkInstanceCreateInfo {
+            sType: STYPE_INSTANCE_CREATE_INFO,
+            pNext: ptr::null(),
+            flags: 0,
+            pApplicationInfo: &app,
+            enabledLayerCount: 0,
+            ppEnabledLayerNames: ptr::null(),
+            enabledExtensionCount: 0,
+            ppEnabledExtensionNames: ptr::null(),
+        };
+        let mut instance: VkInstance = ptr::null_mut();
+        // SAFETY: `ici` and what it points to live across the call; `instance` is writable.
+        check("vkCreateInstance", unsafe {
+            create_instance(&ici, ptr::null(), &mut instance)
+        })?;
+        // SAFETY (all instance_fn calls below): each names its entry point's own type.
+        // Without vkDestroyInstance the instance can only be leaked.
+        let destroy_instance: PFN_vkDestroyInstance = unsafe { instance_fn(gipa, instance, "vkDestroyInstance")? };
+        let mut partial = Partial {
+            instance,
+            destroy_instance,
+            device: ptr::null_mut(),
+            destroy_device: None,
+        };
+
+        let enumerate: PFN_vkEnumeratePhysicalDevices =
+            unsafe { instance_fn(gipa, instance, "vkEnumeratePhysicalDevices")? };
+        let get_props: PFN_vkGetPhysicalDeviceProperties =
+            unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceProperties")? };
+        let get_props2: Option<PFN_vkGetPhysicalDeviceProperties2> =
+            unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceProperties2") }.ok();
+        let get_mem: PFN_vkGetPhysicalDeviceMemoryProperties =
+            unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceMemoryProperties")? };
+        let enum_ext: PFN_vkEnumerateDeviceExtensionProperties =
+            unsafe { instance_fn(gipa, instance, "vkEnumerateDeviceExtensionProperties")? };
+        let create_device: PFN_vkCreateDevice = unsafe { instance_fn(gipa, instance, "vkCreateDevice")? };
+        let gdpa: PFN_vkGetDeviceProcAddr = unsafe { instance_fn(gipa, instance, "vkGetDeviceProcAddr")? };
+
+        let mut count = 0u32;
+        // SAFETY: a count query with a null array.
+        check("vkEnumeratePhysicalDevices", unsafe {
+            enumerate(instance, &mut count, ptr::null_mut())
+        })?;
+        let mut phys = vec![ptr::null_mut(); count as usize];
+        // SAFETY: `phys` has room for `count` handles.
+        check("vkEnumeratePhysicalDevices", unsafe {
+            enumerate(instance, &mut count, phys.as_mut_ptr())
+        })?;
+        phys.truncate(count as usize);
+        if phys.is_empty() {
+            return Err(Error::NoDevice);
+        }
+        let mut all_props = Vec::with_capacity(phys.len());
+        for &p in &phys {
+            // SAFETY: all-zero is a valid value of this plain-data struct.
+            let mut props: Box<VkPhysicalDeviceProperties> = Box::new(unsafe { std::mem::zeroed() });
+            // SAFETY: `p` is a live physical device; `props` is large enough (see vk.rs).
+            unsafe { get_props(p, &mut *props) };
+            all_props.push(props);
+        }
+        let types: Vec<u32> = all_props.iter().map(|p| p.deviceType).collect();
+        let chosen = match std::env::var("VKBAR_DEVICE").ok().and_then(|v| v.parse::<usize>().ok()) {
+            Some(i) if i < phys.len() => i,
+            Some(i) => return Err(Error::Invalid(format!("VKBAR_DEVICE={i}: only {} devices", phys.len()))),
+            None => choose_device(&types).ok_or(Error::NoDevice)?,
+        };
+        let pd = phys[chosen];
+        let props = &all_props[chosen];
+
+        let mut uuid = [0u8; 16];
+        if let Some(gp2) = get_props2 {
+            // SAFETY: all-zero is valid for both plain-data structs.
+            let mut id: VkPhysicalDeviceIDProperties = unsafe { std::mem::zeroed() };
+            id.sType = STYPE_PHYSICAL_DEVICE_ID_PROPERTIES;
+            let mut p2: Box<VkPhysicalDeviceProperties2> = Box::new(unsafe { std::mem::zeroed() });
+            p2.sType = STYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+            p2.pNext = (&mut id as *mut VkPhysicalDeviceIDProperties).cast();
+            // SAFETY: a well-formed chain of live structs; the device supports 1.1 queries
+            // whenever the loader returned this entry point for a 1.1 instance.
+            unsafe { gp2(pd, &mut *p2) };
+            uuid = id.deviceUUID;
+        }
+
+        // SAFETY: all-zero is valid for this plain-data struct.
+        let mut mp: Box<VkPhysicalDeviceMemoryProperties> = Box::new(unsafe { std::mem::zeroed() });
+        // SAFETY: `pd` is live and `mp` is writable.
+        unsafe { get_mem(pd, &mut *mp) };
+        let ntypes = (mp.memoryTypeCount as usize).min(32);
+        let memory_types: Vec<MemoryType> = (0..ntypes)
+            .map(|i| {
+                let t = mp.memoryTypes[i];
+                let heap = mp.memoryHeaps.get(t.heapIndex as usize).map_or(0, |h| h.size);
+                MemoryType {
+                    index: i as u32,
+                    flags: t.propertyFlags,
+                    heap_index: t.heapIndex,
+                    heap_size: heap,
+                }
+            })
+            .collect();
+
+        let mut ecount = 0u32;
+        // SAFETY: a count query with a null array.
+        check("vkEnumerateDeviceExtensionProperties", unsafe {
+            enum_ext(pd, ptr::null(), &mut ecount, ptr::null_mut())
+        })?;
+        // SAFETY: all-zero is valid for this plain-data struct.
+        let mut exts: Vec<VkExtensionProperties> = (0..ecount).map(|_| unsafe { std::mem::zeroed() }).collect();
+        // SAFETY: `exts` has room for `ecount` entries.
+        check("vkEnumerateDeviceExtensionProperties", unsafe {
+            enum_ext(pd, ptr::null(), &mut ecount, exts.as_mut_ptr())
+        })?;
+        exts.truncate(ecount as usize);
+        let names: Vec<String> = exts.iter().map(|e| c_name(&e.extensionName)).collect();
+        let has = |n: &str| names.iter().any(|x| x == n);
+        let mut enable: Vec<CString> = Vec::new();
+        let external_fd = has(EXT_EXTERNAL_MEMORY_FD);
+        if external_fd {
+            for n in [EXT_EXTERNAL_MEMORY, EXT_EXTERNAL_MEMORY_FD] {
+                if has(n) {
+                    enable.push(CString::new(n).map_err(|_| Error::Invalid(n.to_owned()))?);
+                }
+            }
+        }
+        let enable_ptrs: Vec<*const c_char> = enable.iter().map(|c| c.as_ptr()).collect();
+
+        let priority = 1.0f32;
+        let qci = VkDeviceQueueCreateInfo {
+            sType: STYPE_DEVICE_QUEUE_CREATE_INFO,
+            pNext: ptr::null(),
+            flags: 0,
+            queueFamilyIndex: 0,
+            queueCount: 1,
+            pQueuePriorities: &priority,
+        };
+        let dci = VkDeviceCreateInfo {
+            sType: STYPE_DEVICE_CREATE_INFO,
+            pNext: ptr::null(),
+            flags: 0,
+            queueCreateInfoCount: 1,
+            pQueueCreateInfos: &qci,
+            enabledLayerCount: 0,
+            ppEnabledLayerNames: ptr::null(),
+            enabledExtensionCount: enable_ptrs.len() as u32,
+            ppEnabledExtensionNames: enable_ptrs.as_ptr(),
+            pEnabledFeatures: ptr::null(),
+        };
+        let mut device: VkDevice = ptr::null_mut();
+        // SAFETY: every device has queue family 0; `dci` and its arrays outlive the call.
+        check("vkCreateDevice", unsafe {
+            create_device(pd, &dci, ptr::null(), &mut device)
+        })?;
+        partial.device = device;
+        // SAFETY (device_fn calls): each names its entry point's own type; `device` is live.
+        let destroy_device: PFN_vkDestroyDevice = unsafe { device_fn(gdpa, device, "vkDestroyDevice")? };
+        partial.destroy_device = Some(destroy_device);
+        let fns = Fns {
+            destroy_instance,
+            destroy_device,
+            allocate_memory: unsafe { device_fn(gdpa, device, "vkAllocateMemory")? },
+            free_memory: unsafe { device_fn(gdpa, device, "vkFreeMemory")? },
+            map_memory: unsafe { device_fn(gdpa, device, "vkMapMemory")? },
+            unmap_memory: unsafe { device_fn(gdpa, device, "vkUnmapMemory")? },
+            get_memory_fd: if external_fd {
+                Some(unsafe { device_fn(gdpa, device, "vkGetMemoryFdKHR")? })
+            } else {
+                None
+            },
+        };
+        let bar_type = choose_memory_type(&memory_types).ok_or(Error::NoBarMemoryType)?;
+        std::mem::forget(partial);
+        Ok(VkBar {
+            _lib: lib,
+            instance,
+            device,
+            fns,
+            info: DeviceInfo {
+                name: c_name(&props.deviceName),
+                device_type: props.deviceType,
+                vendor_id: props.vendorID,
+                api_version: props.apiVersion,
+                driver_version: props.driverVersion,
+                uuid,
+                memory_types,
+                external_fd: external_fd && enable.iter().any(|c| c.as_bytes() == EXT_EXTERNAL_MEMORY_FD.as_bytes()),
+            },
+            bar_type,
+        })
+    }
+
+    /// What was found about the device.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// The memory type [`VkBar::allocate`] uses.
+    pub fn bar_type(&self) -> MemoryType {
+        self.bar_type
+    }
+
+    fn map(&self, memory: VkDeviceMemory) -> Result<*mut u8> {
+        let mut p: *mut c_void = ptr::null_mut();
+        // SAFETY: `memory` is a live, host-visible, unmapped allocation of this device.
+        let r = unsafe { (self.fns.map_memory)(self.device, memory, 0, VK_WHOLE_SIZE, 0, &mut p) };
+        if r < 0 || p.is_null() {
+            // SAFETY: `memory` is live, unmapped and freed once here.
+            unsafe { (self.fns.free_memory)(self.device, memory, ptr::null()) };
+            return Err(Error::Vulkan {
+                call: "vkMapMemory",
+                result: r,
+            });
+        }
+        Ok(p.cast())
+    }
+
+    /// Allocates `len` bytes of the BAR memory type and maps them. With `export` the allocation
+    /// is made exportable as an opaque fd ([`Error::MissingExtension`] if the device can't).
+    pub fn allocate(&self, len: usize, export: bool) -> Result<BarMemory<'_>> {
+        if len == 0 {
+            return Err(Error::Invalid("allocation of 0 bytes".into()));
+        }
+        if export && !self.info.external_fd {
+            return Err(Error::MissingExtension(EXT_EXTERNAL_MEMORY_FD));
+        }
+        let exp = VkExportMemoryAllocateInfo {
+            sType: STYPE_EXPORT_MEMORY_ALLOCATE_INFO,
+            pNext: ptr::null(),
+            handleTypes: EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
+        };
+        let ai = VkMemoryAllocateInfo {
+            sType: STYPE_MEMORY_ALLOCATE_INFO,
+            pNext: if export {
+                (&exp as *const VkExportMemoryAllocateInfo).cast()
+            } else {
+                ptr::null()
+            },
+            allocationSize: len as u64,
+            memoryTypeIndex: self.bar_type.index,
+        };
+        let mut memory: VkDeviceMemory = 0;
+        // SAFETY: `ai` (and `exp`) live across the call; `memory` is writable.
+        check("vkAllocateMemory", unsafe {
+            (self.fns.allocate_memory)(self.device, &ai, ptr::null(), &mut memory)
+        })?;
+        let ptr = self.map(memory)?;
+        Ok(BarMemory {
+            bar: self,
+            memory,
+            ptr,
+            len,
+            exportable: export,
+        })
+    }
+
+    /// Imports an opaque fd exported by [`BarMemory::export_fd`] of this same device as a new
+    /// allocation of `len` bytes and maps it: a second CPU mapping of the same memory. The fd
+    /// is consumed (Vulkan owns it on success; it is closed on failure).
+    pub fn import_fd(&self, fd: OwnedFd, len: usize) -> Result<BarMemory<'_>> {
+        if len == 0 {
+            return Err(Error::Invalid("import of 0 bytes".into()));
+        }
+        if !self.info.external_fd {
+            return Err(Error::MissingExtension(EXT_EXTERNAL_MEMORY_FD));
+        }
+        let imp = VkImportMemoryFdInfoKHR {
+            sType: STYPE_IMPORT_MEMORY_FD_INFO_KHR,
+            pNext: ptr::null(),
+            handleType: EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
+            fd: fd.as_raw_fd(),
+        };
+        let ai = VkMemoryAllocateInfo {
+            sType: STYPE_MEMORY_ALLOCATE_INFO,
+            pNext: (&imp as *const VkImportMemoryFdInfoKHR).cast(),
+            allocationSize: len as u64,
+            memoryTypeIndex: self.bar_type.index,
+        };
+        let mut memory: VkDeviceMemory = 0;
+        // SAFETY: `ai` and `imp` live across the call; `memory` is writable.
+        let r = unsafe { (self.fns.allocate_memory)(self.device, &ai, ptr::null(), &mut memory) };
+        check("vkAllocateMemory(import)", r)?; // `fd` is dropped (closed) on this path
+                                               // Success: the implementation owns the descriptor now.
+        let _ = fd.into_raw_fd();
+        let ptr = self.map(memory)?;
+        Ok(BarMemory {
+            bar: self,
+            memory,
+            ptr,
+            len,
+            exportable: false,
+        })
+    }
+}
+
+impl Drop for VkBar {
+    fn drop(&mut self) {
+        // SAFETY: every BarMemory borrows self, so none is alive; device then instance,
+        // each destroyed once.
+        unsafe {
+            (self.fns.destroy_device)(self.device, ptr::null());
+            (self.fns.destroy_instance)(self.instance, ptr::null());
+        }
+    }
+}
+
+impl BarMemory<'_> {
+    /// The CPU address of the mapping (page aligned).
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: allocations are never empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Exports the allocation as a new opaque fd (`vkGetMemoryFdKHR`); the caller owns it.
+    pub fn export_fd(&self) -> Result<OwnedFd> {
+        let f = match (self.exportable, self.bar.fns.get_memory_fd) {
+            (true, Some(f)) => f,
+            _ => return Err(Error::MissingExtension(EXT_EXTERNAL_MEMORY_FD)),
+        };
+        let info = VkMemoryGetFdInfoKHR {
+            sType: STYPE_MEMORY_GET_FD_INFO_KHR,
+            pNext: ptr::null(),
+            memory: self.memory,
+            handleType: EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
+        };
+        let mut fd = -1;
+        // SAFETY: the allocation is live and was made exportable as an opaque fd.
+        check("vkGetMemoryFdKHR", unsafe { f(self.bar.device, &info, &mut fd) })?;
+        if fd < 0 {
+            return Err(Error::Vulkan {
+                call: "vkGetMemoryFdKHR",
+                result: 0,
+            });
+        }
+        // SAFETY: a fresh descriptor that this process now owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+}
+
+impl Drop for BarMemory<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the allocation is live and mapped; unmapped and freed once.
+        unsafe {
+            (self.bar.fns.unmap_memory)(self.bar.device, self.memory);
+            (self.bar.fns.free_memory)(self.bar.device, self.memory, ptr::null());
+        }
+    }
+}
+
+/// A printable name of a `VK_PHYSICAL_DEVICE_TYPE_*` value.
+pub fn device_type_name(t: u32) -> &'static str {
+    match t {
+        PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU => "integrated GPU",
+        PHYSICAL_DEVICE_TYPE_DISCRETE_GPU => "discrete GPU",
+        PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU => "virtual GPU",
+        PHYSICAL_DEVICE_TYPE_CPU => "CPU",
+        _ => "other",
+    }
+}
+
+/// Reads a NUL-terminated C string into a `String` (lossy).
+///
+/// # Safety
+/// `p` must be null or point to a NUL-terminated string.
+pub unsafe fn cstr_lossy(p: *const c_char) -> String {
+    if p.is_null() {
+        String::new()
+    } else {
+        // SAFETY: the caller guarantees NUL termination.
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(index: u32, flags: u32, heap_size: u64) -> MemoryType {
+        MemoryType {
+            index,
+            flags,
+            heap_index: index,
+            heap_size,
+        }
+    }
+
+    #[test]
+    fn memory_type_needs_device_local_and_host_visible() {
+        assert_eq!(
+            choose_memory_type(&[t(0, 0x1, 1 << 30), t(1, 0x6, 1 << 30), t(2, 0xE, 1 << 30)]),
+            None
+        );
+        assert_eq!(choose_memory_type(&[]), None);
+    }
+
+    #[test]
+    fn memory_type_prefers_coherent_uncached_then_largest_heap() {
+        // An NVIDIA-like list: VRAM only (0x1), system memory (0x6, 0xE), BAR (0x7) twice.
+        let types = [
+            t(0, 0x1, 140 << 30),
+            t(1, 0x6, 64 << 30),
+            t(2, 0x3, 140 << 30),
+            t(3, 0x7, 256 << 20),
+            t(4, 0x7, 140 << 30),
+            t(5, 0xF, 140 << 30),
+        ];
+        assert_eq!(choose_memory_type(&types).map(|m| m.index), Some(4));
+        // Without any coherent one, the non-coherent BAR type qualifies.
+        assert_eq!(choose_memory_type(&types[..3]).map(|m| m.index), Some(2));
+        // A cached one is taken when it is all there is (lavapipe: 0xF).
+        assert_eq!(choose_memory_type(&[t(0, 0xF, 1 << 30)]).map(|m| m.index), Some(0));
+        // Equal candidates: the lowest index.
+        assert_eq!(
+            choose_memory_type(&[t(0, 0x1, 9), t(1, 0x7, 9), t(2, 0x7, 9)]).map(|m| m.index),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn device_choice_prefers_discrete_gpus() {
+        assert_eq!(
+            choose_device(&[PHYSICAL_DEVICE_TYPE_CPU, PHYSICAL_DEVICE_TYPE_DISCRETE_GPU]),
+            Some(1)
+        );
+        assert_eq!(
+            choose_device(&[PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, PHYSICAL_DEVICE_TYPE_CPU]),
+            Some(0)
+        );
+        assert_eq!(
+            choose_device(&[PHYSICAL_DEVICE_TYPE_CPU, PHYSICAL_DEVICE_TYPE_CPU]),
+            Some(0)
+        );
+        assert_eq!(choose_device(&[]), None);
+    }
+}

@@ -1,0 +1,136 @@
+//! The copy methods `barbench` compares, behind one trait: this project's copy engine, glibc
+//! `memcpy` with a store fence, upstream's copy as its write-combining path drives its kernels,
+//! and one upstream kernel alone.
+
+use crate::upstream::{store_fence, Kernel, Upstream};
+use gdrapi::backend::MappingType;
+
+/// A way of copying between host memory and a write-combining BAR mapping; each call ends
+/// with whatever fence the method issues (every method here fences).
+pub trait Copier {
+    /// Short name for tables.
+    fn name(&self) -> String;
+
+    /// Whether the method handles `n` bytes at a mapping address `dev` in this direction.
+    fn supports(&self, to_mapping: bool, dev: usize, n: usize) -> bool {
+        let _ = (to_mapping, dev, n);
+        true
+    }
+
+    /// Copies `n` bytes from `host` to the mapping at `dev`.
+    ///
+    /// # Safety
+    /// `dev..dev+n` must be inside a live mapping, `host..host+n` readable, and
+    /// [`Copier::supports`] true for the arguments.
+    unsafe fn to_mapping(&self, dev: *mut u8, host: *const u8, n: usize);
+
+    /// Copies `n` bytes from the mapping at `dev` to `host`.
+    ///
+    /// # Safety
+    /// As [`Copier::to_mapping`], with `host..host+n` writable.
+    unsafe fn from_mapping(&self, host: *mut u8, dev: *const u8, n: usize);
+}
+
+/// This project's copy engine (`gdrapi::copy`) on a write-combining mapping.
+pub struct Engine {
+    label: String,
+}
+
+impl Engine {
+    /// The engine, labelled `label` in tables; registers one live write-combining mapping with
+    /// the engine (as the library does when it maps), which lasts until the value is dropped.
+    pub fn new(label: &str) -> Engine {
+        gdrapi::copy::mapping_created(MappingType::WriteCombining);
+        Engine {
+            label: label.to_owned(),
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        gdrapi::copy::mapping_destroyed(MappingType::WriteCombining);
+    }
+}
+
+impl Copier for Engine {
+    fn name(&self) -> String {
+        self.label.clone()
+    }
+    unsafe fn to_mapping(&self, dev: *mut u8, host: *const u8, n: usize) {
+        // SAFETY: forwarded contract (valid, disjoint ranges).
+        unsafe { gdrapi::copy::to_mapping(MappingType::WriteCombining, dev, host, n) }
+    }
+    unsafe fn from_mapping(&self, host: *mut u8, dev: *const u8, n: usize) {
+        // SAFETY: forwarded contract.
+        unsafe { gdrapi::copy::from_mapping(MappingType::WriteCombining, host, dev, n) }
+    }
+}
+
+/// glibc `memcpy`, then `sfence`.
+pub struct Memcpy;
+
+impl Copier for Memcpy {
+    fn name(&self) -> String {
+        "memcpy".into()
+    }
+    unsafe fn to_mapping(&self, dev: *mut u8, host: *const u8, n: usize) {
+        // SAFETY: forwarded contract; the ranges are disjoint (mapping vs host memory).
+        unsafe { libc::memcpy(dev.cast(), host.cast(), n) };
+        store_fence();
+    }
+    unsafe fn from_mapping(&self, host: *mut u8, dev: *const u8, n: usize) {
+        // SAFETY: as above.
+        unsafe { libc::memcpy(host.cast(), dev.cast(), n) };
+        store_fence();
+    }
+}
+
+/// Upstream 2.6's write-combining copy ([`Upstream::to_mapping`]).
+pub struct UpstreamCopy<'a>(pub &'a Upstream);
+
+impl Copier for UpstreamCopy<'_> {
+    fn name(&self) -> String {
+        "upstream".into()
+    }
+    unsafe fn to_mapping(&self, dev: *mut u8, host: *const u8, n: usize) {
+        // SAFETY: forwarded contract.
+        unsafe { self.0.to_mapping(dev, host, n) }
+    }
+    unsafe fn from_mapping(&self, host: *mut u8, dev: *const u8, n: usize) {
+        // SAFETY: forwarded contract.
+        unsafe { self.0.from_mapping(host, dev, n) }
+    }
+}
+
+/// One upstream kernel alone (then `sfence`): one direction, mapping side aligned to `width`,
+/// sizes a non-zero multiple of `width`.
+pub struct RawKernel {
+    /// Table name, such as `up:avx2`.
+    pub label: String,
+    /// The kernel.
+    pub kernel: Kernel,
+    /// Its access width in bytes (16, 32 or 64).
+    pub width: usize,
+    /// True for a store kernel (to the mapping), false for a load kernel.
+    pub store: bool,
+}
+
+impl Copier for RawKernel {
+    fn name(&self) -> String {
+        self.label.clone()
+    }
+    fn supports(&self, to_mapping: bool, dev: usize, n: usize) -> bool {
+        to_mapping == self.store && n >= self.width && n % self.width == 0 && dev % self.width == 0
+    }
+    unsafe fn to_mapping(&self, dev: *mut u8, host: *const u8, n: usize) {
+        // SAFETY: forwarded contract; `supports` guarantees the kernel's preconditions.
+        unsafe { (self.kernel)(dev.cast(), host.cast(), n) };
+        store_fence();
+    }
+    unsafe fn from_mapping(&self, host: *mut u8, dev: *const u8, n: usize) {
+        // SAFETY: as above.
+        unsafe { (self.kernel)(host.cast(), dev.cast(), n) };
+        store_fence();
+    }
+}
