@@ -1,40 +1,171 @@
-//! Copy engine: `gdr_copy_to_mapping` / `gdr_copy_from_mapping` kernels, chosen once per
-//! process from the CPU's features, plus the fences the memory model needs.
+//! Copy engine behind `gdr_copy_to_mapping` / `gdr_copy_from_mapping`.
 //!
-//! (Placeholder implementation: a plain copy and a full fence. Replaced by the tuned engine.)
+//! What a copy does depends on the mapping type:
+//!
+//! - **Write-combining** (`GDR_MAPPING_TYPE_WC`): alignment is driven by the device pointer.
+//!   Naturally aligned 1/2/4/8-byte accesses up to a 16-byte boundary, then one SIMD kernel
+//!   for every whole 16-byte unit (16-byte units up to a 64-byte boundary, then whole lines
+//!   with streaming stores or streaming loads), then naturally aligned accesses for the rest
+//!   ([`wc`]). Stores of at most 64 bytes are done inline without any indirect call. A store
+//!   fence follows every store; a load fence and a store fence follow every load ([`fence`]).
+//! - **Device** (`GDR_MAPPING_TYPE_DEVICE`): naturally aligned device accesses, never wider
+//!   than 8 bytes, in both directions.
+//! - **Caching** (and anything else): plain `memcpy`.
+//!
+//! When mappings of more than one type are live in the process (counted through
+//! [`mapping_created`] and [`mapping_destroyed`]), every non-empty copy ends with a full fence.
+//! An empty copy does nothing, not even a fence.
+//!
+//! # Kernel choice
+//!
+//! The write-combining kernels are chosen once per process, on the first copy, from what the
+//! CPU offers ([`Impl::auto_store`], [`Impl::auto_load`]), and installed in a table of two
+//! atomic function pointers: later calls pay one load and one indirect call, no feature test.
+//!
+//! The environment variable **`GDRAPI_COPY_IMPL`** forces one family, for experiments and
+//! benchmarks: `portable`, `sse41`, `avx2`, `avx512`, `movdir64b` (stores; loads then use the
+//! automatic choice) or `neon`; `auto` or an empty value means the automatic choice. A value
+//! that is unknown or that this CPU cannot run falls back to the automatic choice with a WARN
+//! log line (visible with `GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=3`). The variable is read
+//! once. It does not affect the inline path for stores of at most 64 bytes.
+//!
+//! [`Engine`] gives the same copies with a family chosen by the caller (tests, benchmarks).
+
+mod access;
+pub mod fence;
+pub mod kernels;
+mod select;
+mod wc;
+
+#[cfg(test)]
+mod tests;
+
+pub use select::{chosen, Impl, Kernels, ENV};
+pub use wc::CopyFn;
 
 use crate::backend::MappingType;
-use std::sync::atomic::{fence, AtomicUsize, Ordering};
-
-static LIVE: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
+use access::{FromDev, ToDev};
 
 /// Records that a mapping of `kind` now exists (drives the mixed-mapping fence).
 pub fn mapping_created(kind: MappingType) {
-    LIVE[kind as usize].fetch_add(1, Ordering::Relaxed);
+    fence::created(kind);
 }
 
-/// Records that a mapping of `kind` is gone.
+/// Records that a mapping of `kind` is gone; extra calls never take a count below zero.
 pub fn mapping_destroyed(kind: MappingType) {
-    let _ = LIVE[kind as usize].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1));
+    fence::destroyed(kind);
 }
 
 /// Copies `n` bytes from host memory to a mapping of type `kind`, then fences.
 ///
 /// # Safety
 /// `dev..dev+n` must lie in a live mapping and `host..host+n` must be readable.
-pub unsafe fn to_mapping(_kind: MappingType, dev: *mut u8, host: *const u8, n: usize) {
-    // SAFETY: the caller guarantees both ranges are valid and they cannot overlap
-    // (one is a device mapping, the other host memory).
-    unsafe { std::ptr::copy_nonoverlapping(host, dev, n) };
-    fence(Ordering::SeqCst);
+#[inline]
+pub unsafe fn to_mapping(kind: MappingType, dev: *mut u8, host: *const u8, n: usize) {
+    // SAFETY: forwarded caller contract; `select::store_fn` holds a kernel this CPU runs.
+    unsafe { to_mapping_via(select::store_fn(), kind, dev, host, n) }
 }
 
 /// Copies `n` bytes from a mapping of type `kind` to host memory, then fences.
 ///
 /// # Safety
 /// `dev..dev+n` must lie in a live mapping and `host..host+n` must be writable.
-pub unsafe fn from_mapping(_kind: MappingType, host: *mut u8, dev: *const u8, n: usize) {
+#[inline]
+pub unsafe fn from_mapping(kind: MappingType, host: *mut u8, dev: *const u8, n: usize) {
     // SAFETY: as in `to_mapping`.
-    unsafe { std::ptr::copy_nonoverlapping(dev, host, n) };
-    fence(Ordering::SeqCst);
+    unsafe { from_mapping_via(select::load_fn(), kind, host, dev, n) }
+}
+
+#[inline(always)]
+unsafe fn to_mapping_via(
+    store: CopyFn,
+    kind: MappingType,
+    dev: *mut u8,
+    host: *const u8,
+    n: usize,
+) {
+    if n == 0 {
+        return;
+    }
+    // SAFETY: the caller guarantees both ranges; they cannot overlap (one is a device mapping,
+    // the other host memory). `store` is a supported write-combining copy.
+    unsafe {
+        match kind {
+            MappingType::WriteCombining if n <= wc::SMALL => wc::store_small(dev, host, n),
+            MappingType::WriteCombining => store(dev, host.cast_mut(), n),
+            MappingType::Device => access::device::<ToDev>(dev, host.cast_mut(), n),
+            MappingType::Caching | MappingType::None => {
+                core::ptr::copy_nonoverlapping(host, dev, n)
+            }
+        }
+    }
+    fence::after_store(kind);
+}
+
+#[inline(always)]
+unsafe fn from_mapping_via(
+    load: CopyFn,
+    kind: MappingType,
+    host: *mut u8,
+    dev: *const u8,
+    n: usize,
+) {
+    if n == 0 {
+        return;
+    }
+    // SAFETY: as in `to_mapping_via`.
+    unsafe {
+        match kind {
+            MappingType::WriteCombining => load(dev.cast_mut(), host, n),
+            MappingType::Device => access::device::<FromDev>(dev.cast_mut(), host, n),
+            MappingType::Caching | MappingType::None => {
+                core::ptr::copy_nonoverlapping(dev, host, n)
+            }
+        }
+    }
+    fence::after_load(kind);
+}
+
+/// The copy engine with a caller-chosen kernel family: the same paths and fences as
+/// [`to_mapping`] / [`from_mapping`], without the process-wide table.
+#[derive(Debug, Clone, Copy)]
+pub struct Engine {
+    kernels: Kernels,
+}
+
+impl Engine {
+    /// The engine for `imp`, or `None` when this CPU cannot run it.
+    pub fn new(imp: Impl) -> Option<Engine> {
+        imp.kernels().map(|kernels| Engine { kernels })
+    }
+
+    /// The engine the process-wide table uses.
+    pub fn chosen() -> Engine {
+        Engine { kernels: *chosen() }
+    }
+
+    /// Which families this engine runs.
+    pub fn kernels(&self) -> &Kernels {
+        &self.kernels
+    }
+
+    /// As [`to_mapping`], with this engine's kernels.
+    ///
+    /// # Safety
+    /// As [`to_mapping`].
+    #[inline]
+    pub unsafe fn to_mapping(&self, kind: MappingType, dev: *mut u8, host: *const u8, n: usize) {
+        // SAFETY: forwarded; the kernels were checked supported in `Engine::new`.
+        unsafe { to_mapping_via(self.kernels.store, kind, dev, host, n) }
+    }
+
+    /// As [`from_mapping`], with this engine's kernels.
+    ///
+    /// # Safety
+    /// As [`from_mapping`].
+    #[inline]
+    pub unsafe fn from_mapping(&self, kind: MappingType, host: *mut u8, dev: *const u8, n: usize) {
+        // SAFETY: as in `to_mapping`.
+        unsafe { from_mapping_via(self.kernels.load, kind, host, dev, n) }
+    }
 }

@@ -1,0 +1,16 @@
+//! Bulk kernels of the write-combining path, one pair (store, load) per instruction set.
+//!
+//! A kernel is a [`Bulk`] function. Both directions share its contract: the **device** pointer
+//! (the destination of a store, the source of a load) is 16-byte aligned and `n` is a multiple
+//! of 16 (possibly 0). The head and tail bytes around that are the caller's (`super::wc`).
+
+pub mod portable;
+
+#[cfg(target_arch = "x86_64")]
+pub mod x86;
+
+#[cfg(target_arch = "aarch64")]
+pub mod neon;
+
+/// A bulk copy `fn(dst, src, n)`; see the module docs for the contract.
+pub type Bulk = unsafe fn(*mut u8, *const u8, usize);

@@ -1,0 +1,284 @@
+//! x86-64 bulk kernels for the write-combining path.
+//!
+//! Every kernel has the [`super::Bulk`] contract: the device pointer is 16-byte aligned and `n`
+//! is a multiple of 16. Each one walks 16-byte units until the device pointer is 64-byte
+//! aligned, then whole 64-byte lines, then the last 16-byte units, so every device access is
+//! naturally aligned and a line is written or read by as few instructions as the ISA allows.
+//! Host-side accesses may be unaligned. None of them fences; the caller does.
+
+use core::arch::asm;
+use core::arch::x86_64::*;
+
+/// Streams the 16-byte units of `[dst, dst + n)` while `dst` is not `align`-aligned (or all
+/// of them when `all`), returning the advanced pointers and the remaining length.
+macro_rules! units16 {
+    ($d:ident, $s:ident, $n:ident, $cond:expr, $body:block) => {
+        while $n >= 16 && $cond {
+            $body
+            $d = $d.add(16);
+            $s = $s.add(16);
+            $n -= 16;
+        }
+    };
+}
+
+/// SSE4.1 stores (`MOVNTDQ`, 4 per line).
+///
+/// # Safety
+/// [`super::Bulk`] contract; the CPU must support SSE4.1.
+#[target_feature(enable = "sse4.1")]
+pub unsafe fn store_sse41(dst: *mut u8, src: *const u8, n: usize) {
+    let (mut d, mut s, mut n) = (dst, src, n);
+    // SAFETY (whole body): the caller guarantees `dst..dst+n` is device memory aligned to 16
+    // with `n % 16 == 0` and `src..src+n` readable; every access stays inside those ranges.
+    unsafe {
+        units16!(d, s, n, (d as usize) & 63 != 0, {
+            _mm_stream_si128(d.cast(), _mm_loadu_si128(s.cast()));
+        });
+        while n >= 64 {
+            let a = _mm_loadu_si128(s.cast());
+            let b = _mm_loadu_si128(s.add(16).cast());
+            let c = _mm_loadu_si128(s.add(32).cast());
+            let e = _mm_loadu_si128(s.add(48).cast());
+            _mm_stream_si128(d.cast(), a);
+            _mm_stream_si128(d.add(16).cast(), b);
+            _mm_stream_si128(d.add(32).cast(), c);
+            _mm_stream_si128(d.add(48).cast(), e);
+            d = d.add(64);
+            s = s.add(64);
+            n -= 64;
+        }
+        units16!(d, s, n, true, {
+            _mm_stream_si128(d.cast(), _mm_loadu_si128(s.cast()));
+        });
+    }
+}
+
+/// SSE4.1 streaming loads (`MOVNTDQA`, 4 per line) into host memory.
+///
+/// # Safety
+/// [`super::Bulk`] contract with the device on the source side; the CPU must support SSE4.1.
+#[target_feature(enable = "sse4.1")]
+pub unsafe fn load_sse41(dst: *mut u8, src: *const u8, n: usize) {
+    let (mut d, mut s, mut n) = (dst, src, n);
+    // SAFETY (whole body): as in `store_sse41`, with the device range `src..src+n`.
+    unsafe {
+        units16!(d, s, n, (s as usize) & 63 != 0, {
+            _mm_storeu_si128(d.cast(), _mm_stream_load_si128(s.cast()));
+        });
+        while n >= 64 {
+            let a = _mm_stream_load_si128(s.cast());
+            let b = _mm_stream_load_si128(s.add(16).cast());
+            let c = _mm_stream_load_si128(s.add(32).cast());
+            let e = _mm_stream_load_si128(s.add(48).cast());
+            _mm_storeu_si128(d.cast(), a);
+            _mm_storeu_si128(d.add(16).cast(), b);
+            _mm_storeu_si128(d.add(32).cast(), c);
+            _mm_storeu_si128(d.add(48).cast(), e);
+            d = d.add(64);
+            s = s.add(64);
+            n -= 64;
+        }
+        units16!(d, s, n, true, {
+            _mm_storeu_si128(d.cast(), _mm_stream_load_si128(s.cast()));
+        });
+    }
+}
+
+/// AVX2 stores (`VMOVNTDQ` ymm, 2 per line; 16-byte units at the edges).
+///
+/// # Safety
+/// [`super::Bulk`] contract; the CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub unsafe fn store_avx2(dst: *mut u8, src: *const u8, n: usize) {
+    let (mut d, mut s, mut n) = (dst, src, n);
+    // SAFETY (whole body): as in `store_sse41`.
+    unsafe {
+        units16!(d, s, n, (d as usize) & 63 != 0, {
+            _mm_stream_si128(d.cast(), _mm_loadu_si128(s.cast()));
+        });
+        while n >= 128 {
+            let a = _mm256_loadu_si256(s.cast());
+            let b = _mm256_loadu_si256(s.add(32).cast());
+            let c = _mm256_loadu_si256(s.add(64).cast());
+            let e = _mm256_loadu_si256(s.add(96).cast());
+            _mm256_stream_si256(d.cast(), a);
+            _mm256_stream_si256(d.add(32).cast(), b);
+            _mm256_stream_si256(d.add(64).cast(), c);
+            _mm256_stream_si256(d.add(96).cast(), e);
+            d = d.add(128);
+            s = s.add(128);
+            n -= 128;
+        }
+        if n >= 64 {
+            let a = _mm256_loadu_si256(s.cast());
+            let b = _mm256_loadu_si256(s.add(32).cast());
+            _mm256_stream_si256(d.cast(), a);
+            _mm256_stream_si256(d.add(32).cast(), b);
+            d = d.add(64);
+            s = s.add(64);
+            n -= 64;
+        }
+        units16!(d, s, n, true, {
+            _mm_stream_si128(d.cast(), _mm_loadu_si128(s.cast()));
+        });
+    }
+}
+
+/// AVX2 streaming loads (`VMOVNTDQA` ymm, 2 per line; 16-byte units at the edges).
+///
+/// # Safety
+/// [`super::Bulk`] contract with the device on the source side; the CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub unsafe fn load_avx2(dst: *mut u8, src: *const u8, n: usize) {
+    let (mut d, mut s, mut n) = (dst, src, n);
+    // SAFETY (whole body): as in `load_sse41`.
+    unsafe {
+        units16!(d, s, n, (s as usize) & 63 != 0, {
+            _mm_storeu_si128(d.cast(), _mm_stream_load_si128(s.cast()));
+        });
+        while n >= 128 {
+            let a = _mm256_stream_load_si256(s.cast());
+            let b = _mm256_stream_load_si256(s.add(32).cast());
+            let c = _mm256_stream_load_si256(s.add(64).cast());
+            let e = _mm256_stream_load_si256(s.add(96).cast());
+            _mm256_storeu_si256(d.cast(), a);
+            _mm256_storeu_si256(d.add(32).cast(), b);
+            _mm256_storeu_si256(d.add(64).cast(), c);
+            _mm256_storeu_si256(d.add(96).cast(), e);
+            d = d.add(128);
+            s = s.add(128);
+            n -= 128;
+        }
+        if n >= 64 {
+            let a = _mm256_stream_load_si256(s.cast());
+            let b = _mm256_stream_load_si256(s.add(32).cast());
+            _mm256_storeu_si256(d.cast(), a);
+            _mm256_storeu_si256(d.add(32).cast(), b);
+            d = d.add(64);
+            s = s.add(64);
+            n -= 64;
+        }
+        units16!(d, s, n, true, {
+            _mm_storeu_si128(d.cast(), _mm_stream_load_si128(s.cast()));
+        });
+    }
+}
+
+/// AVX-512 stores (`VMOVNTDQ` zmm, one per line; 16-byte units at the edges).
+///
+/// # Safety
+/// [`super::Bulk`] contract; the CPU must support AVX-512F.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn store_avx512(dst: *mut u8, src: *const u8, n: usize) {
+    let (mut d, mut s, mut n) = (dst, src, n);
+    // SAFETY (whole body): as in `store_sse41`.
+    unsafe {
+        units16!(d, s, n, (d as usize) & 63 != 0, {
+            _mm_stream_si128(d.cast(), _mm_loadu_si128(s.cast()));
+        });
+        while n >= 256 {
+            let a = _mm512_loadu_si512(s.cast());
+            let b = _mm512_loadu_si512(s.add(64).cast());
+            let c = _mm512_loadu_si512(s.add(128).cast());
+            let e = _mm512_loadu_si512(s.add(192).cast());
+            _mm512_stream_si512(d.cast(), a);
+            _mm512_stream_si512(d.add(64).cast(), b);
+            _mm512_stream_si512(d.add(128).cast(), c);
+            _mm512_stream_si512(d.add(192).cast(), e);
+            d = d.add(256);
+            s = s.add(256);
+            n -= 256;
+        }
+        while n >= 64 {
+            _mm512_stream_si512(d.cast(), _mm512_loadu_si512(s.cast()));
+            d = d.add(64);
+            s = s.add(64);
+            n -= 64;
+        }
+        units16!(d, s, n, true, {
+            _mm_stream_si128(d.cast(), _mm_loadu_si128(s.cast()));
+        });
+    }
+}
+
+/// AVX-512 streaming loads (`VMOVNTDQA` zmm, one per line; 16-byte units at the edges).
+///
+/// # Safety
+/// [`super::Bulk`] contract with the device on the source side; the CPU must support AVX-512F.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn load_avx512(dst: *mut u8, src: *const u8, n: usize) {
+    let (mut d, mut s, mut n) = (dst, src, n);
+    // SAFETY (whole body): as in `load_sse41`.
+    unsafe {
+        units16!(d, s, n, (s as usize) & 63 != 0, {
+            _mm_storeu_si128(d.cast(), _mm_stream_load_si128(s.cast()));
+        });
+        while n >= 256 {
+            let a = _mm512_stream_load_si512(s.cast());
+            let b = _mm512_stream_load_si512(s.add(64).cast());
+            let c = _mm512_stream_load_si512(s.add(128).cast());
+            let e = _mm512_stream_load_si512(s.add(192).cast());
+            _mm512_storeu_si512(d.cast(), a);
+            _mm512_storeu_si512(d.add(64).cast(), b);
+            _mm512_storeu_si512(d.add(128).cast(), c);
+            _mm512_storeu_si512(d.add(192).cast(), e);
+            d = d.add(256);
+            s = s.add(256);
+            n -= 256;
+        }
+        while n >= 64 {
+            _mm512_storeu_si512(d.cast(), _mm512_stream_load_si512(s.cast()));
+            d = d.add(64);
+            s = s.add(64);
+            n -= 64;
+        }
+        units16!(d, s, n, true, {
+            _mm_storeu_si128(d.cast(), _mm_stream_load_si128(s.cast()));
+        });
+    }
+}
+
+/// `MOVDIR64B` stores: one 64-byte direct store per line (16-byte `MOVNTDQ` at the edges).
+///
+/// # Safety
+/// [`super::Bulk`] contract; the CPU must support MOVDIR64B (CPUID.7.0:ECX bit 28) and SSE4.1.
+#[target_feature(enable = "sse4.1")]
+pub unsafe fn store_movdir64b(dst: *mut u8, src: *const u8, n: usize) {
+    let (mut d, mut s, mut n) = (dst, src, n);
+    // SAFETY (whole body): as in `store_sse41`. MOVDIR64B reads 64 bytes at `s` (any
+    // alignment) and writes them to `d`, which is 64-byte aligned here as it requires.
+    unsafe {
+        units16!(d, s, n, (d as usize) & 63 != 0, {
+            _mm_stream_si128(d.cast(), _mm_loadu_si128(s.cast()));
+        });
+        while n >= 64 {
+            asm!(
+                "movdir64b {d}, zmmword ptr [{s}]",
+                d = in(reg) d,
+                s = in(reg) s,
+                options(nostack, preserves_flags),
+            );
+            d = d.add(64);
+            s = s.add(64);
+            n -= 64;
+        }
+        units16!(d, s, n, true, {
+            _mm_stream_si128(d.cast(), _mm_loadu_si128(s.cast()));
+        });
+    }
+}
+
+/// True when the CPU has `MOVDIR64B` (CPUID leaf 7, subleaf 0, ECX bit 28). The instruction
+/// needs no operating-system state, so CPUID alone decides.
+pub fn has_movdir64b() -> bool {
+    // SAFETY: CPUID is available on every x86-64 CPU; leaf 0 gives the highest leaf so that
+    // leaf 7 is only read where it exists. (`unsafe` for toolchains where CPUID is not safe.)
+    #[allow(unused_unsafe)]
+    unsafe {
+        if __cpuid(0).eax < 7 {
+            return false;
+        }
+        __cpuid_count(7, 0).ecx & (1 << 28) != 0
+    }
+}

@@ -1,0 +1,377 @@
+//! Choosing the write-combining kernels: what the CPU offers, what `GDRAPI_COPY_IMPL` asks
+//! for, and the process-wide dispatch table that holds the answer.
+//!
+//! The table is two atomic function pointers. They start out pointing at resolvers that make
+//! the choice on first use, store the chosen functions and forward the call; every later call
+//! is one atomic load and one indirect call, with no feature test and no lock.
+
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::OnceLock;
+
+use super::kernels::{self, Bulk};
+use super::wc::{self, CopyFn, Isa};
+
+/// A write-combining kernel family. [`Impl::name`] is its `GDRAPI_COPY_IMPL` spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Impl {
+    /// 8-byte volatile accesses; runs everywhere.
+    Portable,
+    /// x86-64 SSE4.1: `MOVNTDQ` stores, `MOVNTDQA` streaming loads.
+    Sse41,
+    /// x86-64 AVX2: `VMOVNTDQ`/`VMOVNTDQA` on ymm.
+    Avx2,
+    /// x86-64 AVX-512F: `VMOVNTDQ`/`VMOVNTDQA` on zmm, one instruction per 64-byte line.
+    Avx512,
+    /// x86-64 `MOVDIR64B` 64-byte direct stores; loads use the best streaming-load kernel.
+    Movdir64b,
+    /// aarch64 NEON: four q registers per line.
+    Neon,
+}
+
+impl Impl {
+    /// Every family this library knows, supported here or not.
+    pub const ALL: [Impl; 6] = [
+        Impl::Portable,
+        Impl::Sse41,
+        Impl::Avx2,
+        Impl::Avx512,
+        Impl::Movdir64b,
+        Impl::Neon,
+    ];
+
+    /// The lower-case name used by `GDRAPI_COPY_IMPL` and in log lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Impl::Portable => "portable",
+            Impl::Sse41 => "sse41",
+            Impl::Avx2 => "avx2",
+            Impl::Avx512 => "avx512",
+            Impl::Movdir64b => "movdir64b",
+            Impl::Neon => "neon",
+        }
+    }
+
+    /// Parses a name as [`Impl::name`] writes it (case-insensitive, surrounding blanks ignored).
+    pub fn from_name(s: &str) -> Option<Impl> {
+        let s = s.trim();
+        Impl::ALL
+            .into_iter()
+            .find(|i| i.name().eq_ignore_ascii_case(s))
+    }
+
+    /// True when this CPU (and this build's target) can run the family.
+    pub fn is_supported(self) -> bool {
+        match self {
+            Impl::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Impl::Sse41 => std::arch::is_x86_feature_detected!("sse4.1"),
+            #[cfg(target_arch = "x86_64")]
+            Impl::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(target_arch = "x86_64")]
+            Impl::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            #[cfg(target_arch = "x86_64")]
+            Impl::Movdir64b => {
+                std::arch::is_x86_feature_detected!("sse4.1") && kernels::x86::has_movdir64b()
+            }
+            #[cfg(target_arch = "aarch64")]
+            Impl::Neon => std::arch::is_aarch64_feature_detected!("neon"),
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+
+    /// The supported families, in [`Impl::ALL`] order.
+    pub fn supported() -> Vec<Impl> {
+        Impl::ALL.into_iter().filter(|i| i.is_supported()).collect()
+    }
+
+    /// The default choice for stores to write-combining memory on this CPU.
+    pub fn auto_store() -> Impl {
+        first_supported(&[Impl::Avx512, Impl::Avx2, Impl::Sse41, Impl::Neon])
+    }
+
+    /// The default choice for streaming loads from write-combining memory on this CPU.
+    pub fn auto_load() -> Impl {
+        first_supported(&[Impl::Avx512, Impl::Avx2, Impl::Sse41, Impl::Neon])
+    }
+
+    /// The two complete copies of this family, or `None` when the CPU cannot run it.
+    pub fn kernels(self) -> Option<Kernels> {
+        if !self.is_supported() {
+            return None;
+        }
+        let (store, load): (CopyFn, CopyFn) = match self {
+            Impl::Portable => (wc::store::<Portable>, wc::load::<Portable>),
+            #[cfg(target_arch = "x86_64")]
+            Impl::Sse41 => (wc::store::<Sse41>, wc::load::<Sse41>),
+            #[cfg(target_arch = "x86_64")]
+            Impl::Avx2 => (wc::store::<Avx2>, wc::load::<Avx2>),
+            #[cfg(target_arch = "x86_64")]
+            Impl::Avx512 => (wc::store::<Avx512>, wc::load::<Avx512>),
+            #[cfg(target_arch = "x86_64")]
+            Impl::Movdir64b => {
+                let load = match Impl::auto_load().kernels() {
+                    Some(k) => k.load,
+                    None => wc::load::<Portable> as CopyFn,
+                };
+                (wc::store::<Movdir64b>, load)
+            }
+            #[cfg(target_arch = "aarch64")]
+            Impl::Neon => (wc::store::<Neon>, wc::load::<Neon>),
+            #[allow(unreachable_patterns)]
+            _ => return None,
+        };
+        Some(Kernels {
+            store_impl: self,
+            load_impl: self.load_partner(),
+            store,
+            load,
+        })
+    }
+
+    /// Which family's loads this family uses (itself, except store-only `movdir64b`).
+    fn load_partner(self) -> Impl {
+        match self {
+            Impl::Movdir64b => Impl::auto_load(),
+            other => other,
+        }
+    }
+}
+
+fn first_supported(order: &[Impl]) -> Impl {
+    order
+        .iter()
+        .copied()
+        .find(|i| i.is_supported())
+        .unwrap_or(Impl::Portable)
+}
+
+/// A chosen pair of complete write-combining copies.
+#[derive(Clone, Copy)]
+pub struct Kernels {
+    /// Family of the device-bound copy.
+    pub store_impl: Impl,
+    /// Family of the host-bound copy.
+    pub load_impl: Impl,
+    pub(crate) store: CopyFn,
+    pub(crate) load: CopyFn,
+}
+
+impl std::fmt::Debug for Kernels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernels")
+            .field("store_impl", &self.store_impl)
+            .field("load_impl", &self.load_impl)
+            .finish()
+    }
+}
+
+struct Portable;
+impl Isa for Portable {
+    const STORE: Bulk = kernels::portable::store;
+    const LOAD: Bulk = kernels::portable::load;
+}
+
+#[cfg(target_arch = "x86_64")]
+struct Sse41;
+#[cfg(target_arch = "x86_64")]
+impl Isa for Sse41 {
+    const STORE: Bulk = kernels::x86::store_sse41;
+    const LOAD: Bulk = kernels::x86::load_sse41;
+}
+
+#[cfg(target_arch = "x86_64")]
+struct Avx2;
+#[cfg(target_arch = "x86_64")]
+impl Isa for Avx2 {
+    const STORE: Bulk = kernels::x86::store_avx2;
+    const LOAD: Bulk = kernels::x86::load_avx2;
+}
+
+#[cfg(target_arch = "x86_64")]
+struct Avx512;
+#[cfg(target_arch = "x86_64")]
+impl Isa for Avx512 {
+    const STORE: Bulk = kernels::x86::store_avx512;
+    const LOAD: Bulk = kernels::x86::load_avx512;
+}
+
+#[cfg(target_arch = "x86_64")]
+struct Movdir64b;
+#[cfg(target_arch = "x86_64")]
+impl Isa for Movdir64b {
+    const STORE: Bulk = kernels::x86::store_movdir64b;
+    // Never used: `Impl::kernels` pairs it with the best streaming-load family.
+    const LOAD: Bulk = kernels::x86::load_sse41;
+}
+
+#[cfg(target_arch = "aarch64")]
+struct Neon;
+#[cfg(target_arch = "aarch64")]
+impl Isa for Neon {
+    const STORE: Bulk = kernels::neon::store;
+    const LOAD: Bulk = kernels::neon::load;
+}
+
+/// The name of the environment variable that forces a family.
+pub const ENV: &str = "GDRAPI_COPY_IMPL";
+
+/// What a `GDRAPI_COPY_IMPL` value leads to: the forced family's kernels, or the automatic
+/// choice with the reason the request was refused.
+fn choose(request: Option<&str>) -> (Kernels, Option<String>) {
+    let auto = || {
+        let mut k = Impl::auto_store()
+            .kernels()
+            .or_else(|| Impl::Portable.kernels());
+        if let Some(k) = k.as_mut() {
+            if let Some(l) = Impl::auto_load().kernels() {
+                k.load = l.load;
+                k.load_impl = l.load_impl;
+            }
+        }
+        k
+    };
+    let portable = Kernels {
+        store_impl: Impl::Portable,
+        load_impl: Impl::Portable,
+        store: wc::store::<Portable>,
+        load: wc::load::<Portable>,
+    };
+    let auto_k = auto().unwrap_or(portable);
+    match request
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && !s.eq_ignore_ascii_case("auto"))
+    {
+        None => (auto_k, None),
+        Some(name) => match Impl::from_name(name) {
+            None => (auto_k, Some(format!("unknown {ENV} value \"{name}\""))),
+            Some(i) => match i.kernels() {
+                Some(k) => (k, None),
+                None => (
+                    auto_k,
+                    Some(format!("{ENV}={} is not supported by this CPU", i.name())),
+                ),
+            },
+        },
+    }
+}
+
+/// The process-wide choice, made once from the CPU and the environment.
+pub fn chosen() -> &'static Kernels {
+    static CHOSEN: OnceLock<Kernels> = OnceLock::new();
+    CHOSEN.get_or_init(|| {
+        let request = std::env::var(ENV).ok();
+        let (k, refused) = choose(request.as_deref());
+        if let Some(why) = refused {
+            gdr_warn!(
+                "{why}; falling back to {} (stores) / {} (loads); valid values: auto, {}",
+                k.store_impl.name(),
+                k.load_impl.name(),
+                Impl::ALL.map(Impl::name).join(", ")
+            );
+        }
+        gdr_dbg!(
+            "using {} implementation of gdr_copy_to_mapping",
+            k.store_impl.name()
+        );
+        gdr_dbg!(
+            "using {} implementation of gdr_copy_from_mapping",
+            k.load_impl.name()
+        );
+        k
+    })
+}
+
+static STORE: AtomicPtr<()> = AtomicPtr::new(resolve_store as CopyFn as *mut ());
+static LOAD: AtomicPtr<()> = AtomicPtr::new(resolve_load as CopyFn as *mut ());
+
+fn install() -> &'static Kernels {
+    let k = chosen();
+    STORE.store(k.store as *mut (), Ordering::Release);
+    LOAD.store(k.load as *mut (), Ordering::Release);
+    k
+}
+
+/// First call through the table: choose, install, forward.
+unsafe fn resolve_store(dev: *mut u8, host: *mut u8, n: usize) {
+    // SAFETY: forwarded caller contract; the kernel is supported by construction.
+    unsafe { (install().store)(dev, host, n) }
+}
+
+/// First call through the table: choose, install, forward.
+unsafe fn resolve_load(dev: *mut u8, host: *mut u8, n: usize) {
+    // SAFETY: as in `resolve_store`.
+    unsafe { (install().load)(dev, host, n) }
+}
+
+/// The installed device-bound copy.
+#[inline(always)]
+pub(crate) fn store_fn() -> CopyFn {
+    let p = STORE.load(Ordering::Acquire);
+    // SAFETY: `STORE` only ever holds values cast from `CopyFn` (the initial resolver or a
+    // chosen kernel), so casting back gives the same function pointer.
+    unsafe { core::mem::transmute::<*mut (), CopyFn>(p) }
+}
+
+/// The installed host-bound copy.
+#[inline(always)]
+pub(crate) fn load_fn() -> CopyFn {
+    let p = LOAD.load(Ordering::Acquire);
+    // SAFETY: as in `store_fn`.
+    unsafe { core::mem::transmute::<*mut (), CopyFn>(p) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for i in Impl::ALL {
+            assert_eq!(Impl::from_name(i.name()), Some(i));
+            assert_eq!(
+                Impl::from_name(&format!(" {} ", i.name().to_uppercase())),
+                Some(i)
+            );
+        }
+        assert_eq!(Impl::from_name("sse2"), None);
+    }
+
+    #[test]
+    fn portable_always_supported_and_auto_is_supported() {
+        assert!(Impl::Portable.is_supported());
+        assert!(Impl::auto_store().is_supported());
+        assert!(Impl::auto_load().is_supported());
+        assert!(Impl::supported().contains(&Impl::Portable));
+    }
+
+    #[test]
+    fn env_choice() {
+        let (k, why) = choose(None);
+        assert!(why.is_none());
+        assert_eq!(k.store_impl, Impl::auto_store());
+        assert_eq!(k.load_impl, Impl::auto_load());
+
+        let (k, why) = choose(Some("portable"));
+        assert!(why.is_none());
+        assert_eq!(
+            (k.store_impl, k.load_impl),
+            (Impl::Portable, Impl::Portable)
+        );
+
+        let (k, why) = choose(Some("no-such-kernel"));
+        assert!(why.is_some_and(|w| w.contains("unknown")));
+        assert_eq!(k.store_impl, Impl::auto_store());
+
+        for i in Impl::ALL {
+            let (k, why) = choose(Some(i.name()));
+            if i.is_supported() {
+                assert!(why.is_none(), "{i:?}");
+                assert_eq!(k.store_impl, i);
+            } else {
+                assert!(why.is_some_and(|w| w.contains("not supported")), "{i:?}");
+                assert_eq!(k.store_impl, Impl::auto_store());
+            }
+        }
+    }
+}
