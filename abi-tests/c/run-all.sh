@@ -1,0 +1,94 @@
+#!/bin/bash
+# run-all.sh BIN LIB_DIR SIM_DIR - run the C ABI suites and add up their
+# "N passed, N failed" lines. BIN holds the built test programs (see
+# mk/30-abi.mk), LIB_DIR the libgdrapi.so.2 under test, SIM_DIR the emulator.
+#
+# ABI_SUITES (space-separated) picks suites; default: all of
+#   layout elf api handles threads fork logging loading
+# GDRAPI_TEST_OURS=1 enables the assertions that hold only for this project's
+# library (handle validation, bounds checks, no ioctl after fork, ...).
+set -u
+bin=$(cd "$1" && pwd) lib_dir=$(cd "$2" && pwd) sim_dir=$(cd "$3" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+suites=${ABI_SUITES:-layout elf api handles threads fork logging loading}
+export GDRAPI_TEST_OURS=${GDRAPI_TEST_OURS:-0}
+limit=${ABI_TIMEOUT:-120}
+
+total_passed=0 total_failed=0 broken=()
+
+# run NAME CMD...: one program; its last "N passed, N failed" line counts.
+run() {
+    local name=$1 out rc line p f
+    shift
+    out=$(timeout -k 5 "$limit" "$@" 2>&1)
+    rc=$?
+    line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
+    p=$(echo "$line" | awk '{print $1}') f=$(echo "$line" | awk '{print $3}')
+    p=${p:-0} f=${f:-0}
+    if [ -z "$line" ] || { [ $rc -ne 0 ] && [ "$f" -eq 0 ]; }; then
+        # Crashed, hung or never reached its summary.
+        f=$((f + 1))
+        echo "$out" | tail -20
+        echo "$name: exited with status $rc without a complete summary"
+    elif [ "$f" -ne 0 ]; then
+        echo "$out" | grep -vE '^[0-9]+ passed, [0-9]+ failed$'
+    fi
+    printf '%-58s %4d passed, %d failed\n' "$name" "$p" "$f"
+    total_passed=$((total_passed + p)) total_failed=$((total_failed + f))
+    [ "$f" -eq 0 ] || broken+=("$name")
+}
+
+# On the emulator, with the library under test.
+sim() {
+    env LD_PRELOAD="$sim_dir/libcuda.so.1" LD_LIBRARY_PATH="$sim_dir:$lib_dir" "$@"
+}
+
+for suite in $suites; do
+    case $suite in
+    layout)
+        run "layout" "$bin/layout" ;;
+    elf)
+        run "elf: symbols, versions, soname, needed, links" \
+            "$here/check-elf.sh" "$lib_dir" "$here/../../include/gdrapi.h" "$here/symbols.txt" ;;
+    api)
+        for persistent in 1 0; do
+            for version in 2.0 2.3 2.4 2.5 2.6; do
+                run "api: driver $version persistent=$persistent" \
+                    sim GDRSIM_PERSISTENT=$persistent GDRSIM_DRIVER_VERSION=$version "$bin/api"
+            done
+            for version in 2.4 2.6; do
+                run "api: driver $version persistent=$persistent coherent" \
+                    sim GDRSIM_PERSISTENT=$persistent GDRSIM_DRIVER_VERSION=$version \
+                    GDRSIM_PROFILE=coherent "$bin/api"
+            done
+        done ;;
+    handles)
+        run "handles" sim "$bin/handles" ;;
+    threads)
+        run "threads" sim "$bin/threads"
+        run "threads: persistent=0" sim GDRSIM_PERSISTENT=0 "$bin/threads" ;;
+    fork)
+        for version in 2.6 2.4; do
+            run "fork: driver $version" sim GDRSIM_DRIVER_VERSION=$version "$bin/fork"
+        done ;;
+    logging)
+        run "logging" sim "$here/check-logging.sh" "$bin/log_probe" ;;
+    loading)
+        run "loading: linked against a fake libgdrapi.so.2" \
+            env LD_PRELOAD="$sim_dir/libcuda.so.1" LD_LIBRARY_PATH="$bin/fake:$sim_dir" \
+            "$bin/load_main" fake
+        run "loading: the fake overridden by LD_PRELOAD" \
+            env LD_PRELOAD="$sim_dir/libcuda.so.1 $lib_dir/libgdrapi.so.2" \
+            LD_LIBRARY_PATH="$bin/fake:$sim_dir" "$bin/load_main" real
+        run "loading: dlopen by both names" sim "$bin/dlopen_main" "$lib_dir" ;;
+    *)
+        echo "run-all.sh: unknown suite $suite"
+        total_failed=$((total_failed + 1)) ;;
+    esac
+done
+
+echo "C ABI tests: $total_passed passed, $total_failed failed"
+if [ ${#broken[@]} -ne 0 ]; then
+    printf 'failing: %s\n' "${broken[@]}"
+    exit 1
+fi
