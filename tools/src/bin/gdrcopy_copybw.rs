@@ -1,0 +1,189 @@
+//! gdrcopy_copybw: bandwidth of `gdr_copy_to_mapping` / `gdr_copy_from_mapping`, with
+//! upstream's flags and result lines (`write BW: <x>MB/s`, `read BW: <x>MB/s`, MB = MiB).
+
+use gdrcopy_tools::cli::{self, CliError};
+use gdrcopy_tools::gdr::{self, GPU_PAGE_SIZE};
+use gdrcopy_tools::gpumem::{round_up, AllocFn, DeviceBuffer, HostBuffer};
+use gdrcopy_tools::output::{fmt_g, fmt_ptr, Progress};
+use gdrcopy_tools::tool::{self, Fatal, Parsed};
+use std::process::ExitCode;
+use std::time::Instant;
+
+struct Opts {
+    size: usize,
+    copy_sizes: Vec<usize>,
+    offset: usize,
+    dev_id: i32,
+    write_iters: usize,
+    read_iters: usize,
+    alloc: AllocFn,
+    map_flag: i32,
+}
+
+const DEFAULT_SIZE: usize = 128 * 1024;
+
+fn usage(prog: &str) -> String {
+    format!(
+        "Usage: {prog} [-h][-s <size>][-c <size>][-o <offset>][-l][-d <gpu>][-w <iters>][-r <iters>][-a <fn>][-M <mapping_type>]\n\
+         \n\
+         Options:\n\
+         \x20  -h              Print this help text\n\
+         \x20  -s <size>       Buffer allocation size (default: {DEFAULT_SIZE})\n\
+         \x20  -c <size>       Copy size (default: the -s size); with -l, the upper bound of the copy sizes\n\
+         \x20  -o <offset>     Copy offset, a multiple of 4 (default: 0)\n\
+         \x20  -l              Run copy sizes 1, 2, 4, ... below ROUND_DOWN_POW_2(copy size)\n\
+         \x20  -d <gpu>        GPU ID (default: 0)\n\
+         \x20  -w <iters>      Number of write iterations (default: 10000)\n\
+         \x20  -r <iters>      Number of read iterations (default: 100)\n\
+         \x20  -a <fn>         GPU buffer allocation function (default: cuMemAlloc)\n\
+         \x20                      Choices: cuMemAlloc, cuMemCreate\n\
+         \x20  -M <mapping_type>   Request mapping type (choices: default, wc, cache, device)\n"
+    )
+}
+
+fn round_down_pow2(x: usize) -> usize {
+    if x == 0 {
+        0
+    } else {
+        1usize << (usize::BITS - 1 - x.leading_zeros())
+    }
+}
+
+fn parse(args: &[String]) -> Result<Parsed<Opts>, CliError> {
+    let mut o = Opts {
+        size: DEFAULT_SIZE,
+        copy_sizes: Vec::new(),
+        offset: 0,
+        dev_id: 0,
+        write_iters: 10000,
+        read_iters: 100,
+        alloc: AllocFn::MemAlloc,
+        map_flag: gdr::MAP_FLAG_DEFAULT,
+    };
+    let mut copy_bound = 0;
+    let mut range = false;
+    for opt in cli::getopt(args, "s:d:o:c:w:r:a:M:hl")? {
+        match opt.name {
+            's' => o.size = cli::size_arg(&opt)?,
+            'c' => copy_bound = cli::size_arg(&opt)?,
+            'l' => range = true,
+            'o' => o.offset = cli::size_arg(&opt)?,
+            'd' => o.dev_id = cli::device_arg(&opt)?,
+            'w' => o.write_iters = cli::count_arg(&opt)?,
+            'r' => o.read_iters = cli::count_arg(&opt)?,
+            'a' => o.alloc = cli::alloc_fn_arg(&opt)?,
+            'M' => o.map_flag = cli::map_flag_arg(&opt)?,
+            'h' => return Ok(Parsed::Help),
+            c => return Err(CliError::Unknown(c)),
+        }
+    }
+    if o.size == 0 {
+        return Err(CliError::BadNumber('s', "0".into()));
+    }
+    if range {
+        let upper = if copy_bound == 0 {
+            o.size
+        } else {
+            copy_bound.min(o.size)
+        };
+        let mut i = 1;
+        while i < round_down_pow2(upper) {
+            o.copy_sizes.push(i);
+            i <<= 1;
+        }
+    } else {
+        o.copy_sizes.push(if copy_bound == 0 { o.size } else { copy_bound });
+    }
+    if o.offset % 4 != 0 {
+        return Err(CliError::BadValue('o', o.offset.to_string(), "a multiple of 4 bytes"));
+    }
+    if o.copy_sizes
+        .iter()
+        .any(|&c| o.offset.checked_add(c).map_or(true, |end| end > o.size))
+    {
+        return Err(CliError::BadValue(
+            'c',
+            "offset + copy size".into(),
+            "at most the buffer size (-s)",
+        ));
+    }
+    Ok(Parsed::Run(o))
+}
+
+fn run(o: Opts) -> Result<(), Fatal> {
+    let cuda = tool::load_cuda()?;
+    let size = round_up(o.size, GPU_PAGE_SIZE);
+    let dev = tool::list_and_select(&cuda, o.dev_id)?;
+    let _ctx = cuda.primary_context(dev)?;
+    println!("testing size: {}", o.size);
+    println!("rounded size: {size}");
+    let gdr = tool::load_gdr()?;
+    tool::check_gdr_support(&cuda, &gdr, dev)?;
+    println!("gpu alloc fn: {}", o.alloc.name());
+    let dbuf = DeviceBuffer::alloc(&cuda, o.alloc, size, dev)?;
+    let d_a = dbuf.ptr();
+    println!("device ptr: {d_a:x}");
+
+    let mut src = HostBuffer::alloc(&cuda, size)?;
+    tool::fill_walking_bit(src.as_mut_slice());
+    let mut dst = HostBuffer::alloc(&cuda, size)?;
+
+    let session = gdr.open()?;
+    let pin = session.pin(d_a, size)?;
+    let map = pin.map(o.map_flag)?;
+    println!("map_d_ptr: {}", fmt_ptr(map.ptr() as u64));
+    let info = pin.info()?;
+    println!("info.va: {:x}", info.va);
+    println!("info.mapped_size: {}", info.mapped_size);
+    println!("info.page_size: {}", info.page_size);
+    println!("info.mapped: {}", info.mapped());
+    println!("info.wc_mapping: {}", info.wc_mapping());
+    let off = d_a.wrapping_sub(info.va) as usize;
+    println!("page offset: {off}");
+    println!("user-space pointer:{}", fmt_ptr(map.ptr() as u64 + off as u64));
+
+    let mut progress = Progress::new("gdrcopy_copybw");
+    let total = o.copy_sizes.len();
+    for (i, &n) in o.copy_sizes.iter().enumerate() {
+        let at = off + o.offset;
+        println!("writing test, size={n} offset={} num_iters={}", o.offset, o.write_iters);
+        progress.update(&format!("writing {n} B"), i, total);
+        let t = Instant::now();
+        for _ in 0..o.write_iters {
+            map.copy_to(at, &src.as_slice()[..n])?;
+        }
+        let us = tool::elapsed_us(t);
+        progress.clear();
+        println!("write BW: {}MB/s", fmt_g(mib_per_s(n, o.write_iters, us)));
+
+        map.copy_from(at, &mut dst.as_mut_slice()[..n])?;
+        tool::compare_words(&src.as_slice()[..n], &dst.as_slice()[..n]);
+
+        println!("reading test, size={n} offset={} num_iters={}", o.offset, o.read_iters);
+        progress.update(&format!("reading {n} B"), i, total);
+        let t = Instant::now();
+        for _ in 0..o.read_iters {
+            map.copy_from(at, &mut dst.as_mut_slice()[..n])?;
+        }
+        let us = tool::elapsed_us(t);
+        progress.clear();
+        println!("read BW: {}MB/s", fmt_g(mib_per_s(n, o.read_iters, us)));
+    }
+    progress.clear();
+    println!("unmapping buffer");
+    map.unmap()?;
+    println!("unpinning buffer");
+    pin.unpin()?;
+    println!("closing gdrdrv");
+    session.close()?;
+    Ok(())
+}
+
+fn mib_per_s(bytes: usize, iters: usize, us: f64) -> f64 {
+    let us = if us > 0.0 { us } else { f64::MIN_POSITIVE };
+    (bytes as f64 * iters as f64) / us * 1e6 / 1024.0 / 1024.0
+}
+
+fn main() -> ExitCode {
+    tool::main_with(parse, usage, run)
+}

@@ -1,0 +1,239 @@
+//! Command-line parsing with POSIX `getopt` rules (what upstream's tools use): short options,
+//! grouped flags (`-lc`), arguments attached (`-s4096`) or separate (`-s 4096`), `--` ends
+//! options; numbers parsed like `strtol(s, NULL, 0)` (decimal, `0x` hex, leading-0 octal).
+
+use std::fmt;
+
+/// A command-line error; the tools print it, then their usage, and exit 1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CliError {
+    /// An option letter not in the spec.
+    Unknown(char),
+    /// An option that needs an argument came last.
+    MissingArgument(char),
+    /// An argument that is not a valid number for its option.
+    BadNumber(char, String),
+    /// An argument outside the accepted set.
+    BadValue(char, String, &'static str),
+    /// A stray non-option argument.
+    Unexpected(String),
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Unknown(c) => write!(f, "invalid option -- '{c}'"),
+            CliError::MissingArgument(c) => write!(f, "option requires an argument -- '{c}'"),
+            CliError::BadNumber(c, v) => write!(f, "invalid number '{v}' for -{c}"),
+            CliError::BadValue(c, v, valid) => write!(f, "invalid value '{v}' for -{c}; valid: {valid}"),
+            CliError::Unexpected(a) => write!(f, "unexpected argument '{a}'"),
+        }
+    }
+}
+
+impl std::error::Error for CliError {}
+
+/// One parsed option: its letter and its argument, if it takes one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Opt {
+    /// The option letter.
+    pub name: char,
+    /// The argument (for letters followed by `:` in the spec).
+    pub arg: Option<String>,
+}
+
+/// Parses `args` (without the program name) against a getopt spec such as `"s:d:lh"`.
+pub fn getopt(args: &[String], spec: &str) -> Result<Vec<Opt>, CliError> {
+    let takes_arg = |c: char| -> Option<bool> {
+        let i = spec.find(c)?;
+        if c == ':' {
+            return None;
+        }
+        Some(spec[i + c.len_utf8()..].starts_with(':'))
+    };
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        i += 1;
+        if a == "--" {
+            if let Some(rest) = args.get(i) {
+                return Err(CliError::Unexpected(rest.clone()));
+            }
+            break;
+        }
+        if !a.starts_with('-') || a == "-" {
+            return Err(CliError::Unexpected(a.clone()));
+        }
+        let body: Vec<char> = a[1..].chars().collect();
+        let mut j = 0;
+        while j < body.len() {
+            let c = body[j];
+            j += 1;
+            match takes_arg(c) {
+                None => return Err(CliError::Unknown(c)),
+                Some(false) => out.push(Opt { name: c, arg: None }),
+                Some(true) => {
+                    let arg = if j < body.len() {
+                        let s: String = body[j..].iter().collect();
+                        j = body.len();
+                        s
+                    } else if let Some(next) = args.get(i) {
+                        i += 1;
+                        next.clone()
+                    } else {
+                        return Err(CliError::MissingArgument(c));
+                    };
+                    out.push(Opt {
+                        name: c,
+                        arg: Some(arg),
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Parses an integer like `strtol(s, NULL, 0)` but rejects trailing garbage and empty input.
+pub fn parse_int(s: &str) -> Option<i64> {
+    let t = s.trim_start();
+    let (neg, t) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let (radix, digits) = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        (16, h)
+    } else if t.len() > 1 && t.starts_with('0') {
+        (8, &t[1..])
+    } else {
+        (10, t)
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    let v = i64::from_str_radix(digits, radix).ok()?;
+    Some(if neg { -v } else { v })
+}
+
+/// The argument of `opt` as a non-negative size.
+pub fn size_arg(opt: &Opt) -> Result<usize, CliError> {
+    let s = opt.arg.clone().unwrap_or_default();
+    match parse_int(&s) {
+        Some(v) if v >= 0 => Ok(v as usize),
+        _ => Err(CliError::BadNumber(opt.name, s)),
+    }
+}
+
+/// The argument of `opt` as a count in `1..=i32::MAX` (iterations).
+pub fn count_arg(opt: &Opt) -> Result<usize, CliError> {
+    let s = opt.arg.clone().unwrap_or_default();
+    match parse_int(&s) {
+        Some(v) if (1..=i32::MAX as i64).contains(&v) => Ok(v as usize),
+        _ => Err(CliError::BadNumber(opt.name, s)),
+    }
+}
+
+/// The argument of `opt` as a GPU ordinal.
+pub fn device_arg(opt: &Opt) -> Result<i32, CliError> {
+    let s = opt.arg.clone().unwrap_or_default();
+    match parse_int(&s) {
+        Some(v) if (0..=i32::MAX as i64).contains(&v) => Ok(v as i32),
+        _ => Err(CliError::BadNumber(opt.name, s)),
+    }
+}
+
+/// Parses upstream's `-M` values into a `gdr_map_flags_t`.
+pub fn map_flag_arg(opt: &Opt) -> Result<i32, CliError> {
+    let s = opt.arg.clone().unwrap_or_default();
+    match s.as_str() {
+        "default" => Ok(crate::gdr::MAP_FLAG_DEFAULT),
+        "wc" => Ok(crate::gdr::MAP_FLAG_REQ_WC),
+        "cache" => Ok(crate::gdr::MAP_FLAG_REQ_CACHE),
+        "device" => Ok(crate::gdr::MAP_FLAG_REQ_DEVICE),
+        _ => Err(CliError::BadValue(opt.name, s, "default, wc, cache, device")),
+    }
+}
+
+/// Parses upstream's `-a` values.
+pub fn alloc_fn_arg(opt: &Opt) -> Result<crate::gpumem::AllocFn, CliError> {
+    let s = opt.arg.clone().unwrap_or_default();
+    crate::gpumem::AllocFn::parse(&s).ok_or(CliError::BadValue(opt.name, s, "cuMemAlloc, cuMemCreate"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn getopt_handles_attached_separate_and_grouped() {
+        let o = getopt(&args(&["-s4096", "-c", "0x100", "-lh"]), "s:c:lh").unwrap();
+        assert_eq!(
+            o,
+            vec![
+                Opt {
+                    name: 's',
+                    arg: Some("4096".into())
+                },
+                Opt {
+                    name: 'c',
+                    arg: Some("0x100".into())
+                },
+                Opt { name: 'l', arg: None },
+                Opt { name: 'h', arg: None },
+            ]
+        );
+        let o = getopt(&args(&["-ls", "8", "--"]), "s:l").unwrap();
+        assert_eq!(
+            o[1],
+            Opt {
+                name: 's',
+                arg: Some("8".into())
+            }
+        );
+    }
+
+    #[test]
+    fn getopt_rejects_bad_input() {
+        assert_eq!(getopt(&args(&["-x"]), "s:"), Err(CliError::Unknown('x')));
+        assert_eq!(getopt(&args(&["-s"]), "s:"), Err(CliError::MissingArgument('s')));
+        assert_eq!(getopt(&args(&["foo"]), "s:"), Err(CliError::Unexpected("foo".into())));
+        assert_eq!(getopt(&args(&["-:"]), "s:"), Err(CliError::Unknown(':')));
+        assert_eq!(getopt(&args(&["--", "x"]), "s:"), Err(CliError::Unexpected("x".into())));
+    }
+
+    #[test]
+    fn numbers_parse_like_strtol_base_0() {
+        assert_eq!(parse_int("131072"), Some(131072));
+        assert_eq!(parse_int("0x20000"), Some(0x20000));
+        assert_eq!(parse_int("010"), Some(8));
+        assert_eq!(parse_int("0"), Some(0));
+        assert_eq!(parse_int("-3"), Some(-3));
+        assert_eq!(parse_int("12abc"), None);
+        assert_eq!(parse_int(""), None);
+        assert_eq!(parse_int("0x"), None);
+        assert_eq!(parse_int("99999999999999999999999"), None);
+    }
+
+    #[test]
+    fn typed_arguments_validate() {
+        let o = |v: &str| Opt {
+            name: 'w',
+            arg: Some(v.into()),
+        };
+        assert_eq!(count_arg(&o("100")), Ok(100));
+        assert!(count_arg(&o("0")).is_err());
+        assert!(count_arg(&o("-5")).is_err());
+        assert!(size_arg(&o("-1")).is_err());
+        assert_eq!(map_flag_arg(&o("cache")), Ok(2));
+        assert!(map_flag_arg(&o("uc")).is_err());
+        assert!(alloc_fn_arg(&o("cuMemCreate")).is_ok());
+        assert!(alloc_fn_arg(&o("malloc")).is_err());
+        assert_eq!(device_arg(&o("1")), Ok(1));
+    }
+}

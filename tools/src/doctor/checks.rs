@@ -1,0 +1,573 @@
+//! The doctor's checks, in the order they run: library, device node, access, driver version,
+//! driver parameters, CUDA driver, each GPU, memlock limit, container, and finally a real
+//! pin/map/copy/verify round trip per GPU through libgdrapi.
+
+use super::report::{Check, Status};
+use super::system::{self, Fd, Paths};
+use crate::cuda::{self, Cuda};
+use crate::gdr::{self, Gdr};
+use crate::gpumem::{AllocFn, DeviceBuffer, HostBuffer};
+use std::time::Instant;
+
+/// The udev rule that gives everyone read/write access to the node.
+pub const UDEV_RULE: &str =
+    "echo 'KERNEL==\"gdrdrv\", MODE=\"0666\"' | sudo tee /etc/udev/rules.d/99-gdrdrv.rules && sudo udevadm control --reload";
+
+/// What the earlier checks learned, for the later ones.
+#[derive(Default)]
+pub struct State {
+    /// The loaded library.
+    pub gdr: Option<Gdr>,
+    /// Library version (major, minor).
+    pub lib_version: Option<(i32, i32)>,
+    /// The node exists (by stat or because open did not say ENOENT).
+    pub node_present: bool,
+    /// The node opened read/write.
+    pub node_fd: Option<Fd>,
+    /// Driver version word.
+    pub driver_version: Option<u32>,
+    /// Detected container, with evidence.
+    pub container: Option<String>,
+    /// The loaded CUDA driver.
+    pub cuda: Option<Cuda>,
+    /// CUDA driver version.
+    pub cuda_version: Option<i32>,
+    /// Ordinals of GPUs found.
+    pub gpus: Vec<i32>,
+}
+
+/// libgdrapi: which file is loaded and its version.
+pub fn library(st: &mut State) -> Check {
+    match Gdr::load() {
+        Ok(g) => {
+            let (major, minor) = g.runtime_version();
+            let path = g.path().unwrap_or_else(|| "(unknown path)".into());
+            st.lib_version = Some((major, minor));
+            st.gdr = Some(g);
+            Check::new(
+                "library",
+                Status::Pass,
+                format!("libgdrapi {major}.{minor} loaded from {path}"),
+            )
+            .detail("soname", gdr::LIBGDRAPI)
+            .detail("path", path)
+            .detail("version", format!("{major}.{minor}"))
+        }
+        Err(e) => Check::new("library", Status::Fail, format!("libgdrapi cannot be used: {e}"))
+            .fix("install libgdrapi (package libgdrapi / gdrcopy), then run `sudo ldconfig`")
+            .fix("or point the loader at it: export LD_LIBRARY_PATH=<dir containing libgdrapi.so.2>:$LD_LIBRARY_PATH")
+            .detail("soname", gdr::LIBGDRAPI)
+            .detail("error", e.to_string()),
+    }
+}
+
+/// `/dev/gdrdrv`: present; if not, whether the module is loaded (node missing) or not.
+pub fn device_node(st: &mut State, paths: &Paths) -> Check {
+    let dev = &paths.device;
+    let stat = system::stat(dev);
+    let proc_devices = system::read_file(&paths.proc_devices).ok();
+    let major = proc_devices.as_deref().and_then(|t| system::char_major(t, "gdrdrv"));
+    // Some systems (and emulators) answer open but not stat: trust open when stat says ENOENT.
+    let open = Fd::open(dev, libc::O_RDWR);
+    let present = stat.is_ok() || !matches!(open, Err(libc::ENOENT) | Err(libc::ENXIO) | Err(libc::ENODEV));
+    st.node_present = present;
+    let base = |c: Check| {
+        c.detail("path", dev.as_str())
+            .detail("module_major", major.map(|m| m as i64))
+    };
+    if let Ok(fd) = open {
+        st.node_fd = Some(fd);
+    } else if let Err(e) = open {
+        if present {
+            // Access problems are reported by the next check.
+            st.node_fd = None;
+            let _ = e;
+        }
+    }
+    if present {
+        let mut c = Check::new("device_node", Status::Pass, format!("{dev} is present"));
+        if let Ok(fi) = stat {
+            c.summary = format!(
+                "{dev} is present (char {}:{}, mode {:04o})",
+                fi.rdev_major,
+                fi.rdev_minor,
+                fi.perms()
+            );
+            c = c
+                .detail("mode", format!("{:04o}", fi.perms()))
+                .detail("device_major", fi.rdev_major as i64)
+                .detail("device_minor", fi.rdev_minor as i64);
+            if !fi.is_char_device() {
+                c.status = Status::Fail;
+                c.summary = format!("{dev} exists but is not a character device");
+                c = c.fix(format!("sudo rm {dev}")).fix(mknod_fix(major));
+            } else if let Some(m) = major {
+                if m != fi.rdev_major {
+                    c.status = Status::Fail;
+                    c.summary = format!(
+                        "{dev} has major {} but the loaded gdrdrv module uses major {m} (stale node)",
+                        fi.rdev_major
+                    );
+                    c = c.fix(format!("sudo rm {dev}")).fix(mknod_fix(Some(m)));
+                }
+            }
+        }
+        return base(
+            c.detail("present", true)
+                .detail("module_loaded", major.is_some() || st.node_fd.is_some()),
+        );
+    }
+    let mut c = match major {
+        Some(m) => Check::new(
+            "device_node",
+            Status::Fail,
+            format!("{dev} is missing, but the gdrdrv module is loaded (major {m}): only the device node was not created"),
+        )
+        .fix(mknod_fix(Some(m))),
+        None => Check::new(
+            "device_node",
+            Status::Fail,
+            format!("{dev} is missing and the gdrdrv kernel module is not loaded ({} has no gdrdrv)", paths.proc_devices),
+        )
+        .fix("sudo modprobe gdrdrv   (packaged installs: sudo systemctl start gdrcopy, or sudo /etc/init.d/gdrcopy start)")
+        .fix("if modprobe cannot find it, install the gdrdrv-dkms package (or build gdrdrv and load it with insmod.sh)")
+        .fix(format!("then create the node if it is still missing: {}", mknod_fix(None))),
+    };
+    if let Some(rt) = &st.container {
+        c = c.fix(format!(
+            "inside a container ({rt}): load the module on the host and pass the node in: docker run --device /dev/gdrdrv ... (or NVIDIA_GDRCOPY=enabled)"
+        ));
+    }
+    base(c.detail("present", false).detail("module_loaded", major.is_some()))
+}
+
+fn mknod_fix(major: Option<u32>) -> String {
+    let m = major.map_or("<major from /proc/devices>".to_string(), |m| m.to_string());
+    format!("sudo mknod /dev/gdrdrv c {m} 0 && sudo chmod 0666 /dev/gdrdrv")
+}
+
+/// Permissions: can this user open the node read/write, and can everyone?
+pub fn device_access(st: &mut State, paths: &Paths) -> Check {
+    let dev = &paths.device;
+    if !st.node_present {
+        return Check::new("device_access", Status::Skip, format!("{dev} is missing"));
+    }
+    let mode = system::stat(dev).ok().map(|f| f.perms());
+    let mode_s = mode.map(|m| format!("{m:04o}"));
+    let euid = system::euid();
+    let c = if st.node_fd.is_some() {
+        match mode {
+            Some(m) if m & 0o006 != 0o006 => Check::new(
+                "device_access",
+                Status::Warn,
+                format!("{dev} opens read/write for this user, but its mode {m:04o} keeps other users out"),
+            )
+            .fix(format!("sudo chmod 0666 {dev}"))
+            .fix(format!("make it permanent: {UDEV_RULE}")),
+            _ => Check::new("device_access", Status::Pass, format!("{dev} opens read/write")),
+        }
+    } else {
+        match Fd::open(dev, libc::O_RDWR) {
+            Err(e) if e == libc::EACCES || e == libc::EPERM => Check::new(
+                "device_access",
+                Status::Fail,
+                format!(
+                    "permission denied opening {dev} read/write (mode {}, uid {euid})",
+                    mode_s.clone().unwrap_or_else(|| "unknown".into())
+                ),
+            )
+            .fix(format!("sudo chmod 0666 {dev}"))
+            .fix(format!("make it permanent: {UDEV_RULE}")),
+            Err(e) => Check::new("device_access", Status::Fail, format!("cannot open {dev}: {}", system::errno_text(e)))
+                .fix("check `dmesg | grep gdrdrv` for errors from the module; reload it: sudo rmmod gdrdrv && sudo modprobe gdrdrv"),
+            Ok(fd) => {
+                st.node_fd = Some(fd);
+                Check::new("device_access", Status::Pass, format!("{dev} opens read/write"))
+            }
+        }
+    };
+    c.detail("mode", mode_s)
+        .detail("euid", euid as i64)
+        .detail("opened", st.node_fd.is_some())
+}
+
+/// Driver version (GET_VERSION) against the library's.
+pub fn driver_version(st: &mut State) -> Check {
+    let Some(fd) = &st.node_fd else {
+        return Check::new("driver_version", Status::Skip, "the device node cannot be opened");
+    };
+    let lib = st
+        .lib_version
+        .map(|(a, b)| ((a as u32) << 16) | b as u32)
+        .unwrap_or(0x0002_0006);
+    let lib_s = system::version_word(lib);
+    let (drv, min_lib) = match system::driver_version(fd) {
+        Ok(v) => v,
+        Err(e) => {
+            return Check::new(
+                "driver_version",
+                Status::Fail,
+                format!("the driver does not answer the version request ({}): gdrdrv is too old (before 2.0) or something else owns the device number", system::errno_text(e)),
+            )
+            .fix("install gdrdrv 2.6 (package gdrdrv-dkms) and reload it: sudo rmmod gdrdrv && sudo modprobe gdrdrv")
+            .detail("library_version", lib_s);
+        }
+    };
+    st.driver_version = Some(drv);
+    let drv_s = system::version_word(drv);
+    let min_s = system::version_word(min_lib);
+    let base = |c: Check| {
+        c.detail("driver_version", drv_s.clone())
+            .detail("minimum_library_version", min_s.clone())
+            .detail("library_version", lib_s.clone())
+    };
+    let upgrade_drv =
+        "upgrade the driver to 2.6: install gdrdrv-dkms 2.6, then sudo rmmod gdrdrv && sudo modprobe gdrdrv";
+    if drv < 0x0002_0000 {
+        return base(Check::new(
+            "driver_version",
+            Status::Fail,
+            format!("gdrdrv {drv_s} is too old: libgdrapi {lib_s} needs 2.0 or later"),
+        ))
+        .fix(upgrade_drv);
+    }
+    if min_lib > lib {
+        return base(Check::new(
+            "driver_version",
+            Status::Fail,
+            format!(
+                "gdrdrv {drv_s} is too new for this library: it requires libgdrapi {min_s} or later, loaded is {lib_s}"
+            ),
+        ))
+        .fix(format!("upgrade libgdrapi to {min_s} or later"));
+    }
+    if drv < lib {
+        let mut missing = Vec::new();
+        if drv < 0x0002_0004 {
+            missing.push("mapping-type reporting (2.4)");
+        }
+        if drv < 0x0002_0005 {
+            missing.push("pin flags, mapping-type requests and attributes (2.5)");
+        }
+        if drv < 0x0002_0006 {
+            missing.push("2.6 fixes");
+        }
+        return base(Check::new(
+            "driver_version",
+            Status::Warn,
+            format!(
+                "gdrdrv {drv_s} is older than libgdrapi {lib_s}; copies work, but without: {}",
+                missing.join(", ")
+            ),
+        ))
+        .fix(upgrade_drv);
+    }
+    if drv > lib {
+        return base(Check::new(
+            "driver_version",
+            Status::Warn,
+            format!("gdrdrv {drv_s} is newer than libgdrapi {lib_s}; newer driver features are unused"),
+        ))
+        .fix(format!("upgrade libgdrapi to {drv_s}"));
+    }
+    base(Check::new(
+        "driver_version",
+        Status::Pass,
+        format!("gdrdrv {drv_s} matches libgdrapi {lib_s}"),
+    ))
+}
+
+/// `/proc/driver/gdrdrv/params` and GET_ATTR: persistent mapping.
+pub fn driver_params(st: &State, paths: &Paths) -> Check {
+    let params = system::read_file(&paths.params).ok();
+    let from_file = params.as_deref().and_then(system::params_persistent);
+    let from_attr = match (&st.node_fd, st.driver_version) {
+        (Some(fd), Some(v)) if v >= 0x0002_0005 => system::driver_attr(fd, 1).ok().map(|v| v != 0),
+        _ => None,
+    };
+    if from_file.is_none() && from_attr.is_none() {
+        return Check::new(
+            "driver_params",
+            Status::Skip,
+            format!("{} is not readable and the driver cannot be asked", paths.params),
+        )
+        .detail("params_file", paths.params.as_str());
+    }
+    let persistent = from_attr.or(from_file).unwrap_or(false);
+    let summary = if persistent {
+        "persistent mapping: yes (pins survive cudaFree until unpinned)".to_string()
+    } else {
+        "persistent mapping: no (pins are invalidated when their GPU memory is freed)".to_string()
+    };
+    Check::new("driver_params", Status::Pass, summary)
+        .detail("persistent_mapping", persistent)
+        .detail("params_file", paths.params.as_str())
+        .detail("params_file_readable", params.is_some())
+        .detail("params_version", params.as_deref().and_then(system::params_version))
+}
+
+/// CUDA driver: loadable, initialises, version and GPU count.
+pub fn cuda_driver(st: &mut State) -> Check {
+    let c = match Cuda::load() {
+        Err(e) => {
+            return Check::new("cuda_driver", Status::Fail, format!("no CUDA driver: {e}"))
+                .fix("install the NVIDIA driver (it provides libcuda.so.1); check with nvidia-smi")
+                .fix("in a container: run it with the NVIDIA Container Toolkit (docker run --gpus all ...)")
+                .detail("loaded", false)
+                .detail("error", e.to_string())
+        }
+        Ok(c) => c,
+    };
+    let path = c.path();
+    let version = c.driver_version().ok();
+    st.cuda_version = version;
+    let base = |k: Check| {
+        k.detail("path", path.clone())
+            .detail("version", version.map(cuda::version_string))
+    };
+    if let Err(e) = c.init() {
+        st.cuda = Some(c);
+        return base(Check::new(
+            "cuda_driver",
+            Status::Fail,
+            format!("the CUDA driver does not initialise: {e}"),
+        ))
+        .fix("check nvidia-smi and `dmesg | grep -i nvrm`; the kernel driver and libcuda versions must match")
+        .detail("loaded", true);
+    }
+    let count = c.device_count().unwrap_or(0);
+    st.gpus = (0..count).collect();
+    st.cuda = Some(c);
+    let v = version.map_or("unknown".into(), cuda::version_string);
+    if count == 0 {
+        return base(Check::new(
+            "cuda_driver",
+            Status::Fail,
+            format!("CUDA {v} loaded, but it sees no GPU"),
+        ))
+        .fix("check nvidia-smi and CUDA_VISIBLE_DEVICES; in a container pass the GPUs in (--gpus all)")
+        .detail("loaded", true)
+        .detail("device_count", 0);
+    }
+    base(Check::new(
+        "cuda_driver",
+        Status::Pass,
+        format!(
+            "CUDA driver {v} from {}, {count} GPU(s)",
+            path.clone().unwrap_or_else(|| cuda::LIBCUDA.into())
+        ),
+    ))
+    .detail("loaded", true)
+    .detail("device_count", count)
+}
+
+/// One GPU: name, GPUDirect RDMA (attr 116), DMA-BUF (attr 124), DMA-BUF mmap usability.
+pub fn gpu(st: &State, ordinal: i32) -> Check {
+    let Some(c) = &st.cuda else {
+        return Check::new("gpu", Status::Skip, "no CUDA driver");
+    };
+    let info = (|| -> Result<_, cuda::CudaError> {
+        let dev = c.device(ordinal)?;
+        let name = c.device_name(dev)?;
+        let bus = format!(
+            "{:04x}:{:02x}:{:02x}",
+            c.attribute(cuda::ATTR_PCI_DOMAIN_ID, dev)?,
+            c.attribute(cuda::ATTR_PCI_BUS_ID, dev)?,
+            c.attribute(cuda::ATTR_PCI_DEVICE_ID, dev)?
+        );
+        let rdma = c.attribute(cuda::ATTR_GPU_DIRECT_RDMA_SUPPORTED, dev).ok();
+        let dmabuf = c.attribute(cuda::ATTR_DMA_BUF_SUPPORTED, dev).ok();
+        Ok((name, bus, rdma, dmabuf))
+    })();
+    let (name, bus, rdma, dmabuf) = match info {
+        Ok(v) => v,
+        Err(e) => return Check::new("gpu", Status::Fail, format!("GPU {ordinal}: {e}")).detail("index", ordinal),
+    };
+    let version = st.cuda_version.unwrap_or(0);
+    let dmabuf_ok = dmabuf == Some(1);
+    let mmap_ok = dmabuf_ok && version >= cuda::DMABUF_MMAP_MIN_VERSION;
+    let yn = |b: bool| if b { "yes" } else { "no" };
+    let mmap_text = if mmap_ok {
+        "yes".to_string()
+    } else if !dmabuf_ok {
+        "no (no DMA-BUF support)".to_string()
+    } else {
+        format!("no (needs CUDA 13.3, driver has {})", cuda::version_string(version))
+    };
+    let rdma_text = match rdma {
+        Some(v) => yn(v != 0).to_string(),
+        None => "unknown".to_string(),
+    };
+    let summary = format!(
+        "GPU {ordinal}: {name} [{bus}]: GPUDirect RDMA: {rdma_text}, DMA-BUF: {}, DMA-BUF mmap: {mmap_text}",
+        yn(dmabuf_ok)
+    );
+    let mut k = Check::new("gpu", Status::Pass, summary);
+    if rdma == Some(0) {
+        k.status = Status::Fail;
+        k = k.fix("this GPU cannot do GPUDirect RDMA (GeForce and some older boards cannot); use a data-center or workstation GPU, or cudaMemcpy");
+    } else if rdma.is_none() && version < cuda::RDMA_ATTR_MIN_VERSION {
+        k.status = Status::Warn;
+        k = k.fix("CUDA older than 11.3 cannot report GPUDirect RDMA support; the round trip below tests it");
+    }
+    k.detail("index", ordinal)
+        .detail("name", name)
+        .detail("bus_id", bus)
+        .detail("gpudirect_rdma", rdma.map(|v| v != 0))
+        .detail("dma_buf", dmabuf.map(|v| v != 0))
+        .detail("dma_buf_mmap", mmap_ok)
+}
+
+/// `RLIMIT_MEMLOCK`.
+pub fn memlock() -> Check {
+    const WANT: u64 = 64 << 20;
+    match system::memlock_limit() {
+        Ok(None) => Check::new("memlock", Status::Pass, "locked-memory limit: unlimited").detail("limit_bytes", Value::Null),
+        Ok(Some(n)) if n >= WANT => {
+            Check::new("memlock", Status::Pass, format!("locked-memory limit: {} KiB", n / 1024)).detail("limit_bytes", n)
+        }
+        Ok(Some(n)) => Check::new(
+            "memlock",
+            Status::Warn,
+            format!("locked-memory limit is {} KiB: RDMA stacks (UCX, NCCL, libfabric) that register host memory may fail", n / 1024),
+        )
+        .fix("ulimit -l unlimited  (permanently: `* - memlock unlimited` in /etc/security/limits.conf; docker: --ulimit memlock=-1)")
+        .detail("limit_bytes", n),
+        Err(e) => Check::new("memlock", Status::Warn, format!("getrlimit failed: {}", system::errno_text(e))),
+    }
+}
+
+use crate::json::Value;
+
+/// Container detection; in a container without the node, say how to pass it in.
+pub fn container(st: &State, paths: &Paths) -> Check {
+    match &st.container {
+        None => Check::new("container", Status::Pass, "not running in a container").detail("container", Value::Null),
+        Some(rt) if st.node_present => Check::new(
+            "container",
+            Status::Pass,
+            format!("running in a container ({rt}) with {} passed in", paths.device),
+        )
+        .detail("container", rt.as_str()),
+        Some(rt) => Check::new(
+            "container",
+            Status::Fail,
+            format!("running in a container ({rt}) without {}", paths.device),
+        )
+        .fix("start the container with the device: docker run --device /dev/gdrdrv ... (podman: --device /dev/gdrdrv)")
+        .fix("with the NVIDIA Container Toolkit: set NVIDIA_GDRCOPY=enabled; Kubernetes: use the GPU Operator's gdrcopy support")
+        .detail("container", rt.as_str()),
+    }
+}
+
+/// Bytes used by the round trip.
+pub const ROUNDTRIP_BYTES: usize = 1 << 20;
+
+/// Pin, map, copy, verify (through the mapping and through CUDA) on one GPU, with bandwidth.
+pub fn roundtrip(st: &State, ordinal: i32) -> Check {
+    let (Some(c), Some(g)) = (&st.cuda, &st.gdr) else {
+        return Check::new(
+            "roundtrip",
+            Status::Skip,
+            format!("GPU {ordinal}: needs both libgdrapi and CUDA"),
+        )
+        .detail("index", ordinal);
+    };
+    match roundtrip_inner(c, g, ordinal) {
+        Ok(k) => k,
+        Err(e) => {
+            let mut k = Check::new(
+                "roundtrip",
+                Status::Fail,
+                format!("GPU {ordinal}: GPUDirect copy failed: {e}"),
+            )
+            .detail("index", ordinal)
+            .detail("error", e.clone());
+            k = if e.starts_with("gdr_open") {
+                k.fix("gdr_open needs a working /dev/gdrdrv, or CUDA >= 13.3 with DMA-BUF mmap: fix the failures above")
+            } else {
+                k.fix("run with GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=1 for the library's own messages, and check `dmesg | grep gdrdrv`")
+            };
+            k
+        }
+    }
+}
+
+fn roundtrip_inner(c: &Cuda, g: &Gdr, ordinal: i32) -> Result<Check, String> {
+    let s = |e: &dyn std::fmt::Display| e.to_string();
+    let n = ROUNDTRIP_BYTES;
+    let dev = c.device(ordinal).map_err(|e| s(&e))?;
+    let _ctx = c.primary_context(dev).map_err(|e| s(&e))?;
+    let dbuf = DeviceBuffer::alloc(c, AllocFn::MemAlloc, n, dev).map_err(|e| s(&e))?;
+    let mut src = HostBuffer::alloc(c, n).map_err(|e| s(&e))?;
+    let mut back = HostBuffer::alloc(c, n).map_err(|e| s(&e))?;
+    for (i, b) in src.as_mut_slice().iter_mut().enumerate() {
+        *b = (i as u32).wrapping_mul(2_654_435_761).rotate_right(ordinal as u32 + 7) as u8;
+    }
+    let session = g.open().map_err(|e| s(&e))?;
+    let dmabuf = session.attribute(gdr::ATTR_USING_DMA_BUF_MMAP).unwrap_or(0) != 0;
+    let backend = if dmabuf { "dmabuf" } else { "gdrdrv" };
+    let pin = session.pin(dbuf.ptr(), n).map_err(|e| s(&e))?;
+    let map = pin.map(gdr::MAP_FLAG_DEFAULT).map_err(|e| s(&e))?;
+    let info = pin.info().map_err(|e| s(&e))?;
+    let off = dbuf.ptr().wrapping_sub(info.va) as usize;
+    map.copy_to(off, src.as_slice()).map_err(|e| s(&e))?;
+    map.copy_from(off, back.as_mut_slice()).map_err(|e| s(&e))?;
+    if let Some(i) = first_diff(src.as_slice(), back.as_slice()) {
+        return Err(format!("data read back through the mapping differs at byte {i}"));
+    }
+    // The GPU must see what the CPU wrote through the mapping.
+    back.as_mut_slice().fill(0);
+    // SAFETY: both buffers hold n bytes.
+    unsafe { c.memcpy(back.addr(), dbuf.ptr(), n) }.map_err(|e| s(&e))?;
+    if let Some(i) = first_diff(src.as_slice(), back.as_slice()) {
+        return Err(format!(
+            "GPU memory read with cuMemcpy differs from what was written through the mapping at byte {i}"
+        ));
+    }
+    let write = bandwidth(|| map.copy_to(off, src.as_slice()).map(|_| n)).map_err(|e| s(&e))?;
+    let read = bandwidth(|| map.copy_from(off, back.as_mut_slice()).map(|_| n)).map_err(|e| s(&e))?;
+    let kind = match info.mapping_type {
+        1 => "write-combining",
+        2 => "caching",
+        3 => "device",
+        _ => "none",
+    };
+    map.unmap().map_err(|e| s(&e))?;
+    pin.unpin().map_err(|e| s(&e))?;
+    session.close().map_err(|e| s(&e))?;
+    Ok(Check::new(
+        "roundtrip",
+        Status::Pass,
+        format!(
+            "GPU {ordinal}: pin, map ({kind}, {backend} backend), copy and verify of {} KiB: write {:.0} MiB/s, read {:.0} MiB/s",
+            n / 1024,
+            write,
+            read
+        ),
+    )
+    .detail("index", ordinal)
+    .detail("backend", backend)
+    .detail("mapping_type", kind)
+    .detail("bytes", n as u64)
+    .detail("verified", true)
+    .detail("write_mib_s", write)
+    .detail("read_mib_s", read))
+}
+
+fn first_diff(a: &[u8], b: &[u8]) -> Option<usize> {
+    a.iter().zip(b).position(|(x, y)| x != y)
+}
+
+/// Repeats `op` (which returns bytes moved) for about 20 ms; returns MiB/s.
+fn bandwidth<E>(mut op: impl FnMut() -> Result<usize, E>) -> Result<f64, E> {
+    let t = Instant::now();
+    let mut bytes = 0usize;
+    let mut runs = 0;
+    while runs < 2 || (t.elapsed().as_millis() < 20 && runs < 10_000) {
+        bytes += op()?;
+        runs += 1;
+    }
+    let secs = t.elapsed().as_secs_f64().max(1e-9);
+    Ok(bytes as f64 / secs / (1024.0 * 1024.0))
+}

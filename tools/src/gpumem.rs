@@ -1,0 +1,251 @@
+//! GPU and pinned host buffers for the tools: 64 KiB-aligned `cuMemAlloc` or VMM
+//! (`cuMemCreate`) device memory, and `cuMemAllocHost` host memory; all freed on drop.
+
+use crate::cuda::{CuDevice, CuDevicePtr, CuResult, Cuda, CudaError, MemAccessDesc, MemAllocationProp, MemLocation};
+use crate::gdr::GPU_PAGE_SIZE;
+use std::ffi::{c_int, c_void};
+
+/// How device memory is allocated (upstream's `-a` flag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllocFn {
+    /// `cuMemAlloc`, over-allocated by 64 KiB - 1 and rounded up to a GPU page.
+    MemAlloc,
+    /// The VMM path: `cuMemCreate` + `cuMemAddressReserve` + `cuMemMap` + `cuMemSetAccess`.
+    MemCreate,
+}
+
+impl AllocFn {
+    /// Parses upstream's names `cuMemAlloc` / `cuMemCreate`.
+    pub fn parse(s: &str) -> Option<AllocFn> {
+        match s {
+            "cuMemAlloc" => Some(AllocFn::MemAlloc),
+            "cuMemCreate" => Some(AllocFn::MemCreate),
+            _ => None,
+        }
+    }
+
+    /// Upstream's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AllocFn::MemAlloc => "cuMemAlloc",
+            AllocFn::MemCreate => "cuMemCreate",
+        }
+    }
+}
+
+/// Rounds `x` up to a multiple of the power of two `n`.
+pub fn round_up(x: usize, n: usize) -> usize {
+    x.div_ceil(n) * n
+}
+
+enum Backing {
+    Plain { raw: CuDevicePtr },
+    Vmm { handle: u64, reserved: usize },
+}
+
+/// Device memory starting on a GPU page.
+pub struct DeviceBuffer<'c> {
+    cuda: &'c Cuda,
+    ptr: CuDevicePtr,
+    size: usize,
+    backing: Backing,
+}
+
+impl<'c> DeviceBuffer<'c> {
+    /// Allocates `size` bytes (a multiple of 64 KiB is expected) on the current context's device.
+    pub fn alloc(cuda: &'c Cuda, how: AllocFn, size: usize, dev: CuDevice) -> Result<DeviceBuffer<'c>, CudaError> {
+        match how {
+            AllocFn::MemAlloc => {
+                let raw = cuda.mem_alloc(size + GPU_PAGE_SIZE - 1)?;
+                let buf = DeviceBuffer {
+                    cuda,
+                    ptr: round_up(raw as usize, GPU_PAGE_SIZE) as CuDevicePtr,
+                    size,
+                    backing: Backing::Plain { raw },
+                };
+                cuda.set_sync_memops(raw)?;
+                Ok(buf)
+            }
+            AllocFn::MemCreate => Self::alloc_vmm(cuda, size, dev),
+        }
+    }
+
+    fn alloc_vmm(cuda: &'c Cuda, size: usize, dev: CuDevice) -> Result<DeviceBuffer<'c>, CudaError> {
+        let supported = cuda.attribute(crate::cuda::ATTR_GPU_DIRECT_RDMA_WITH_VMM, dev)?;
+        if supported == 0 {
+            return Err(CudaError {
+                func: "cuDeviceGetAttribute",
+                code: 801,
+                name: "GPUDirect RDMA with CUDA VMM is not supported on this GPU".into(),
+            });
+        }
+        let prop = MemAllocationProp {
+            kind: 1,
+            requested_handle_types: 0,
+            location: MemLocation { kind: 1, id: dev },
+            win32_handle_meta_data: std::ptr::null_mut(),
+            compression_type: 0,
+            gpu_direct_rdma_capable: 1,
+            usage: 0,
+            reserved: [0; 4],
+        };
+        let granularity: unsafe extern "C" fn(*mut usize, *const MemAllocationProp, c_int) -> CuResult =
+            cuda.function("cuMemGetAllocationGranularity")?;
+        let reserve: unsafe extern "C" fn(*mut CuDevicePtr, usize, usize, CuDevicePtr, u64) -> CuResult =
+            cuda.function("cuMemAddressReserve")?;
+        let create: unsafe extern "C" fn(*mut u64, usize, *const MemAllocationProp, u64) -> CuResult =
+            cuda.function("cuMemCreate")?;
+        let map: unsafe extern "C" fn(CuDevicePtr, usize, usize, u64, u64) -> CuResult = cuda.function("cuMemMap")?;
+        let set_access: unsafe extern "C" fn(CuDevicePtr, usize, *const MemAccessDesc, usize) -> CuResult =
+            cuda.function("cuMemSetAccess")?;
+        let mut gran = 0usize;
+        // SAFETY: valid out pointer and a fully initialised prop of the C layout.
+        cuda.check("cuMemGetAllocationGranularity", unsafe {
+            granularity(&mut gran, &prop, 1)
+        })?;
+        let gran = round_up(gran.max(1), GPU_PAGE_SIZE);
+        let rounded = round_up(size, gran);
+        let mut va: CuDevicePtr = 0;
+        // SAFETY: valid out pointer; no fixed address requested.
+        cuda.check("cuMemAddressReserve", unsafe { reserve(&mut va, rounded, gran, 0, 0) })?;
+        // From here on, Drop releases whatever was set up.
+        let mut buf = DeviceBuffer {
+            cuda,
+            ptr: va,
+            size,
+            backing: Backing::Vmm {
+                handle: 0,
+                reserved: rounded,
+            },
+        };
+        let mut handle = 0u64;
+        // SAFETY: valid out pointer and prop.
+        cuda.check("cuMemCreate", unsafe { create(&mut handle, rounded, &prop, 0) })?;
+        buf.backing = Backing::Vmm {
+            handle,
+            reserved: rounded,
+        };
+        // SAFETY: va..va+rounded was reserved above; handle is a fresh allocation of that size.
+        cuda.check("cuMemMap", unsafe { map(va, rounded, 0, handle, 0) })?;
+        let desc = MemAccessDesc {
+            location: MemLocation { kind: 1, id: dev },
+            flags: 3,
+        };
+        // SAFETY: the range is mapped; desc is one valid descriptor.
+        cuda.check("cuMemSetAccess", unsafe { set_access(va, rounded, &desc, 1) })?;
+        Ok(buf)
+    }
+
+    /// The 64 KiB-aligned device address.
+    pub fn ptr(&self) -> CuDevicePtr {
+        self.ptr
+    }
+
+    /// Usable size in bytes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+}
+
+impl Drop for DeviceBuffer<'_> {
+    fn drop(&mut self) {
+        match self.backing {
+            Backing::Plain { raw } => {
+                let _ = self.cuda.mem_free(raw);
+            }
+            Backing::Vmm { handle, reserved } => {
+                type Unmap = unsafe extern "C" fn(CuDevicePtr, usize) -> CuResult;
+                type Release = unsafe extern "C" fn(u64) -> CuResult;
+                if handle != 0 {
+                    if let Ok(unmap) = self.cuda.function::<Unmap>("cuMemUnmap") {
+                        // SAFETY: unmapping a range this buffer mapped (a no-op error otherwise).
+                        unsafe { unmap(self.ptr, reserved) };
+                    }
+                    if let Ok(release) = self.cuda.function::<Release>("cuMemRelease") {
+                        // SAFETY: handle came from cuMemCreate and is released once.
+                        unsafe { release(handle) };
+                    }
+                }
+                if let Ok(free) = self.cuda.function::<Unmap>("cuMemAddressFree") {
+                    // SAFETY: the reservation made in alloc_vmm, freed once.
+                    unsafe { free(self.ptr, reserved) };
+                }
+            }
+        }
+    }
+}
+
+/// Page-locked host memory from `cuMemAllocHost`, usable by `cuMemcpy`.
+pub struct HostBuffer<'c> {
+    cuda: &'c Cuda,
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl<'c> HostBuffer<'c> {
+    /// Allocates `len` zeroed bytes.
+    pub fn alloc(cuda: &'c Cuda, len: usize) -> Result<HostBuffer<'c>, CudaError> {
+        let f: unsafe extern "C" fn(*mut *mut c_void, usize) -> CuResult = cuda.function("cuMemAllocHost_v2")?;
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: valid out pointer.
+        cuda.check("cuMemAllocHost", unsafe { f(&mut p, len.max(1)) })?;
+        if p.is_null() {
+            return Err(CudaError {
+                func: "cuMemAllocHost",
+                code: 2,
+                name: "returned NULL".into(),
+            });
+        }
+        // SAFETY: p points to at least len writable bytes just allocated.
+        unsafe { std::ptr::write_bytes(p as *mut u8, 0, len) };
+        Ok(HostBuffer {
+            cuda,
+            ptr: p as *mut u8,
+            len,
+        })
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: ptr is valid for len initialised bytes for the life of self.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The bytes, mutable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and &mut self gives exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    /// Address as a CUDA unified pointer.
+    pub fn addr(&self) -> u64 {
+        self.ptr as u64
+    }
+}
+
+impl Drop for HostBuffer<'_> {
+    fn drop(&mut self) {
+        if let Ok(f) = self
+            .cuda
+            .function::<unsafe extern "C" fn(*mut c_void) -> CuResult>("cuMemFreeHost")
+        {
+            // SAFETY: ptr came from cuMemAllocHost and is freed once.
+            unsafe { f(self.ptr as *mut c_void) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding_and_names() {
+        assert_eq!(round_up(1, GPU_PAGE_SIZE), GPU_PAGE_SIZE);
+        assert_eq!(round_up(GPU_PAGE_SIZE, GPU_PAGE_SIZE), GPU_PAGE_SIZE);
+        assert_eq!(round_up(131072 + 1, GPU_PAGE_SIZE), 196608);
+        assert_eq!(AllocFn::parse("cuMemCreate"), Some(AllocFn::MemCreate));
+        assert_eq!(AllocFn::parse("cuMemAlloc").map(AllocFn::name), Some("cuMemAlloc"));
+        assert_eq!(AllocFn::parse("malloc"), None);
+    }
+}
