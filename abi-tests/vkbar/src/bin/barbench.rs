@@ -24,7 +24,8 @@ usage: barbench [options]
   --reps N           timed samples per point, the best is kept (default 5)
   --sample-ms MS     shortest sample (default 2)
   --upstream PATH    upstream libgdrapi.so.2.6, for its copy and kernels
-  --impls LIST       comma-separated GDRAPI_COPY_IMPL values: one process each
+  --impls LIST       comma-separated GDRAPI_COPY_IMPL values, one process each, besides
+                     the engine's own choice; `auto`: every family this CPU runs
   --no-cuda          skip the CUDA import (checks then use a second CPU mapping)
   --check-only       stop after the checks
   --quick            small sweep and sizes (for tests)
@@ -59,6 +60,22 @@ fn parse_size(s: &str) -> Result<usize> {
         .ok_or_else(|| Error::Invalid(format!("size {s:?}")))
 }
 
+/// `auto` becomes the copy-engine families this CPU can run (x86-64 names of
+/// `GDRAPI_COPY_IMPL`); anything else is a comma-separated list taken as is.
+fn expand_impls(list: &str) -> Vec<String> {
+    if list != "auto" {
+        return list.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect();
+    }
+    let cpu = CpuFlags::detect();
+    let mut v = vec!["portable".to_owned()];
+    for (on, name) in [(cpu.sse41, "sse41"), (cpu.avx2, "avx2"), (cpu.avx512f, "avx512"), (cpu.sse41 && cpu.movdir64b, "movdir64b")] {
+        if on {
+            v.push(name.to_owned());
+        }
+    }
+    v
+}
+
 fn parse_args(args: &[String]) -> Result<Opts> {
     let mut o = Opts {
         alloc: 64 << 20,
@@ -86,7 +103,7 @@ fn parse_args(args: &[String]) -> Result<Opts> {
             "--reps" => o.reps = val()?.parse().map_err(|_| Error::Invalid("--reps".into()))?,
             "--sample-ms" => o.sample_ms = val()?.parse().map_err(|_| Error::Invalid("--sample-ms".into()))?,
             "--upstream" => o.upstream = Some(val()?),
-            "--impls" => o.impls = val()?.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect(),
+            "--impls" => o.impls = expand_impls(&val()?),
             "--no-cuda" => o.no_cuda = true,
             "--check-only" => o.check_only = true,
             "--quick" => o.quick = true,
@@ -479,9 +496,7 @@ fn run(o: &Opts) -> Result<Vec<Row>> {
     };
     let engine = Engine::new(&label);
     let mut copiers: Vec<Box<dyn Copier + '_>> = Vec::new();
-    if worker || o.impls.is_empty() {
-        copiers.push(Box::new(Engine::new(&label)));
-    }
+    copiers.push(Box::new(Engine::new(&label)));
     if !worker {
         copiers.push(Box::new(Memcpy));
         if let Some(u) = &upstream {
@@ -703,9 +718,11 @@ fn main() -> ExitCode {
     }
     match run_workers(&o, &args) {
         Ok(mut w) => {
-            // Engine columns first.
-            w.append(&mut rows);
-            rows = w;
+            // Engine columns first: the default choice, then the forced ones.
+            let (mut ours, others): (Vec<Row>, Vec<Row>) = rows.into_iter().partition(|r| r.method == "ours");
+            ours.append(&mut w);
+            ours.extend(others);
+            rows = ours;
         }
         Err(e) => say(&format!("workers: {e}")),
     }
