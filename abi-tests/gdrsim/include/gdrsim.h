@@ -1,0 +1,38 @@
+/*
+ * gdrsim.h: test interface of the gdrdrv / CUDA driver emulator (libcuda.so.1 built from
+ * abi-tests/gdrsim). Programs running on the emulator may call these to read its counters
+ * and to inject faults at run time. See abi-tests/gdrsim/README.md.
+ */
+#ifndef GDRSIM_H
+#define GDRSIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gdrsim_counters {
+    uint64_t live_pins;        /* pinned regions of device files this process opened */
+    uint64_t live_mappings;    /* CPU mappings of the device not yet munmapped */
+    uint64_t live_allocations; /* cuMemAlloc allocations + unreleased cuMemCreate handles */
+    uint64_t open_files;       /* device files this process opened, not yet released */
+    uint64_t ioctls;           /* ioctls that reached the emulated driver (any process) */
+    uint64_t live_dmabufs;     /* dma-buf fds from cuMemGetHandleForAddressRange not closed */
+};
+
+/* Copies min(out_size, sizeof(struct gdrsim_counters)) bytes of the current counters to
+ * out. Returns 0 (EINVAL if out is NULL). */
+int gdrsim_get_counters(struct gdrsim_counters *out, size_t out_size);
+
+/* Replaces the fault-injection spec (same syntax as GDRSIM_FAIL: comma-separated
+ * NAME:N:ERR). NULL or "" clears it. Returns 0, or EINVAL for a bad spec (the previous
+ * spec then stays in force). */
+int gdrsim_set_fail(const char *spec);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GDRSIM_H */

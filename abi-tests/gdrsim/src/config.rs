@@ -1,0 +1,219 @@
+//! Run-time settings, read once from `GDRSIM_*` environment variables (see the README).
+
+use std::sync::OnceLock;
+
+/// Which kind of machine the emulator pretends to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// x86 with the GPU behind PCIe: mappings are write-combining, caching is refused.
+    X86,
+    /// A cache-coherent platform (Grace-Hopper-like): mappings default to caching.
+    Coherent,
+}
+
+/// All settings of one process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// `GDRSIM_PERSISTENT`: the driver's `use_persistent_mapping` module parameter.
+    pub persistent_param: bool,
+    /// `GDRSIM_PROFILE`.
+    pub profile: Profile,
+    /// `GDRSIM_DRIVER_VERSION`: the minor number of driver 2.x (0..=6).
+    pub driver_minor: u32,
+    /// `GDRSIM_NO_DEVICE`: `/dev/gdrdrv` does not exist.
+    pub no_device: bool,
+    /// `GDRSIM_DEVICE_MODE`: permission bits of the device node (owner root).
+    pub device_mode: u32,
+    /// `GDRSIM_AS_USER`: treat the caller as an unprivileged user even when it is root.
+    pub as_user: bool,
+    /// `GDRSIM_CUDA_VERSION`: what `cuDriverGetVersion` reports.
+    pub cuda_version: i32,
+    /// `GDRSIM_DMABUF`: device attribute 124 (DMA-BUF supported).
+    pub dmabuf: bool,
+    /// `GDRSIM_VRAM_SIZE`: bytes of fake device memory per process.
+    pub vram_size: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            persistent_param: true,
+            profile: Profile::X86,
+            driver_minor: 6,
+            no_device: false,
+            device_mode: 0o666,
+            as_user: false,
+            cuda_version: 13050,
+            dmabuf: true,
+            vram_size: 1 << 30,
+        }
+    }
+}
+
+impl Config {
+    /// Whether pins are persistent: the parameter is on and the emulated driver has the feature
+    /// (drivers before 2.5 only knew non-persistent pins).
+    pub fn persistent(&self) -> bool {
+        self.persistent_param && self.driver_minor >= 5
+    }
+
+    /// The version word GET_VERSION reports (`major << 16 | minor`).
+    pub fn version_word(&self) -> u32 {
+        (2 << 16) | self.driver_minor
+    }
+
+    /// Builds a configuration from a lookup function, reporting each rejected value to `warn`.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>, mut warn: impl FnMut(String)) -> Config {
+        let mut c = Config::default();
+        let mut bad = |name: &str, v: &str, why: &str| warn(format!("gdrsim: ignoring {name}={v:?}: {why}"));
+        if let Some(v) = get("GDRSIM_PERSISTENT") {
+            match parse_bool(&v) {
+                Some(b) => c.persistent_param = b,
+                None => bad("GDRSIM_PERSISTENT", &v, "expected 0 or 1"),
+            }
+        }
+        if let Some(v) = get("GDRSIM_PROFILE") {
+            match v.trim() {
+                "x86" => c.profile = Profile::X86,
+                "coherent" => c.profile = Profile::Coherent,
+                _ => bad("GDRSIM_PROFILE", &v, "expected x86 or coherent"),
+            }
+        }
+        if let Some(v) = get("GDRSIM_DRIVER_VERSION") {
+            match parse_driver_version(&v) {
+                Some(m) => c.driver_minor = m,
+                None => bad("GDRSIM_DRIVER_VERSION", &v, "expected 2.0 .. 2.6"),
+            }
+        }
+        if let Some(v) = get("GDRSIM_NO_DEVICE") {
+            match parse_bool(&v) {
+                Some(b) => c.no_device = b,
+                None => bad("GDRSIM_NO_DEVICE", &v, "expected 0 or 1"),
+            }
+        }
+        if let Some(v) = get("GDRSIM_DEVICE_MODE") {
+            match u32::from_str_radix(v.trim(), 8) {
+                Ok(m) if m <= 0o7777 => c.device_mode = m,
+                _ => bad("GDRSIM_DEVICE_MODE", &v, "expected an octal mode such as 0600"),
+            }
+        }
+        if let Some(v) = get("GDRSIM_AS_USER") {
+            match parse_bool(&v) {
+                Some(b) => c.as_user = b,
+                None => bad("GDRSIM_AS_USER", &v, "expected 0 or 1"),
+            }
+        }
+        if let Some(v) = get("GDRSIM_CUDA_VERSION") {
+            match v.trim().parse::<i32>() {
+                Ok(n) if n > 0 => c.cuda_version = n,
+                _ => bad("GDRSIM_CUDA_VERSION", &v, "expected a number such as 13050"),
+            }
+        }
+        if let Some(v) = get("GDRSIM_DMABUF") {
+            match parse_bool(&v) {
+                Some(b) => c.dmabuf = b,
+                None => bad("GDRSIM_DMABUF", &v, "expected 0 or 1"),
+            }
+        }
+        if let Some(v) = get("GDRSIM_VRAM_SIZE") {
+            match parse_size(&v) {
+                Some(n) if (64 << 20..=1 << 46).contains(&n) => c.vram_size = n,
+                _ => bad("GDRSIM_VRAM_SIZE", &v, "expected a size from 64M to 64T (suffix K, M, G or T)"),
+            }
+        }
+        c
+    }
+}
+
+fn parse_bool(v: &str) -> Option<bool> {
+    match v.trim() {
+        "1" => Some(true),
+        "0" => Some(false),
+        _ => None,
+    }
+}
+
+fn parse_driver_version(v: &str) -> Option<u32> {
+    let (major, minor) = v.trim().split_once('.')?;
+    let minor: u32 = minor.parse().ok()?;
+    (major == "2" && minor <= 6).then_some(minor)
+}
+
+/// Parses `1073741824`, `1024M`, `1G`, ... into bytes, rounded down to 2 MiB.
+fn parse_size(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let (digits, shift) = match v.char_indices().last()? {
+        (i, 'k' | 'K') => (&v[..i], 10),
+        (i, 'm' | 'M') => (&v[..i], 20),
+        (i, 'g' | 'G') => (&v[..i], 30),
+        (i, 't' | 'T') => (&v[..i], 40),
+        _ => (v, 0),
+    };
+    let n: u64 = digits.parse().ok()?;
+    let bytes = n.checked_shl(shift).filter(|b| b >> shift == n)?;
+    Some(bytes & !((2 << 20) - 1))
+}
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+/// The process's settings, read from the environment on first use.
+pub fn get() -> &'static Config {
+    CONFIG.get_or_init(|| {
+        Config::from_lookup(|k| std::env::var(k).ok(), |msg| eprintln!("{msg}"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(pairs: &[(&str, &str)]) -> (Config, Vec<String>) {
+        let mut warnings = Vec::new();
+        let c = Config::from_lookup(
+            |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()),
+            |w| warnings.push(w),
+        );
+        (c, warnings)
+    }
+
+    #[test]
+    fn defaults() {
+        let (c, w) = cfg(&[]);
+        assert!(w.is_empty());
+        assert!(c.persistent());
+        assert_eq!(c.version_word(), 0x20006);
+        assert_eq!(c.profile, Profile::X86);
+        assert_eq!(c.device_mode, 0o666);
+        assert_eq!(c.cuda_version, 13050);
+    }
+
+    #[test]
+    fn old_drivers_are_never_persistent() {
+        let (c, _) = cfg(&[("GDRSIM_DRIVER_VERSION", "2.4")]);
+        assert_eq!(c.version_word(), 0x20004);
+        assert!(!c.persistent());
+        let (c, _) = cfg(&[("GDRSIM_DRIVER_VERSION", "2.5"), ("GDRSIM_PERSISTENT", "0")]);
+        assert!(!c.persistent());
+    }
+
+    #[test]
+    fn bad_values_warn_and_keep_defaults() {
+        let (c, w) = cfg(&[
+            ("GDRSIM_DRIVER_VERSION", "3.0"),
+            ("GDRSIM_PROFILE", "arm"),
+            ("GDRSIM_DEVICE_MODE", "9"),
+            ("GDRSIM_VRAM_SIZE", "12"),
+        ]);
+        assert_eq!(w.len(), 4);
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn sizes_and_modes() {
+        let (c, w) = cfg(&[("GDRSIM_VRAM_SIZE", "256M"), ("GDRSIM_DEVICE_MODE", "0600")]);
+        assert!(w.is_empty());
+        assert_eq!(c.vram_size, 256 << 20);
+        assert_eq!(c.device_mode, 0o600);
+        assert_eq!(parse_size("99999999999T"), None);
+    }
+}

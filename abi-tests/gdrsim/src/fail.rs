@@ -1,0 +1,186 @@
+//! Fault injection: `GDRSIM_FAIL` / `gdrsim_set_fail`, a comma-separated list of `NAME:N:ERR`
+//! rules. The Nth call (1-based, counted from when the spec was set) of NAME fails with ERR;
+//! `N` may be `*` for every call.
+
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The ioctl names a rule may use.
+pub const IOCTL_NAMES: [&str; 9] = [
+    "PIN_BUFFER",
+    "UNPIN_BUFFER",
+    "GET_CB_FLAG",
+    "GET_INFO",
+    "GET_INFO_V2",
+    "GET_ATTR",
+    "PIN_BUFFER_V2",
+    "REQ_MAPPING_TYPE",
+    "GET_VERSION",
+];
+
+const SYSCALL_NAMES: [&str; 4] = ["open", "mmap", "munmap", "close"];
+
+/// One parsed rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    name: String,
+    /// `None` for `*`.
+    nth: Option<u64>,
+    err: i32,
+    seen: u64,
+}
+
+/// Why a spec was rejected.
+#[derive(Debug, PartialEq, Eq)]
+pub struct BadSpec(pub String);
+
+/// Parses a whole spec; the empty string gives no rules.
+pub fn parse(spec: &str) -> Result<Vec<Rule>, BadSpec> {
+    let mut rules = Vec::new();
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let mut parts = item.split(':');
+        let (Some(name), Some(n), Some(err), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+            return Err(BadSpec(format!("{item:?}: expected NAME:N:ERR")));
+        };
+        let known = IOCTL_NAMES.contains(&name) || SYSCALL_NAMES.contains(&name) || is_cuda_name(name);
+        if !known {
+            return Err(BadSpec(format!("{item:?}: unknown name {name:?}")));
+        }
+        let nth = match n {
+            "*" => None,
+            _ => match n.parse::<u64>() {
+                Ok(v) if v >= 1 => Some(v),
+                _ => return Err(BadSpec(format!("{item:?}: N must be a number from 1 or *"))),
+            },
+        };
+        let err = parse_err(err).ok_or_else(|| BadSpec(format!("{item:?}: unknown error {err:?}")))?;
+        rules.push(Rule { name: name.to_string(), nth, err, seen: 0 });
+    }
+    Ok(rules)
+}
+
+fn is_cuda_name(name: &str) -> bool {
+    name.len() > 2 && name.starts_with("cu") && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+fn parse_err(s: &str) -> Option<i32> {
+    if let Ok(n) = s.parse::<i32>() {
+        return (n > 0).then_some(n);
+    }
+    ERRNO_NAMES
+        .iter()
+        .find(|(n, _)| *n == s)
+        .map(|(_, v)| *v)
+        .or_else(|| crate::cuda::errors::code_of(s).map(|c| c as i32))
+}
+
+const ERRNO_NAMES: [(&str, i32); 24] = [
+    ("EPERM", libc::EPERM),
+    ("ENOENT", libc::ENOENT),
+    ("EINTR", libc::EINTR),
+    ("EIO", libc::EIO),
+    ("ENXIO", libc::ENXIO),
+    ("EBADF", libc::EBADF),
+    ("EAGAIN", libc::EAGAIN),
+    ("ENOMEM", libc::ENOMEM),
+    ("EACCES", libc::EACCES),
+    ("EFAULT", libc::EFAULT),
+    ("EBUSY", libc::EBUSY),
+    ("EEXIST", libc::EEXIST),
+    ("ENODEV", libc::ENODEV),
+    ("EINVAL", libc::EINVAL),
+    ("ENFILE", libc::ENFILE),
+    ("EMFILE", libc::EMFILE),
+    ("ENOTTY", libc::ENOTTY),
+    ("ENOSPC", libc::ENOSPC),
+    ("ERANGE", libc::ERANGE),
+    ("ENOSYS", libc::ENOSYS),
+    ("EOPNOTSUPP", libc::EOPNOTSUPP),
+    ("ENOTSUP", libc::ENOTSUP),
+    ("ETIMEDOUT", libc::ETIMEDOUT),
+    ("ENOTSUPP", 524),
+];
+
+/// Names match exactly or up to a `_v2` suffix (`cuMemAlloc` also matches `cuMemAlloc_v2`).
+fn same_name(rule: &str, called: &str) -> bool {
+    rule == called || rule.strip_suffix("_v2").unwrap_or(rule) == called.strip_suffix("_v2").unwrap_or(called)
+}
+
+/// Counts a call of `called` against every rule and says which error to fail with, if any.
+pub fn hit(rules: &mut [Rule], called: &str) -> Option<i32> {
+    let mut result = None;
+    for r in rules.iter_mut().filter(|r| same_name(&r.name, called)) {
+        r.seen += 1;
+        if result.is_none() && r.nth.map_or(true, |n| n == r.seen) {
+            result = Some(r.err);
+        }
+    }
+    result
+}
+
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+static RULES: Mutex<Vec<Rule>> = Mutex::new(Vec::new());
+
+/// Replaces the process's rules with those of `spec` (`None` or empty clears them).
+pub fn set(spec: Option<&str>) -> Result<(), BadSpec> {
+    let rules = parse(spec.unwrap_or(""))?;
+    let mut g = RULES.lock();
+    ACTIVE.store(!rules.is_empty(), Ordering::Release);
+    *g = rules;
+    Ok(())
+}
+
+/// Loads `GDRSIM_FAIL` once at start-up; a bad spec is reported and ignored.
+pub fn init_from_env() {
+    if let Ok(spec) = std::env::var("GDRSIM_FAIL") {
+        if let Err(BadSpec(why)) = set(Some(&spec)) {
+            eprintln!("gdrsim: ignoring GDRSIM_FAIL: {why}");
+        }
+    }
+}
+
+/// Counts a call of `called`; returns the error it must fail with, if a rule says so.
+pub fn check(called: &str) -> Option<i32> {
+    if !ACTIVE.load(Ordering::Acquire) {
+        return None;
+    }
+    hit(&mut RULES.lock(), called)
+}
+
+/// Lets the process's rules be copied into a forked child safely.
+pub fn lock_for_fork() {
+    std::mem::forget(RULES.lock());
+}
+
+/// Undoes [`lock_for_fork`] in the parent or the child.
+pub fn unlock_after_fork() {
+    // SAFETY: called only after lock_for_fork, on the thread that took the lock (fork handlers
+    // run on the forking thread), so the lock is held and owned by us.
+    unsafe { RULES.force_unlock() };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_counts() {
+        let mut r = parse("PIN_BUFFER_V2:2:ENOMEM, cuMemAlloc_v2:*:2").unwrap();
+        assert_eq!(hit(&mut r, "PIN_BUFFER_V2"), None);
+        assert_eq!(hit(&mut r, "PIN_BUFFER_V2"), Some(libc::ENOMEM));
+        assert_eq!(hit(&mut r, "PIN_BUFFER_V2"), None);
+        assert_eq!(hit(&mut r, "PIN_BUFFER"), None);
+        assert_eq!(hit(&mut r, "cuMemAlloc_v2"), Some(2));
+        assert_eq!(hit(&mut r, "cuMemAlloc"), Some(2));
+    }
+
+    #[test]
+    fn rejects_bad_specs() {
+        for bad in ["PIN_BUFFER", "PIN_BUFFER:0:EINVAL", "NOPE:1:EINVAL", "open:1:EWHAT", "open:x:1", "open:1:1:1", "mmap:1:-3"] {
+            assert!(parse(bad).is_err(), "{bad} accepted");
+        }
+        assert_eq!(parse("").unwrap(), vec![]);
+        assert_eq!(parse("close:1:5").unwrap()[0].err, 5);
+        assert_eq!(parse("cuInit:1:CUDA_ERROR_NO_DEVICE").unwrap()[0].err, 100);
+    }
+}

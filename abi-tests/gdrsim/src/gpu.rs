@@ -1,0 +1,378 @@
+//! Fake device memory of one process: a sparse memfd ("VRAM") whose first part is mapped once
+//! and sub-allocated by `cuMemAlloc` (device pointer = host address), and whose second part
+//! backs `cuMemCreate` handles that `cuMemMap` maps into reserved address ranges.
+
+use crate::cuda::errors as cu;
+use crate::ranges::RangeAlloc;
+use crate::real;
+use libc::{c_int, c_void, pid_t};
+use std::collections::{BTreeMap, HashMap};
+
+/// GPU page size: pins are rounded to it.
+pub const GPU_PAGE: u64 = 1 << 16;
+/// Granularity of `cuMemCreate`/`cuMemAddressReserve`, as reported by
+/// `cuMemGetAllocationGranularity`.
+pub const VMM_GRANULARITY: u64 = 2 << 20;
+/// Alignment of `cuMemAlloc` results (small allocations share GPU pages).
+pub const ALLOC_ALIGN: u64 = 256;
+
+/// A piece of a device address range and the VRAM file offset behind it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seg {
+    /// Device (= host) address.
+    pub va: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// Offset in the VRAM memfd.
+    pub phys: u64,
+}
+
+#[derive(Debug)]
+struct Alloc {
+    size: u64,
+    rsize: u64,
+}
+
+#[derive(Debug)]
+struct PhysHandle {
+    phys: u64,
+    size: u64,
+    released: bool,
+    maps: u32,
+}
+
+#[derive(Debug)]
+struct VMap {
+    size: u64,
+    handle: u64,
+    phys: u64,
+}
+
+/// The fake GPU of one process.
+#[derive(Debug)]
+pub struct Gpu {
+    /// The process that ran `cuInit`; any other process (a forked child) must init its own.
+    pub pid: pid_t,
+    /// Distinguishes this GPU from one a forked child's table may still mention.
+    pub gen: u64,
+    /// The VRAM memfd.
+    pub memfd: c_int,
+    base: u64,
+    total: u64,
+    linear_size: u64,
+    linear: RangeAlloc,
+    phys: RangeAlloc,
+    allocs: BTreeMap<u64, Alloc>,
+    zombies: Vec<(u64, u64)>,
+    handles: HashMap<u64, PhysHandle>,
+    next_handle: u64,
+    reservations: BTreeMap<u64, u64>,
+    vmaps: BTreeMap<u64, VMap>,
+}
+
+/// Maps `len` bytes somewhere aligned to `align`, PROT_NONE, private and anonymous.
+fn reserve_aligned(len: u64, align: u64) -> Option<u64> {
+    let total = len.checked_add(align)?;
+    // SAFETY: a fresh anonymous PROT_NONE mapping chosen by the kernel touches no existing memory.
+    let p = unsafe {
+        real::mmap(
+            std::ptr::null_mut(),
+            total as usize,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    let start = p as u64;
+    let at = (start + align - 1) & !(align - 1);
+    // SAFETY: both trimmed pieces lie inside the mapping made just above and nobody uses them.
+    unsafe {
+        if at > start {
+            real::munmap(start as *mut c_void, (at - start) as usize);
+        }
+        let end = start + total;
+        if at + len < end {
+            real::munmap((at + len) as *mut c_void, (end - at - len) as usize);
+        }
+    }
+    Some(at)
+}
+
+/// Maps `len` bytes of `fd` at `phys` over `[va, va + len)`, which the caller owns.
+fn map_fixed(va: u64, len: u64, fd: c_int, phys: u64, prot: c_int) -> bool {
+    // SAFETY: the caller owns [va, va+len) (a reservation or a mapping of its own), so replacing
+    // it with MAP_FIXED cannot clobber anyone else's memory.
+    let p = unsafe {
+        real::mmap(va as *mut c_void, len as usize, prot, libc::MAP_SHARED | libc::MAP_FIXED, fd, phys as libc::off_t)
+    };
+    p != libc::MAP_FAILED
+}
+
+/// Marks `[va, va + len)` as not inherited by forked children.
+pub fn dontfork(va: u64, len: u64) {
+    // SAFETY: madvise only changes the inheritance flag of mappings the caller made.
+    unsafe { libc::madvise(va as *mut c_void, len as usize, libc::MADV_DONTFORK) };
+}
+
+impl Gpu {
+    /// Creates the VRAM file of `size` bytes and maps its `cuMemAlloc` half.
+    pub fn create(pid: pid_t, gen: u64, size: u64) -> Result<Gpu, u32> {
+        // SAFETY: the name is a NUL-terminated literal.
+        let memfd = unsafe { libc::memfd_create(c"gdrsim-vram".as_ptr(), libc::MFD_CLOEXEC) };
+        if memfd < 0 {
+            return Err(cu::OUT_OF_MEMORY);
+        }
+        let fail = |e| {
+            // SAFETY: memfd was opened above and is not shared yet.
+            unsafe { real::close(memfd) };
+            Err(e)
+        };
+        // SAFETY: ftruncate on our own fresh memfd.
+        if unsafe { libc::ftruncate(memfd, size as libc::off_t) } != 0 {
+            return fail(cu::OUT_OF_MEMORY);
+        }
+        let linear_size = (size / 2) & !(VMM_GRANULARITY - 1);
+        let Some(base) = reserve_aligned(linear_size, VMM_GRANULARITY) else {
+            return fail(cu::OUT_OF_MEMORY);
+        };
+        if !map_fixed(base, linear_size, memfd, 0, libc::PROT_READ | libc::PROT_WRITE) {
+            return fail(cu::OUT_OF_MEMORY);
+        }
+        dontfork(base, linear_size);
+        Ok(Gpu {
+            pid,
+            gen,
+            memfd,
+            base,
+            total: size,
+            linear_size,
+            linear: RangeAlloc::new(0, linear_size),
+            phys: RangeAlloc::new(linear_size, size - linear_size),
+            allocs: BTreeMap::new(),
+            zombies: Vec::new(),
+            handles: HashMap::new(),
+            next_handle: 1,
+            reservations: BTreeMap::new(),
+            vmaps: BTreeMap::new(),
+        })
+    }
+
+    /// `cuMemAlloc`: a 256-byte aligned device pointer.
+    pub fn mem_alloc(&mut self, size: u64) -> Result<u64, u32> {
+        if size == 0 {
+            return Err(cu::INVALID_VALUE);
+        }
+        let rsize = size.checked_add(ALLOC_ALIGN - 1).ok_or(cu::OUT_OF_MEMORY)? & !(ALLOC_ALIGN - 1);
+        let off = self.linear.alloc(rsize, ALLOC_ALIGN).ok_or(cu::OUT_OF_MEMORY)?;
+        let va = self.base + off;
+        self.allocs.insert(va, Alloc { size, rsize });
+        Ok(va)
+    }
+
+    /// `cuMemFree`: forgets the allocation starting at `va`; its bytes return to the pool when
+    /// [`Gpu::reclaim`] finds no pin holding them. Returns the freed byte range.
+    pub fn mem_free(&mut self, va: u64) -> Result<(u64, u64), u32> {
+        let a = self.allocs.remove(&va).ok_or(cu::INVALID_VALUE)?;
+        self.zombies.push((va - self.base, a.rsize));
+        Ok((va, a.size))
+    }
+
+    /// Number of live `cuMemAlloc` allocations plus unreleased `cuMemCreate` handles.
+    pub fn live_allocations(&self) -> u64 {
+        (self.allocs.len() + self.handles.values().filter(|h| !h.released).count()) as u64
+    }
+
+    /// Returns freed memory that no held range (VRAM offsets of live pins and dma-bufs)
+    /// overlaps to the allocators.
+    pub fn reclaim(&mut self, held: &[(u64, u64)]) {
+        let overlaps = |s: u64, l: u64| held.iter().any(|&(hs, hl)| hs < s + l && s < hs + hl);
+        let mut keep = Vec::new();
+        for (s, l) in std::mem::take(&mut self.zombies) {
+            if overlaps(s, l) {
+                keep.push((s, l));
+            } else {
+                self.linear.free(s, l);
+            }
+        }
+        self.zombies = keep;
+        let dead: Vec<u64> = self
+            .handles
+            .iter()
+            .filter(|(_, h)| h.released && h.maps == 0 && !overlaps(h.phys, h.size))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in dead {
+            if let Some(h) = self.handles.remove(&id) {
+                self.phys.free(h.phys, h.size);
+            }
+        }
+    }
+
+    /// Whether `addr` lies inside a live allocation (cuMemAlloc'd or cuMemMap'd).
+    pub fn in_live_allocation(&self, addr: u64) -> bool {
+        if let Some((&va, a)) = self.allocs.range(..=addr).next_back() {
+            if addr < va + a.size {
+                return true;
+            }
+        }
+        matches!(self.vmaps.range(..=addr).next_back(), Some((&va, m)) if addr < va + m.size)
+    }
+
+    /// The allocation (`cuMemAlloc`'d or `cuMemMap`'d) containing `addr`: (start, size).
+    pub fn allocation_of(&self, addr: u64) -> Option<(u64, u64)> {
+        if let Some((&va, a)) = self.allocs.range(..=addr).next_back() {
+            if addr < va + a.size {
+                return Some((va, a.size));
+            }
+        }
+        match self.vmaps.range(..=addr).next_back() {
+            Some((&va, m)) if addr < va + m.size => Some((va, m.size)),
+            _ => None,
+        }
+    }
+
+    /// Total and free bytes of fake VRAM.
+    pub fn mem_info(&self) -> (u64, u64) {
+        (self.linear.free_bytes() + self.phys.free_bytes(), self.total)
+    }
+
+    /// The VRAM pieces behind `[va, va + len)`, or `None` if any byte is not fake VRAM.
+    pub fn translate(&self, va: u64, len: u64) -> Option<Vec<Seg>> {
+        let end = va.checked_add(len)?;
+        let mut segs: Vec<Seg> = Vec::new();
+        let mut at = va;
+        while at < end {
+            let (phys, run) = if at >= self.base && at < self.base + self.linear_size {
+                (at - self.base, self.base + self.linear_size - at)
+            } else {
+                let (&mva, m) = self.vmaps.range(..=at).next_back()?;
+                if at >= mva + m.size {
+                    return None;
+                }
+                (m.phys + (at - mva), mva + m.size - at)
+            };
+            let n = run.min(end - at);
+            match segs.last_mut() {
+                Some(last) if last.phys + last.len == phys => last.len += n,
+                _ => segs.push(Seg { va: at, len: n, phys }),
+            }
+            at += n;
+        }
+        Some(segs)
+    }
+
+    /// `cuMemCreate`: a handle for `size` bytes of VRAM.
+    pub fn vmm_create(&mut self, size: u64) -> Result<u64, u32> {
+        if size == 0 || size % VMM_GRANULARITY != 0 {
+            return Err(cu::INVALID_VALUE);
+        }
+        let phys = self.phys.alloc(size, VMM_GRANULARITY).ok_or(cu::OUT_OF_MEMORY)?;
+        let id = self.next_handle;
+        self.next_handle += 1;
+        self.handles.insert(id, PhysHandle { phys, size, released: false, maps: 0 });
+        Ok(id)
+    }
+
+    /// `cuMemRelease`: the handle's memory goes once unmapped and unpinned.
+    pub fn vmm_release(&mut self, id: u64) -> Result<(), u32> {
+        match self.handles.get_mut(&id) {
+            Some(h) if !h.released => {
+                h.released = true;
+                Ok(())
+            }
+            _ => Err(cu::INVALID_VALUE),
+        }
+    }
+
+    /// `cuMemAddressReserve`.
+    pub fn vmm_reserve(&mut self, size: u64, align: u64) -> Result<u64, u32> {
+        let align = if align == 0 { VMM_GRANULARITY } else { align };
+        if size == 0 || size % VMM_GRANULARITY != 0 || !align.is_power_of_two() {
+            return Err(cu::INVALID_VALUE);
+        }
+        let va = reserve_aligned(size, align.max(VMM_GRANULARITY)).ok_or(cu::OUT_OF_MEMORY)?;
+        dontfork(va, size);
+        self.reservations.insert(va, size);
+        Ok(va)
+    }
+
+    fn reservation_covers(&self, va: u64, size: u64) -> bool {
+        matches!(self.reservations.range(..=va).next_back(), Some((&r, &rs)) if va + size <= r + rs)
+    }
+
+    /// `cuMemMap`: backs `[va, va + size)` with the handle's memory from `offset`.
+    pub fn vmm_map(&mut self, va: u64, size: u64, offset: u64, id: u64) -> Result<(), u32> {
+        if size == 0 || size % VMM_GRANULARITY != 0 || va % VMM_GRANULARITY != 0 || offset % VMM_GRANULARITY != 0 {
+            return Err(cu::INVALID_VALUE);
+        }
+        if !self.reservation_covers(va, size) {
+            return Err(cu::INVALID_VALUE);
+        }
+        if self.vmaps.range(..va + size).next_back().is_some_and(|(&m, mm)| m + mm.size > va) {
+            return Err(cu::INVALID_VALUE);
+        }
+        let h = self.handles.get_mut(&id).ok_or(cu::INVALID_HANDLE)?;
+        if h.released || offset.checked_add(size).map_or(true, |e| e > h.size) {
+            return Err(cu::INVALID_VALUE);
+        }
+        let phys = h.phys + offset;
+        if !map_fixed(va, size, self.memfd, phys, libc::PROT_READ | libc::PROT_WRITE) {
+            return Err(cu::OUT_OF_MEMORY);
+        }
+        dontfork(va, size);
+        h.maps += 1;
+        self.vmaps.insert(va, VMap { size, handle: id, phys });
+        Ok(())
+    }
+
+    /// `cuMemUnmap`: removes every mapping inside `[va, va + size)`; returns the removed ranges.
+    pub fn vmm_unmap(&mut self, va: u64, size: u64) -> Result<Vec<(u64, u64)>, u32> {
+        if size == 0 || !self.reservation_covers(va, size) {
+            return Err(cu::INVALID_VALUE);
+        }
+        let inside: Vec<u64> = self.vmaps.range(va..va + size).map(|(&m, _)| m).collect();
+        let mut out = Vec::new();
+        for m in inside {
+            let Some(vm) = self.vmaps.get(&m) else { continue };
+            if m + vm.size > va + size {
+                continue;
+            }
+            let (len, id) = (vm.size, vm.handle);
+            self.vmaps.remove(&m);
+            // SAFETY: [m, m+len) is inside our own reservation; turning it back into PROT_NONE
+            // anonymous memory keeps the reservation.
+            unsafe {
+                real::mmap(
+                    m as *mut c_void,
+                    len as usize,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            dontfork(m, len);
+            if let Some(h) = self.handles.get_mut(&id) {
+                h.maps = h.maps.saturating_sub(1);
+            }
+            out.push((m, len));
+        }
+        Ok(out)
+    }
+
+    /// `cuMemAddressFree`: gives a whole reservation back; anything still mapped in it is unmapped.
+    pub fn vmm_address_free(&mut self, va: u64, size: u64) -> Result<Vec<(u64, u64)>, u32> {
+        if self.reservations.get(&va) != Some(&size) {
+            return Err(cu::INVALID_VALUE);
+        }
+        let removed = self.vmm_unmap(va, size)?;
+        self.reservations.remove(&va);
+        // SAFETY: the reservation is ours and nothing in it is in use any more.
+        unsafe { real::munmap(va as *mut c_void, size as usize) };
+        Ok(removed)
+    }
+}

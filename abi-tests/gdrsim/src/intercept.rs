@@ -1,0 +1,386 @@
+//! The interposed C library calls. Calls on anything that is not the emulated device (or one
+//! of its mappings, or a dma-buf fd) go straight to the C library after one table lookup.
+//!
+//! `open`, `openat` and `ioctl` are variadic in C. Rust cannot define variadic functions on
+//! stable, so the optional argument is declared as a fixed parameter: on x86-64 and aarch64
+//! (the only targets this emulator supports) the first variadic argument travels in the same
+//! register as a fixed one, so this reads exactly what the caller passed.
+
+use crate::driver;
+use crate::real;
+use crate::state::{Dmabuf, STATE};
+use libc::{c_char, c_int, c_ulong, c_void, mode_t, off_t, size_t};
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!("gdrsim supports x86-64 and aarch64 only");
+
+const FD_TABLE: usize = 1 << 16;
+/// fd kind bit: an emulated `/dev/gdrdrv` file.
+pub const KIND_DEVICE: u8 = 1;
+/// fd kind bit: a dma-buf export.
+pub const KIND_DMABUF: u8 = 2;
+
+static FD_KIND: [AtomicU8; FD_TABLE] = [const { AtomicU8::new(0) }; FD_TABLE];
+static HIGH_FDS: AtomicBool = AtomicBool::new(false);
+static ANY_VMAS: AtomicBool = AtomicBool::new(false);
+
+/// Marks `fd` as one of ours (`kind` bits) or, with 0, as not ours.
+pub fn set_kind(fd: c_int, kind: u8) {
+    match usize::try_from(fd) {
+        Ok(i) if i < FD_TABLE => FD_KIND[i].store(kind, Ordering::Release),
+        Ok(_) => HIGH_FDS.store(true, Ordering::Release),
+        Err(_) => {}
+    }
+}
+
+fn kind(fd: c_int) -> u8 {
+    match usize::try_from(fd) {
+        Ok(i) if i < FD_TABLE => FD_KIND[i].load(Ordering::Acquire),
+        Ok(_) if HIGH_FDS.load(Ordering::Acquire) => {
+            let st = STATE.lock();
+            let mut k = 0;
+            if st.drv.file_of(fd).is_some() {
+                k |= KIND_DEVICE;
+            }
+            if st.dmabufs.contains_key(&fd) {
+                k |= KIND_DMABUF;
+            }
+            k
+        }
+        _ => 0,
+    }
+}
+
+/// Runs `f`, turning a panic into `on_panic` so that no unwinding crosses into C.
+fn guard<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(on_panic)
+}
+
+fn fail<T>(e: c_int, v: T) -> T {
+    real::set_errno_value(e);
+    v
+}
+
+fn is_device_path(path: *const c_char) -> bool {
+    if path.is_null() {
+        return false;
+    }
+    // SAFETY: open's contract: path is a NUL-terminated string.
+    unsafe { CStr::from_ptr(path) }.to_bytes() == b"/dev/gdrdrv"
+}
+
+/// Whether `fd` (unknown to this process's table) is an emulated device file opened by some
+/// other process, e.g. received over a unix socket.
+fn is_foreign_device(fd: c_int) -> bool {
+    let link = format!("/proc/self/fd/{fd}\0");
+    let mut buf = [0u8; 64];
+    // SAFETY: link is NUL-terminated and buf is writable for its length.
+    let n = unsafe { libc::readlink(link.as_ptr().cast(), buf.as_mut_ptr().cast(), buf.len()) };
+    n > 0 && buf[..n as usize].starts_with(b"/memfd:gdrdrv ")
+}
+
+fn device_open(flags: c_int) -> c_int {
+    guard(fail(libc::EIO, -1), || {
+        let cfg = crate::config::get();
+        if cfg.no_device {
+            return fail(libc::ENOENT, -1);
+        }
+        if !driver::may_open(flags) {
+            return fail(libc::EACCES, -1);
+        }
+        if let Some(e) = crate::fail::check("open") {
+            return fail(e, -1);
+        }
+        let mut mflags = libc::MFD_ALLOW_SEALING;
+        if flags & libc::O_CLOEXEC != 0 {
+            mflags |= libc::MFD_CLOEXEC;
+        }
+        let mut st = STATE.lock();
+        // SAFETY: the name is a NUL-terminated literal.
+        let fd = unsafe { libc::memfd_create(c"gdrdrv".as_ptr(), mflags) };
+        if fd < 0 {
+            return -1;
+        }
+        // Sealed against writes: a process that gets this fd without our table (over a unix
+        // socket) cannot mmap it writable, and we answer EACCES as the driver would.
+        // SAFETY: fcntl on the fd just created.
+        unsafe {
+            libc::fcntl(
+                fd,
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_WRITE | libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL,
+            )
+        };
+        st.drv.add_file(fd);
+        set_kind(fd, KIND_DEVICE);
+        fd
+    })
+}
+
+/// `open(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    if is_device_path(path) {
+        return device_open(flags);
+    }
+    real::open(path, flags, mode)
+}
+
+/// `open64(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    if is_device_path(path) {
+        return device_open(flags);
+    }
+    real::open64(path, flags, mode)
+}
+
+/// `openat(2)`; the device is recognised by its absolute path.
+#[no_mangle]
+pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    if is_device_path(path) {
+        return device_open(flags);
+    }
+    real::openat(dirfd, path, flags, mode)
+}
+
+/// `openat64(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+    if is_device_path(path) {
+        return device_open(flags);
+    }
+    real::openat64(dirfd, path, flags, mode)
+}
+
+/// Fortified `open` (`_FORTIFY_SOURCE`).
+#[no_mangle]
+pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
+    if is_device_path(path) {
+        return device_open(flags);
+    }
+    real::open_2(path, flags)
+}
+
+/// Fortified `open64`.
+#[no_mangle]
+pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
+    if is_device_path(path) {
+        return device_open(flags);
+    }
+    real::open64_2(path, flags)
+}
+
+/// Fortified `openat`.
+#[no_mangle]
+pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    if is_device_path(path) {
+        return device_open(flags);
+    }
+    real::openat_2(dirfd, path, flags)
+}
+
+/// Fortified `openat64`.
+#[no_mangle]
+pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    if is_device_path(path) {
+        return device_open(flags);
+    }
+    real::openat64_2(dirfd, path, flags)
+}
+
+/// `ioctl(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) -> c_int {
+    if kind(fd) & KIND_DEVICE == 0 {
+        let r = real::ioctl(fd, request, arg);
+        if r == -1 && real::errno() == libc::ENOTTY && is_foreign_device(fd) {
+            crate::counters::count_ioctl();
+            let e = if (request >> 8) & 0xff == driver::IOCTL_TYPE { libc::EACCES } else { libc::EINVAL };
+            return fail(e, -1);
+        }
+        return r;
+    }
+    guard(fail(libc::EIO, -1), || {
+        let mut st = STATE.lock();
+        let Some(file) = st.drv.file_of(fd) else {
+            drop(st);
+            // SAFETY: pass-through with the caller's own arguments.
+            return unsafe { real::ioctl(fd, request, arg) };
+        };
+        match driver::ioctl(&mut st, file, request, arg) {
+            Ok(v) => v,
+            Err(e) => fail(e, -1),
+        }
+    })
+}
+
+fn emulated_mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t, k: u8) -> *mut c_void {
+    guard(fail(libc::EIO, libc::MAP_FAILED), || {
+        let mut st = STATE.lock();
+        if let Some(e) = crate::fail::check("mmap") {
+            return fail(e, libc::MAP_FAILED);
+        }
+        let r = if k & KIND_DEVICE != 0 {
+            match st.drv.file_of(fd) {
+                Some(file) => {
+                    let r = driver::mmap(&mut st, file, addr, len as u64, prot, flags, off);
+                    if r.is_ok() {
+                        ANY_VMAS.store(true, Ordering::Release);
+                    }
+                    r
+                }
+                None => Err(libc::EBADF),
+            }
+        } else {
+            match st.dmabufs.get(&fd) {
+                Some(d) => dmabuf_mmap(d, addr, len as u64, prot, flags, off),
+                None => Err(libc::EBADF),
+            }
+        };
+        match r {
+            Ok(a) => a as *mut c_void,
+            Err(e) => fail(e, libc::MAP_FAILED),
+        }
+    })
+}
+
+fn dmabuf_mmap(d: &Dmabuf, addr: *mut c_void, len: u64, prot: c_int, flags: c_int, off: off_t) -> Result<u64, c_int> {
+    let page = 1u64 << driver::page_shift();
+    let size = (d.size + page - 1) & !(page - 1);
+    if len == 0 || off < 0 || (off as u64) & (page - 1) != 0 || flags & libc::MAP_SHARED == 0 {
+        return Err(libc::EINVAL);
+    }
+    let rlen = len.checked_add(page - 1).ok_or(libc::EINVAL)? & !(page - 1);
+    if (off as u64).checked_add(rlen).map_or(true, |e| e > size) {
+        return Err(libc::EINVAL);
+    }
+    // A real dma-buf is exported in whole pages; the last piece may need rounding up.
+    let mut segs = d.segs.clone();
+    if let Some(last) = segs.last_mut() {
+        let total: u64 = d.segs.iter().map(|s| s.len).sum();
+        last.len += size - total;
+    }
+    driver::map_segments(addr, rlen, prot, flags, d.memfd, &segs, off as u64)
+}
+
+unsafe fn mmap_common(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+    next: unsafe fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void,
+) -> *mut c_void {
+    if fd < 0 || flags & libc::MAP_ANONYMOUS != 0 {
+        return next(addr, len, prot, flags, fd, off);
+    }
+    let k = kind(fd);
+    if k != 0 {
+        return emulated_mmap(addr, len, prot, flags, fd, off, k);
+    }
+    let p = next(addr, len, prot, flags, fd, off);
+    if p == libc::MAP_FAILED && matches!(real::errno(), libc::EPERM | libc::EACCES) && is_foreign_device(fd) {
+        return fail(libc::EACCES, libc::MAP_FAILED);
+    }
+    p
+}
+
+/// `mmap(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void {
+    mmap_common(addr, len, prot, flags, fd, off, real::mmap)
+}
+
+/// `mmap64(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn mmap64(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void {
+    mmap_common(addr, len, prot, flags, fd, off, real::mmap64)
+}
+
+/// `munmap(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
+    if !ANY_VMAS.load(Ordering::Acquire) {
+        return real::munmap(addr, len);
+    }
+    guard(fail(libc::EIO, -1), || {
+        let mut st = STATE.lock();
+        if driver::touches_vma(&st, addr as u64, len as u64) {
+            if let Some(e) = crate::fail::check("munmap") {
+                return fail(e, -1);
+            }
+            // SAFETY: the caller's own munmap, with its own arguments.
+            let r = unsafe { real::munmap(addr, len) };
+            if r == 0 {
+                driver::munmap(&mut st, addr as u64, len as u64);
+            }
+            if !st.drv.has_vmas() {
+                ANY_VMAS.store(false, Ordering::Release);
+            }
+            return r;
+        }
+        drop(st);
+        // SAFETY: the caller's own munmap, with its own arguments.
+        unsafe { real::munmap(addr, len) }
+    })
+}
+
+/// `close(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    let k = kind(fd);
+    if k == 0 {
+        return real::close(fd);
+    }
+    guard(fail(libc::EIO, -1), || {
+        let mut st = STATE.lock();
+        if k & KIND_DEVICE != 0 {
+            if let Some(e) = crate::fail::check("close") {
+                return fail(e, -1);
+            }
+        }
+        set_kind(fd, 0);
+        if st.dmabufs.remove(&fd).is_some() {
+            st.reclaim();
+        }
+        driver::close_fd(&mut st, fd);
+        // SAFETY: closing the caller's fd, as asked.
+        unsafe { real::close(fd) }
+    })
+}
+
+extern "C" fn fork_prepare() {
+    crate::fail::lock_for_fork();
+    crate::state::lock_for_fork();
+}
+
+extern "C" fn fork_parent() {
+    crate::state::unlock_after_fork();
+    crate::fail::unlock_after_fork();
+}
+
+extern "C" fn fork_child() {
+    {
+        // SAFETY: we hold the lock since fork_prepare (this thread); access it without
+        // re-locking through a raw pointer, then give it back below.
+        let st = unsafe { &mut *STATE.data_ptr() };
+        driver::forget_vmas_after_fork(st);
+    }
+    crate::state::unlock_after_fork();
+    crate::fail::unlock_after_fork();
+}
+
+extern "C" fn on_load() {
+    crate::counters::init();
+    crate::fail::init_from_env();
+    // SAFETY: registering plain extern "C" handlers that live as long as the process.
+    unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
+}
+
+#[used]
+#[link_section = ".init_array"]
+static ON_LOAD: extern "C" fn() = on_load;

@@ -1,0 +1,106 @@
+//! The C library's own versions of the calls the emulator interposes, found once with
+//! `dlsym(RTLD_NEXT, ...)`.
+//!
+//! Everything inside the emulator that needs `open`, `ioctl`, `mmap`, `munmap` or `close` must
+//! call these wrappers: calling `libc::mmap` directly would bind to the emulator's own exported
+//! `mmap` and re-enter it.
+
+use libc::{c_char, c_int, c_ulong, c_void, mode_t, off_t, size_t};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Looks up `name` (NUL-terminated) in the objects loaded after this one, caching the result in
+/// `slot`. Returns 0 when the C library lacks the symbol.
+fn resolve(slot: &AtomicUsize, name: &'static [u8]) -> usize {
+    let cached = slot.load(Ordering::Acquire);
+    if cached != 0 {
+        return cached;
+    }
+    // SAFETY: `name` is a NUL-terminated static string; dlsym has no other precondition.
+    let found = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
+    slot.store(found, Ordering::Release);
+    found
+}
+
+fn set_errno(e: c_int) {
+    // SAFETY: __errno_location always returns this thread's errno slot.
+    unsafe { *libc::__errno_location() = e };
+}
+
+macro_rules! next_fn {
+    ($(#[$doc:meta])* $name:ident = $cname:literal : fn($($arg:ident: $ty:ty),*) -> $ret:ty, fail = $fail:expr) => {
+        next_fn!(@body $(#[$doc])* $name = $cname, ($($arg: $ty),*), $ret, $fail,
+                 unsafe extern "C" fn($($ty),*) -> $ret);
+    };
+    ($(#[$doc:meta])* $name:ident = $cname:literal : variadic fn($($arg:ident: $ty:ty),*) -> $ret:ty, fail = $fail:expr) => {
+        next_fn!(@body $(#[$doc])* $name = $cname, ($($arg: $ty),*), $ret, $fail,
+                 unsafe extern "C" fn($($ty),*, ...) -> $ret);
+    };
+    (@body $(#[$doc:meta])* $name:ident = $cname:literal, ($($arg:ident: $ty:ty),*), $ret:ty, $fail:expr, $fty:ty) => {
+        $(#[$doc])*
+        pub unsafe fn $name($($arg: $ty),*) -> $ret {
+            static SLOT: AtomicUsize = AtomicUsize::new(0);
+            let p = resolve(&SLOT, concat!($cname, "\0").as_bytes());
+            if p == 0 {
+                set_errno(libc::ENOSYS);
+                return $fail;
+            }
+            // SAFETY: `p` is the C library's definition of this function, whose C prototype is
+            // the one written here (variadic ones are called through a variadic pointer type).
+            let f: $fty = std::mem::transmute(p);
+            f($($arg),*)
+        }
+    };
+}
+
+next_fn!(
+    /// The C library's `open`.
+    open = "open": variadic fn(path: *const c_char, flags: c_int, mode: mode_t) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `open64`.
+    open64 = "open64": variadic fn(path: *const c_char, flags: c_int, mode: mode_t) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `openat`.
+    openat = "openat": variadic fn(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `openat64`.
+    openat64 = "openat64": variadic fn(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's fortified `__open_2`.
+    open_2 = "__open_2": fn(path: *const c_char, flags: c_int) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's fortified `__open64_2`.
+    open64_2 = "__open64_2": fn(path: *const c_char, flags: c_int) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's fortified `__openat_2`.
+    openat_2 = "__openat_2": fn(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's fortified `__openat64_2`.
+    openat64_2 = "__openat64_2": fn(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `ioctl`.
+    ioctl = "ioctl": variadic fn(fd: c_int, request: c_ulong, arg: *mut c_void) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `mmap`.
+    mmap = "mmap": fn(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void,
+    fail = libc::MAP_FAILED);
+next_fn!(
+    /// The C library's `mmap64`.
+    mmap64 = "mmap64": fn(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void,
+    fail = libc::MAP_FAILED);
+next_fn!(
+    /// The C library's `munmap`.
+    munmap = "munmap": fn(addr: *mut c_void, len: size_t) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `close`.
+    close = "close": fn(fd: c_int) -> c_int, fail = -1);
+
+/// The calling thread's `errno`.
+pub fn errno() -> c_int {
+    // SAFETY: __errno_location always returns this thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Sets the calling thread's `errno`.
+pub fn set_errno_value(e: c_int) {
+    set_errno(e)
+}

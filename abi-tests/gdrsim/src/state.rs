@@ -1,0 +1,164 @@
+//! The emulator's process-wide state behind one lock: the fake GPU, the emulated driver's
+//! files, and the dma-buf exports.
+
+use crate::config;
+use crate::counters::Counters;
+use crate::driver::Driver;
+use crate::gpu::{self, Gpu, Seg};
+use crate::real;
+use libc::{c_int, c_void, pid_t};
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+
+/// A dma-buf fd handed out by `cuMemGetHandleForAddressRange`.
+#[derive(Debug)]
+pub struct Dmabuf {
+    /// The exported VRAM pieces, in address order.
+    pub segs: Vec<Seg>,
+    /// Exported length in bytes.
+    pub size: u64,
+    /// The VRAM memfd the pieces refer to.
+    pub memfd: c_int,
+    /// Which GPU generation the pieces belong to.
+    pub gen: u64,
+    /// The process that exported it.
+    pub pid: pid_t,
+}
+
+/// Everything the emulator knows about this process.
+#[derive(Debug, Default)]
+pub struct State {
+    /// The fake GPU, once `cuInit` has run (in this or a parent process).
+    pub gpu: Option<Gpu>,
+    gens: u64,
+    /// The emulated `/dev/gdrdrv`.
+    pub drv: Driver,
+    /// Live dma-buf fds.
+    pub dmabufs: BTreeMap<c_int, Dmabuf>,
+    /// Host allocations of `cuMemAllocHost`/`cuMemHostAlloc`: address -> length.
+    pub host: BTreeMap<u64, u64>,
+    empty_fd: Option<c_int>,
+}
+
+/// The one lock.
+pub static STATE: Mutex<State> = Mutex::new(State {
+    gpu: None,
+    gens: 0,
+    drv: Driver::new(),
+    dmabufs: BTreeMap::new(),
+    host: BTreeMap::new(),
+    empty_fd: None,
+});
+
+/// The calling process's id.
+pub fn pid() -> pid_t {
+    // SAFETY: getpid has no preconditions.
+    unsafe { libc::getpid() }
+}
+
+impl State {
+    /// The GPU of the calling process, if it ran `cuInit`.
+    pub fn gpu(&self) -> Option<&Gpu> {
+        self.gpu.as_ref().filter(|g| g.pid == pid())
+    }
+
+    /// Mutable access to the calling process's GPU.
+    pub fn gpu_mut(&mut self) -> Option<&mut Gpu> {
+        let me = pid();
+        self.gpu.as_mut().filter(|g| g.pid == me)
+    }
+
+    /// `cuInit`: makes this process's GPU unless it has one.
+    pub fn init_gpu(&mut self) -> Result<(), u32> {
+        if self.gpu().is_some() {
+            return Ok(());
+        }
+        self.gens += 1;
+        self.gpu = Some(Gpu::create(pid(), self.gens, config::get().vram_size)?);
+        Ok(())
+    }
+
+    /// VRAM offsets still held by live pins and dma-bufs of GPU generation `gen`.
+    fn held(&self, gen: u64) -> Vec<(u64, u64)> {
+        let mut v = self.drv.held(gen);
+        v.extend(self.dmabufs.values().filter(|d| d.gen == gen).flat_map(|d| d.segs.iter().map(|s| (s.phys, s.len))));
+        v
+    }
+
+    /// Returns freed VRAM that nothing holds any more to the allocators.
+    pub fn reclaim(&mut self) {
+        let Some(gen) = self.gpu().map(|g| g.gen) else { return };
+        let held = self.held(gen);
+        if let Some(g) = self.gpu_mut() {
+            g.reclaim(&held);
+        }
+    }
+
+    /// Replaces `[va, va + len)` in place with pages of an empty file, so that the next access
+    /// raises SIGBUS while the range stays mapped (what the driver's zap does).
+    pub fn zap(&mut self, va: u64, len: u64) {
+        let fd = match self.empty_fd {
+            Some(fd) => fd,
+            None => {
+                // SAFETY: the name is a NUL-terminated literal.
+                let fd = unsafe { libc::memfd_create(c"gdrsim-zapped".as_ptr(), libc::MFD_CLOEXEC) };
+                if fd < 0 {
+                    return;
+                }
+                self.empty_fd = Some(fd);
+                fd
+            }
+        };
+        // SAFETY: [va, va+len) is a mapping of the emulated device that this process made and
+        // still has; replacing it in place changes only what backs it.
+        unsafe {
+            real::mmap(
+                va as *mut c_void,
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                fd,
+                0,
+            )
+        };
+        gpu::dontfork(va, len);
+    }
+
+    /// Non-persistent mode: fires the invalidation callback of every pin of this process whose
+    /// rounded range overlaps the freed bytes `[va, va + len)`.
+    pub fn invalidate(&mut self, va: u64, len: u64) {
+        if config::get().persistent() {
+            return;
+        }
+        let Some(gen) = self.gpu().map(|g| g.gen) else { return };
+        for (addr, maplen) in self.drv.invalidate(gen, va, len) {
+            self.zap(addr, maplen);
+        }
+    }
+
+    /// The test interface's counters, as seen by the calling process.
+    pub fn counters(&self) -> Counters {
+        let me = pid();
+        let (open_files, live_pins, live_mappings) = self.drv.counts(me);
+        Counters {
+            live_pins,
+            live_mappings,
+            live_allocations: self.gpu().map_or(0, |g| g.live_allocations()),
+            open_files,
+            ioctls: crate::counters::ioctls(),
+            live_dmabufs: self.dmabufs.values().filter(|d| d.pid == me).count() as u64,
+        }
+    }
+}
+
+/// Takes the lock before a fork so that the child gets a consistent copy.
+pub fn lock_for_fork() {
+    std::mem::forget(STATE.lock());
+}
+
+/// Undoes [`lock_for_fork`] in the parent or the child.
+pub fn unlock_after_fork() {
+    // SAFETY: only called by the fork handlers after lock_for_fork took the lock on this very
+    // thread, so the lock is held by us.
+    unsafe { STATE.force_unlock() };
+}
