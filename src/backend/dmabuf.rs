@@ -203,6 +203,15 @@ impl DmaBuf {
     }
 }
 
+/// `strerror(errno)`, for log lines in upstream's `"error %s(%d)"` form.
+fn strerror(errno: i32) -> String {
+    let text = std::io::Error::from_raw_os_error(errno).to_string();
+    match text.find(" (os error") {
+        Some(i) => text[..i].to_owned(),
+        None => text,
+    }
+}
+
 fn fd_of(pin: &Pin) -> Result<i32> {
     i32::try_from(pin.handle).map_err(|_| Error::InvalidHandle)
 }
@@ -354,7 +363,7 @@ impl Backend for DmaBuf {
             let errno = e.errno();
             crate::gdr_err!(
                 "error {}({errno}) while mapping dma_buf_fd, rounded_size={size}",
-                std::io::Error::from_raw_os_error(errno)
+                strerror(errno)
             );
             return Err(e);
         }
@@ -374,7 +383,7 @@ impl Backend for DmaBuf {
             let errno = e.errno();
             crate::gdr_err!(
                 "error {}({errno}) while unmapping dma_buf mapping, rounded_size={}",
-                std::io::Error::from_raw_os_error(errno),
+                strerror(errno),
                 mapping.len
             );
             return Err(e);
@@ -446,6 +455,12 @@ mod tests {
         );
         assert_eq!(aligned_range(0x10000, 0, 4096), None);
         assert_eq!(aligned_range(u64::MAX - 10, 100, 4096), None);
+    }
+
+    #[test]
+    fn strerror_text() {
+        assert_eq!(strerror(libc::ENOMEM), "Cannot allocate memory");
+        assert_eq!(strerror(libc::EINVAL), "Invalid argument");
     }
 
     #[test]

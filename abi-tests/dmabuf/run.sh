@@ -1,0 +1,89 @@
+#!/bin/bash
+# The DMA-BUF backend's suite on the emulator: selection and fallback order, each refusal
+# with the log line that names its cause, then the API scenario, then the probe.
+# Usage: run.sh OUT_DIR LIB_DIR SIM_DIR
+set -u
+OUT=$1 LIB=$2 SIM=$3
+T=$OUT/dmabuf_test
+PROBE=$OUT/dmabuf-probe
+LOGS=$OUT/logs
+mkdir -p "$LOGS"
+pass=0 fail=0
+
+# case NAME PATTERN [VAR=VALUE...] -- PROGRAM ARGS...
+# Runs PROGRAM on the emulator with logging on and the variables set; passes when it exits 0
+# and its output (stdout and stderr) matches the extended regex PATTERN ("" = no check).
+case_() {
+    local name=$1 pattern=$2
+    shift 2
+    local vars=()
+    while [ "$1" != "--" ]; do vars+=("$1"); shift; done
+    shift
+    local log=$LOGS/$name.log
+    env -u GDRCOPY_USE_DMABUF_MMAP -u GDRSIM_FAIL -u GDRSIM_NO_DEVICE -u GDRSIM_DMABUF \
+        -u GDRSIM_CUDA_VERSION -u GDRSIM_PROFILE \
+        LD_PRELOAD="$SIM/libcuda.so.1" LD_LIBRARY_PATH="$SIM:$LIB" GDRAPI_TEST_OURS=1 \
+        GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=2 "${vars[@]}" "$@" >"$log" 2>&1
+    local rc=$?
+    if [ $rc -ne 0 ]; then
+        echo "FAIL $name: exit status $rc (log: $log)"; sed 's/^/    /' "$log" | tail -25
+        fail=$((fail + 1)); return
+    fi
+    if [ -n "$pattern" ] && ! grep -Eq "$pattern" "$log"; then
+        echo "FAIL $name: output lacks /$pattern/ (log: $log)"; sed 's/^/    /' "$log" | tail -25
+        fail=$((fail + 1)); return
+    fi
+    echo "ok   $name"
+    pass=$((pass + 1))
+}
+
+# also NAME PATTERN: the log of an earlier case matches PATTERN too.
+also() {
+    if grep -Eq "$2" "$LOGS/$1.log"; then
+        echo "ok   $1: /$2/"; pass=$((pass + 1))
+    else
+        echo "FAIL $1: output lacks /$2/"; fail=$((fail + 1))
+    fi
+}
+
+# Selection and fallback order.
+case_ gdrdrv-present 'INFO: Using gdrdrv backend' -- "$T" gdrdrv
+case_ no-gdrdrv-falls-back 'INFO: Using dmabuf mmap backend' GDRSIM_NO_DEVICE=1 -- "$T" selected
+case_ forced-over-gdrdrv 'INFO: Using dmabuf mmap backend' GDRCOPY_USE_DMABUF_MMAP=1 -- "$T" selected
+case_ forced-not-exactly-1 'INFO: Using gdrdrv backend' GDRCOPY_USE_DMABUF_MMAP=yes -- "$T" gdrdrv
+
+# Refusals, each with the line naming the cause.
+case_ old-cuda 'ERR:  dmabuf mmap backend unavailable: CUDA 13.3 or newer required .*reported version 13000' \
+    GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 -- "$T" refused
+case_ old-cuda-forced-no-fallback 'reported version 13020' \
+    GDRCOPY_USE_DMABUF_MMAP=1 GDRSIM_CUDA_VERSION=13020 -- "$T" refused
+case_ exactly-13030 'Using dmabuf mmap backend \(CUDA driver 13\.3' \
+    GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13030 -- "$T" selected
+case_ no-device-support 'ERR:  dmabuf mmap backend unavailable: dma-buf mmap not supported on any of the devices' \
+    GDRSIM_NO_DEVICE=1 GDRSIM_DMABUF=0 -- "$T" refused
+case_ cuinit-fails 'ERR:  dmabuf mmap backend unavailable: cuInit\(0\) failed \(100' \
+    GDRSIM_NO_DEVICE=1 GDRSIM_FAIL=cuInit:1:100 -- "$T" refused
+case_ device-count-fails 'ERR:  dmabuf mmap backend unavailable: "cuDeviceGetCount" failed \(999' \
+    GDRSIM_NO_DEVICE=1 GDRSIM_FAIL=cuDeviceGetCount:1:999 -- "$T" refused
+case_ entry-point-missing "cuGetProcAddress cannot resolve 'cuMemGetHandleForAddressRange'" \
+    GDRSIM_NO_DEVICE=1 GDRSIM_FAIL=cuGetProcAddress_v2:5:500 -- "$T" refused
+
+# Pin, map, copy, unmap, unpin, close on the x86 and the coherent profile; the injected export
+# and mmap failures log their cause.
+case_ api-x86 'ERR:  "cuMemGetHandleForAddressRange" failed \(801' GDRSIM_NO_DEVICE=1 -- "$T" api
+also api-x86 'ERR:  error .*\(12\) while mapping dma_buf_fd'
+also api-x86 'ERR:  "cuPointerGetAttribute" failed \(1'
+case_ api-coherent '' GDRSIM_NO_DEVICE=1 GDRSIM_PROFILE=coherent -- "$T" api
+case_ api-forced '' GDRCOPY_USE_DMABUF_MMAP=1 -- "$T" api
+
+# The probe for real machines runs here too (on the emulator, with an old CUDA version): gdr_open
+# refuses, naming the version, and the export and mmap still answer.
+case_ probe 'gdr_open \(GDRCOPY_USE_DMABUF_MMAP=1\): NULL' GDRSIM_CUDA_VERSION=13000 -- "$PROBE"
+also probe 'ERR:  dmabuf mmap backend unavailable: CUDA 13.3 or newer required .*reported version 13000'
+also probe 'cuDriverGetVersion: 13000 '
+also probe 'device 0: attr 124 DMA_BUF_SUPPORTED = 1 \(ret 0\)'
+also probe 'cuMemGetHandleForAddressRange\(DMA_BUF_FD, flags 0\): 0 '
+also probe 'cuMemcpyDtoH read 0xa5 \(ret 0\)'
+
+echo "dmabuf suite: $pass passed, $fail failed"
+[ $fail -eq 0 ]
