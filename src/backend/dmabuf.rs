@@ -326,6 +326,13 @@ impl Backend for DmaBuf {
     }
 
     fn map(&self, pin: &Pin, size: usize, request: MappingType) -> Result<Mapping> {
+        if !matches!(
+            pin.fixed_type,
+            MappingType::WriteCombining | MappingType::Caching
+        ) {
+            // Every pin of this backend fixes WC or CACHING; anything else was not made here.
+            return Err(Error::InvalidHandle);
+        }
         if request != MappingType::None && request != pin.fixed_type {
             crate::gdr_err!(
                 "dmabuf backend cannot fulfill the requested mapping type (requested={}, dmabuf mmap supports {}).",
