@@ -74,10 +74,6 @@ static inline int OURS(void)
 }
 
 /* Emulator settings, read from the same variables the emulator reads. */
-static inline int sim_persistent(void)
-{
-    return check_env_flag("GDRSIM_PERSISTENT", 1) != 0;
-}
 
 /* Minor number of the emulated gdrdrv (GDRSIM_DRIVER_VERSION=2.N; default 2.6). */
 static inline int sim_driver_minor(void)
@@ -85,6 +81,13 @@ static inline int sim_driver_minor(void)
     const char *v = getenv("GDRSIM_DRIVER_VERSION");
     const char *dot = v ? strchr(v, '.') : NULL;
     return dot ? atoi(dot + 1) : 6;
+}
+
+/* Pins are persistent: GDRSIM_PERSISTENT (default 1) and a driver of 2.5 or
+ * later (older drivers only had non-persistent pins). */
+static inline int sim_persistent(void)
+{
+    return check_env_flag("GDRSIM_PERSISTENT", 1) != 0 && sim_driver_minor() >= 5;
 }
 
 static inline int sim_coherent(void)

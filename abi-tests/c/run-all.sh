@@ -39,9 +39,7 @@ run() {
 }
 
 # On the emulator, with the library under test.
-sim() {
-    env LD_PRELOAD="$sim_dir/libcuda.so.1" LD_LIBRARY_PATH="$sim_dir:$lib_dir" "$@"
-}
+SIM=(env LD_PRELOAD="$sim_dir/libcuda.so.1" LD_LIBRARY_PATH="$sim_dir:$lib_dir")
 
 for suite in $suites; do
     case $suite in
@@ -54,25 +52,25 @@ for suite in $suites; do
         for persistent in 1 0; do
             for version in 2.0 2.3 2.4 2.5 2.6; do
                 run "api: driver $version persistent=$persistent" \
-                    sim GDRSIM_PERSISTENT=$persistent GDRSIM_DRIVER_VERSION=$version "$bin/api"
+                    "${SIM[@]}" GDRSIM_PERSISTENT=$persistent GDRSIM_DRIVER_VERSION=$version "$bin/api"
             done
             for version in 2.4 2.6; do
                 run "api: driver $version persistent=$persistent coherent" \
-                    sim GDRSIM_PERSISTENT=$persistent GDRSIM_DRIVER_VERSION=$version \
+                    "${SIM[@]}" GDRSIM_PERSISTENT=$persistent GDRSIM_DRIVER_VERSION=$version \
                     GDRSIM_PROFILE=coherent "$bin/api"
             done
         done ;;
     handles)
-        run "handles" sim "$bin/handles" ;;
+        run "handles" "${SIM[@]}" "$bin/handles" ;;
     threads)
-        run "threads" sim "$bin/threads"
-        run "threads: persistent=0" sim GDRSIM_PERSISTENT=0 "$bin/threads" ;;
+        run "threads" "${SIM[@]}" "$bin/threads"
+        run "threads: persistent=0" "${SIM[@]}" GDRSIM_PERSISTENT=0 "$bin/threads" ;;
     fork)
         for version in 2.6 2.4; do
-            run "fork: driver $version" sim GDRSIM_DRIVER_VERSION=$version "$bin/fork"
+            run "fork: driver $version" "${SIM[@]}" GDRSIM_DRIVER_VERSION=$version "$bin/fork"
         done ;;
     logging)
-        run "logging" sim "$here/check-logging.sh" "$bin/log_probe" ;;
+        run "logging" "${SIM[@]}" "$here/check-logging.sh" "$bin/log_probe" ;;
     loading)
         run "loading: linked against a fake libgdrapi.so.2" \
             env LD_PRELOAD="$sim_dir/libcuda.so.1" LD_LIBRARY_PATH="$bin/fake:$sim_dir" \
@@ -80,7 +78,7 @@ for suite in $suites; do
         run "loading: the fake overridden by LD_PRELOAD" \
             env LD_PRELOAD="$sim_dir/libcuda.so.1 $lib_dir/libgdrapi.so.2" \
             LD_LIBRARY_PATH="$bin/fake:$sim_dir" "$bin/load_main" real
-        run "loading: dlopen by both names" sim "$bin/dlopen_main" "$lib_dir" ;;
+        run "loading: dlopen by both names" "${SIM[@]}" "$bin/dlopen_main" "$lib_dir" ;;
     *)
         echo "run-all.sh: unknown suite $suite"
         total_failed=$((total_failed + 1)) ;;
