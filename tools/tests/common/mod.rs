@@ -1,0 +1,117 @@
+//! Running the built tools on the emulator: `make test-tools` passes the directories of the
+//! tools (`GDRCOPY_TEST_BIN_DIR`), the emulator (`GDRCOPY_TEST_SIM_DIR`) and the library
+//! (`GDRCOPY_TEST_LIB_DIR`). Every run starts from a clean environment (no inherited
+//! `GDRSIM_*`/`GDRCOPY_*`/`NO_COLOR`) with the container markers pointed at nothing, so the
+//! results do not depend on the machine the tests run on.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Which pieces a run gets.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Setup {
+    /// Emulator preloaded, library on the path: the healthy machine.
+    Full,
+    /// Library on the path, no libcuda at all.
+    NoCuda,
+    /// Emulator preloaded, no libgdrapi.
+    NoLibrary,
+}
+
+fn dir(var: &str) -> PathBuf {
+    match std::env::var_os(var) {
+        Some(v) => PathBuf::from(v),
+        None => panic!("{var} is not set: run these tests with `make test-tools`"),
+    }
+}
+
+/// The result of one run.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// Lines of stdout starting with `prefix`.
+    pub fn lines_with(&self, prefix: &str) -> Vec<&str> {
+        self.stdout.lines().filter(|l| l.starts_with(prefix)).collect()
+    }
+}
+
+/// Runs tool `bin` with `args` and extra environment `env` under `setup`.
+pub fn run(setup: Setup, bin: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let bin_dir = dir("GDRCOPY_TEST_BIN_DIR");
+    let sim = dir("GDRCOPY_TEST_SIM_DIR");
+    let lib = dir("GDRCOPY_TEST_LIB_DIR");
+    let mut cmd = Command::new(bin_dir.join(bin));
+    cmd.args(args).env_clear();
+    for keep in ["PATH", "HOME", "TMPDIR"] {
+        if let Some(v) = std::env::var_os(keep) {
+            cmd.env(keep, v);
+        }
+    }
+    cmd.env("GDRCOPY_DOCTOR_DOCKERENV", "/nonexistent/gdrcopy-test/dockerenv")
+        .env("GDRCOPY_DOCTOR_CONTAINERENV", "/nonexistent/gdrcopy-test/containerenv")
+        .env("GDRCOPY_DOCTOR_CGROUP", "/nonexistent/gdrcopy-test/cgroup");
+    let path = |dirs: &[&PathBuf]| {
+        dirs.iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    match setup {
+        Setup::Full => {
+            cmd.env("LD_PRELOAD", sim.join("libcuda.so.1"))
+                .env("LD_LIBRARY_PATH", path(&[&sim, &lib]));
+        }
+        Setup::NoCuda => {
+            cmd.env("LD_LIBRARY_PATH", path(&[&lib]));
+        }
+        Setup::NoLibrary => {
+            cmd.env("LD_PRELOAD", sim.join("libcuda.so.1"))
+                .env("LD_LIBRARY_PATH", path(&[&sim]));
+        }
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {bin}: {e}"));
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A file with `content` in a fresh temporary directory, removed on drop.
+pub struct TempFile {
+    pub path: PathBuf,
+}
+
+impl TempFile {
+    pub fn new(name: &str, content: &str) -> TempFile {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("gdrcopy-tools-test-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join(name);
+        std::fs::write(&path, content).expect("temp file");
+        TempFile { path }
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.path.to_str().expect("utf-8 temp path")
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        if let Some(d) = self.path.parent() {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! `gdrcopy doctor` on the emulator: each diagnosis produced by the emulator setting (or the
+//! missing piece) that causes it, checked in the text, in `--json` and in the exit status.
+
+mod common;
+use common::{run, Setup, TempFile};
+use gdrcopy_tools::json::{self, Value};
+
+struct Doc {
+    code: i32,
+    text: String,
+    json: Value,
+}
+
+impl Doc {
+    fn check(&self, id: &str) -> &Value {
+        self.checks(id)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("no check {id} in\n{}", self.text))
+    }
+    fn checks(&self, id: &str) -> Vec<&Value> {
+        self.json
+            .get("checks")
+            .and_then(Value::as_array)
+            .expect("checks array")
+            .iter()
+            .filter(|c| c.get("id").and_then(Value::as_str) == Some(id))
+            .collect()
+    }
+    fn status(&self, id: &str) -> &str {
+        self.check(id).get("status").and_then(Value::as_str).expect("status")
+    }
+    fn detail(&self, id: &str, key: &str) -> &Value {
+        self.check(id)
+            .get("details")
+            .and_then(|d| d.get(key))
+            .unwrap_or_else(|| panic!("no {id}.{key}"))
+    }
+    fn fix(&self, id: &str) -> &str {
+        self.check(id).get("fix").and_then(Value::as_str).unwrap_or("")
+    }
+    /// The text line of check `id` (the line starting with its status tag).
+    fn line(&self, id: &str) -> &str {
+        self.text
+            .lines()
+            .find(|l| l.starts_with('[') && l[7..].trim_start().starts_with(&format!("{id} ")))
+            .unwrap_or_else(|| panic!("no text line for {id} in\n{}", self.text))
+    }
+}
+
+/// Runs the doctor twice (text and --json) with the same setup; both must agree on the exit status.
+fn doctor(setup: Setup, env: &[(&str, &str)]) -> Doc {
+    let t = run(setup, "gdrcopy", &["doctor"], env);
+    let j = run(setup, "gdrcopy", &["doctor", "--json"], env);
+    assert_eq!(t.code, j.code, "text and json disagree:\n{}\n{}", t.stdout, j.stdout);
+    assert!(!t.stdout.contains('\x1b'), "colour on a pipe:\n{}", t.stdout);
+    let json = json::parse(&j.stdout).unwrap_or_else(|e| panic!("bad JSON ({e}):\n{}", j.stdout));
+    let ok = json.get("ok").and_then(Value::as_bool).expect("ok");
+    assert_eq!(ok, t.code == 0, "ok={ok} but exit {}", t.code);
+    assert!(t.code == 0 || t.code == 1);
+    Doc {
+        code: t.code,
+        text: t.stdout,
+        json,
+    }
+}
+
+const NO_FALLBACK: (&str, &str) = ("GDRSIM_DMABUF", "0");
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn healthy_machine_passes_with_a_verified_round_trip() {
+    let d = doctor(Setup::Full, &[]);
+    assert_eq!(d.code, 0, "{}", d.text);
+    for id in [
+        "library",
+        "device_node",
+        "device_access",
+        "driver_version",
+        "driver_params",
+        "cuda_driver",
+        "gpu",
+        "container",
+        "roundtrip",
+    ] {
+        assert_eq!(d.status(id), "pass", "{id}:\n{}", d.text);
+        assert!(d.line(id).starts_with("[PASS]"), "{}", d.line(id));
+    }
+    let path = d.detail("library", "path").as_str().unwrap();
+    assert!(path.ends_with("/libgdrapi.so.2.6"), "{path}");
+    assert!(
+        path.starts_with(&std::env::var("GDRCOPY_TEST_LIB_DIR").unwrap()),
+        "{path}"
+    );
+    assert_eq!(d.detail("library", "version").as_str(), Some("2.6"));
+    assert!(d.line("library").contains(path));
+    assert_eq!(d.detail("driver_version", "driver_version").as_str(), Some("2.6"));
+    assert_eq!(d.detail("driver_params", "persistent_mapping").as_bool(), Some(true));
+    assert_eq!(d.detail("gpu", "gpudirect_rdma").as_bool(), Some(true));
+    assert_eq!(d.detail("roundtrip", "backend").as_str(), Some("gdrdrv"));
+    assert_eq!(d.detail("roundtrip", "mapping_type").as_str(), Some("write-combining"));
+    assert_eq!(d.detail("roundtrip", "verified").as_bool(), Some(true));
+    assert!(d.detail("roundtrip", "write_mib_s").as_f64().unwrap() > 0.0);
+    assert!(d.detail("roundtrip", "read_mib_s").as_f64().unwrap() > 0.0);
+    assert!(d.line("roundtrip").contains("MiB/s"));
+    assert!(d.text.contains("GPUDirect copies work on 1 GPU(s)."), "{}", d.text);
+    // Order of the checks is the documented one.
+    let ids: Vec<&str> = d
+        .json
+        .get("checks")
+        .and_then(Value::as_array)
+        .unwrap()
+        .iter()
+        .map(|c| c.get("id").and_then(Value::as_str).unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "library",
+            "device_node",
+            "device_access",
+            "driver_version",
+            "driver_params",
+            "cuda_driver",
+            "gpu",
+            "memlock",
+            "container",
+            "roundtrip"
+        ]
+    );
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn module_not_loaded_says_how_to_load_it() {
+    let d = doctor(Setup::Full, &[("GDRSIM_NO_DEVICE", "1"), NO_FALLBACK]);
+    assert_eq!(d.code, 1, "{}", d.text);
+    assert_eq!(d.status("device_node"), "fail");
+    assert_eq!(d.detail("device_node", "present").as_bool(), Some(false));
+    assert_eq!(d.detail("device_node", "module_loaded").as_bool(), Some(false));
+    assert!(d.line("device_node").contains("module is not loaded"), "{}", d.text);
+    assert!(d.fix("device_node").contains("sudo modprobe gdrdrv"));
+    assert_eq!(d.status("device_access"), "skip");
+    assert_eq!(d.status("roundtrip"), "fail");
+    assert!(d.fix("roundtrip").contains("gdr_open"), "{}", d.text);
+    assert!(
+        d.text.contains("GPUDirect copies do NOT work. Failed: device_node"),
+        "{}",
+        d.text
+    );
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn module_loaded_without_node_prints_the_mknod_line() {
+    let devices = TempFile::new(
+        "devices",
+        "Character devices:\n  1 mem\n 10 misc\n237 gdrdrv\n\nBlock devices:\n  8 sd\n",
+    );
+    let d = doctor(
+        Setup::Full,
+        &[
+            ("GDRSIM_NO_DEVICE", "1"),
+            NO_FALLBACK,
+            ("GDRCOPY_DOCTOR_PROC_DEVICES", devices.as_str()),
+        ],
+    );
+    assert_eq!(d.code, 1);
+    assert_eq!(d.status("device_node"), "fail");
+    assert_eq!(d.detail("device_node", "module_major").as_f64(), Some(237.0));
+    assert_eq!(d.detail("device_node", "module_loaded").as_bool(), Some(true));
+    assert!(
+        d.line("device_node").contains("module is loaded (major 237)"),
+        "{}",
+        d.text
+    );
+    assert_eq!(
+        d.fix("device_node"),
+        "sudo mknod /dev/gdrdrv c 237 0 && sudo chmod 0666 /dev/gdrdrv"
+    );
+    assert!(d
+        .text
+        .contains("fix: sudo mknod /dev/gdrdrv c 237 0 && sudo chmod 0666 /dev/gdrdrv"));
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn missing_node_with_dma_buf_mmap_falls_back_and_still_passes() {
+    let d = doctor(
+        Setup::Full,
+        &[
+            ("GDRSIM_NO_DEVICE", "1"),
+            ("GDRSIM_CUDA_VERSION", "13030"),
+            ("GDRSIM_DMABUF", "1"),
+        ],
+    );
+    assert_eq!(d.code, 0, "{}", d.text);
+    assert_eq!(d.status("device_node"), "warn");
+    assert!(d.line("device_node").contains("DMA-BUF backend instead"), "{}", d.text);
+    assert_eq!(d.detail("gpu", "dma_buf_mmap").as_bool(), Some(true));
+    assert_eq!(d.detail("roundtrip", "backend").as_str(), Some("dmabuf"));
+    assert_eq!(d.status("roundtrip"), "pass");
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn node_without_permission_gets_chmod_and_udev_rule() {
+    let d = doctor(
+        Setup::Full,
+        &[("GDRSIM_DEVICE_MODE", "0600"), ("GDRSIM_AS_USER", "1"), NO_FALLBACK],
+    );
+    assert_eq!(d.code, 1, "{}", d.text);
+    assert_eq!(d.status("device_node"), "pass");
+    assert_eq!(d.status("device_access"), "fail");
+    assert_eq!(d.detail("device_access", "opened").as_bool(), Some(false));
+    assert!(d.line("device_access").contains("permission denied"), "{}", d.text);
+    let fix = d.fix("device_access");
+    assert!(fix.contains("sudo chmod 0666 /dev/gdrdrv"), "{fix}");
+    assert!(fix.contains(r#"KERNEL=="gdrdrv", MODE="0666""#), "{fix}");
+    assert!(fix.contains("/etc/udev/rules.d/"), "{fix}");
+    assert_eq!(d.status("driver_version"), "skip");
+    assert_eq!(d.status("roundtrip"), "fail");
+
+    // The same mode is fine for root.
+    let d = doctor(Setup::Full, &[("GDRSIM_DEVICE_MODE", "0600"), NO_FALLBACK]);
+    if unsafe_geteuid_is_root() {
+        assert_eq!(d.code, 0, "{}", d.text);
+        assert_ne!(d.status("device_access"), "fail");
+    }
+}
+
+fn unsafe_geteuid_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn old_driver_is_reported_against_the_library_version() {
+    let d = doctor(Setup::Full, &[("GDRSIM_DRIVER_VERSION", "2.0")]);
+    assert_eq!(d.code, 0, "old drivers still copy:\n{}", d.text);
+    assert_eq!(d.status("driver_version"), "warn");
+    assert_eq!(d.detail("driver_version", "driver_version").as_str(), Some("2.0"));
+    assert_eq!(d.detail("driver_version", "library_version").as_str(), Some("2.6"));
+    assert!(
+        d.line("driver_version")
+            .contains("gdrdrv 2.0 is older than libgdrapi 2.6"),
+        "{}",
+        d.text
+    );
+    assert!(d.fix("driver_version").contains("gdrdrv-dkms"));
+    // 2.0 cannot be asked for attributes; persistent mapping unknown without the /proc file.
+    assert_eq!(d.status("driver_params"), "skip");
+
+    let d = doctor(Setup::Full, &[("GDRSIM_DRIVER_VERSION", "2.5")]);
+    assert_eq!(d.status("driver_version"), "warn");
+    assert_eq!(d.status("driver_params"), "pass");
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn persistent_mapping_comes_from_the_driver_and_the_params_file() {
+    let d = doctor(Setup::Full, &[("GDRSIM_PERSISTENT", "0")]);
+    assert_eq!(d.code, 0);
+    assert_eq!(d.detail("driver_params", "persistent_mapping").as_bool(), Some(false));
+    assert!(d.line("driver_params").contains("persistent mapping: no"));
+
+    let params = TempFile::new(
+        "params",
+        "Version: 2.4\nBuilt for NVIDIA driver flavor: opensource\nUse persistent mapping: no\ndbg_enabled: 0\ninfo_enabled: 0\n",
+    );
+    let d = doctor(
+        Setup::Full,
+        &[
+            ("GDRSIM_DRIVER_VERSION", "2.4"),
+            ("GDRCOPY_DOCTOR_PROC_PARAMS", params.as_str()),
+        ],
+    );
+    assert_eq!(d.status("driver_params"), "pass");
+    assert_eq!(d.detail("driver_params", "params_file_readable").as_bool(), Some(true));
+    assert_eq!(d.detail("driver_params", "params_version").as_str(), Some("2.4"));
+    assert_eq!(d.detail("driver_params", "persistent_mapping").as_bool(), Some(false));
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn cuda_version_decides_dma_buf_mmap() {
+    let d = doctor(Setup::Full, &[("GDRSIM_CUDA_VERSION", "13000")]);
+    assert_eq!(d.code, 0);
+    assert_eq!(d.detail("cuda_driver", "version").as_str(), Some("13.0"));
+    assert_eq!(d.detail("gpu", "dma_buf").as_bool(), Some(true));
+    assert_eq!(d.detail("gpu", "dma_buf_mmap").as_bool(), Some(false));
+    assert!(
+        d.line("gpu")
+            .contains("DMA-BUF mmap: no (needs CUDA 13.3, driver has 13.0)"),
+        "{}",
+        d.text
+    );
+
+    let d = doctor(Setup::Full, &[("GDRSIM_CUDA_VERSION", "13030")]);
+    assert_eq!(d.detail("gpu", "dma_buf_mmap").as_bool(), Some(true));
+    assert!(d.line("gpu").contains("DMA-BUF mmap: yes"));
+
+    let d = doctor(Setup::Full, &[("GDRSIM_CUDA_VERSION", "13050"), ("GDRSIM_DMABUF", "0")]);
+    assert_eq!(d.detail("gpu", "dma_buf").as_bool(), Some(false));
+    assert_eq!(d.detail("gpu", "dma_buf_mmap").as_bool(), Some(false));
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn no_cuda_at_all_fails_with_the_driver_fix() {
+    let d = doctor(Setup::NoCuda, &[]);
+    assert_eq!(d.code, 1, "{}", d.text);
+    assert_eq!(d.status("library"), "pass");
+    assert_eq!(d.status("cuda_driver"), "fail");
+    assert_eq!(d.detail("cuda_driver", "loaded").as_bool(), Some(false));
+    assert!(d.line("cuda_driver").contains("libcuda.so.1"), "{}", d.text);
+    assert!(d.fix("cuda_driver").contains("NVIDIA driver"));
+    assert!(d.checks("gpu").is_empty());
+    assert_eq!(d.status("roundtrip"), "skip");
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn no_library_fails_with_the_install_fix() {
+    let d = doctor(Setup::NoLibrary, &[]);
+    assert_eq!(d.code, 1, "{}", d.text);
+    assert_eq!(d.status("library"), "fail");
+    assert!(d.line("library").contains("libgdrapi.so.2"), "{}", d.text);
+    assert!(d.fix("library").contains("LD_LIBRARY_PATH"));
+    // The driver is still checked directly.
+    assert_eq!(d.status("device_node"), "pass");
+    assert_eq!(d.status("driver_version"), "pass");
+    assert_eq!(d.status("roundtrip"), "skip");
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn container_without_the_device_says_pass_it_in() {
+    let marker = TempFile::new("dockerenv", "");
+    let d = doctor(
+        Setup::Full,
+        &[
+            ("GDRSIM_NO_DEVICE", "1"),
+            NO_FALLBACK,
+            ("GDRCOPY_DOCTOR_DOCKERENV", marker.as_str()),
+        ],
+    );
+    assert_eq!(d.code, 1);
+    assert_eq!(d.status("container"), "fail");
+    assert!(d.fix("container").contains("--device /dev/gdrdrv"), "{}", d.text);
+    assert!(d.fix("device_node").contains("--device /dev/gdrdrv"));
+    assert!(d
+        .detail("container", "container")
+        .as_str()
+        .unwrap()
+        .starts_with("docker"));
+
+    let cgroup = TempFile::new("cgroup", "0::/kubepods/besteffort/pod42/0123\n");
+    let d = doctor(Setup::Full, &[("GDRCOPY_DOCTOR_CGROUP", cgroup.as_str())]);
+    assert_eq!(d.code, 0);
+    assert_eq!(d.status("container"), "pass");
+    assert!(d.line("container").contains("kubernetes"), "{}", d.text);
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn command_line_of_gdrcopy() {
+    let r = run(Setup::Full, "gdrcopy", &["--version"], &[]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, "gdrcopy 2.6.0\n"));
+    let r = run(Setup::Full, "gdrcopy", &["--help"], &[]);
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.contains("doctor [--json]") && r.stdout.contains("GDRCOPY_DOCTOR_PROC_DEVICES"));
+    for args in [&[][..], &["frobnicate"][..], &["doctor", "--yaml"][..]] {
+        let r = run(Setup::Full, "gdrcopy", args, &[]);
+        assert_eq!(r.code, 2, "{args:?}");
+        assert!(r.stderr.contains("Usage: gdrcopy"), "{args:?}: {}", r.stderr);
+    }
+}
