@@ -1,4 +1,4 @@
-# The emulator: build/sim/libcuda.so.1 (fake CUDA driver plus /dev/gdrdrv).
+# The emulator: build/sim/libcuda.so.1 (fake CUDA driver plus /dev/gdrdrv), and its own tests.
 
 sim: $(SIM_DIR)/libcuda.so.1
 
@@ -8,3 +8,19 @@ $(SIM_DIR)/libcuda.so.1:
 	@mkdir -p $(SIM_DIR)
 	install -m 755 $(CARGO_TARGET_DIR)/release/libcuda.so $@
 	ln -sfn libcuda.so.1 $(SIM_DIR)/libcuda.so
+
+SIM_TESTS_DIR := $(BUILD_DIR)/sim-tests
+SIM_TESTS_SRC := abi-tests/sim-tests/sim_tests.c abi-tests/sim-tests/harness.c
+SIM_TESTS_DEPS := $(SIM_TESTS_SRC) abi-tests/sim-tests/harness.h abi-tests/gdrsim/include/gdrsim.h
+
+$(SIM_TESTS_DIR)/sim_tests: $(SIM_TESTS_DEPS) $(SIM_DIR)/libcuda.so.1
+	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
+	@mkdir -p $(SIM_TESTS_DIR)
+	$(CC) -O1 -g -Wall -Wextra -Werror -Wno-unused-result -I$(CUDA_INCLUDE) -Iabi-tests/gdrsim/include \
+		-o $@ $(SIM_TESTS_SRC) -L$(SIM_DIR) -lcuda -lpthread -ldl
+
+# Every case of the driver and CUDA surface, under each setting that changes behaviour.
+test-sim: $(SIM_TESTS_DIR)/sim_tests
+	$(SIM_ENV) abi-tests/sim-tests/run.sh $(SIM_TESTS_DIR)/sim_tests
+TEST_TARGETS += test-sim
+.PHONY: test-sim

@@ -63,9 +63,13 @@ impl Config {
     }
 
     /// Builds a configuration from a lookup function, reporting each rejected value to `warn`.
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>, mut warn: impl FnMut(String)) -> Config {
+    pub fn from_lookup(
+        get: impl Fn(&str) -> Option<String>,
+        mut warn: impl FnMut(String),
+    ) -> Config {
         let mut c = Config::default();
-        let mut bad = |name: &str, v: &str, why: &str| warn(format!("gdrsim: ignoring {name}={v:?}: {why}"));
+        let mut bad =
+            |name: &str, v: &str, why: &str| warn(format!("gdrsim: ignoring {name}={v:?}: {why}"));
         if let Some(v) = get("GDRSIM_PERSISTENT") {
             match parse_bool(&v) {
                 Some(b) => c.persistent_param = b,
@@ -94,7 +98,11 @@ impl Config {
         if let Some(v) = get("GDRSIM_DEVICE_MODE") {
             match u32::from_str_radix(v.trim(), 8) {
                 Ok(m) if m <= 0o7777 => c.device_mode = m,
-                _ => bad("GDRSIM_DEVICE_MODE", &v, "expected an octal mode such as 0600"),
+                _ => bad(
+                    "GDRSIM_DEVICE_MODE",
+                    &v,
+                    "expected an octal mode such as 0600",
+                ),
             }
         }
         if let Some(v) = get("GDRSIM_AS_USER") {
@@ -118,7 +126,11 @@ impl Config {
         if let Some(v) = get("GDRSIM_VRAM_SIZE") {
             match parse_size(&v) {
                 Some(n) if (64 << 20..=1 << 46).contains(&n) => c.vram_size = n,
-                _ => bad("GDRSIM_VRAM_SIZE", &v, "expected a size from 64M to 64T (suffix K, M, G or T)"),
+                _ => bad(
+                    "GDRSIM_VRAM_SIZE",
+                    &v,
+                    "expected a size from 64M to 64T (suffix K, M, G or T)",
+                ),
             }
         }
         c
@@ -158,9 +170,7 @@ static CONFIG: OnceLock<Config> = OnceLock::new();
 
 /// The process's settings, read from the environment on first use.
 pub fn get() -> &'static Config {
-    CONFIG.get_or_init(|| {
-        Config::from_lookup(|k| std::env::var(k).ok(), |msg| eprintln!("{msg}"))
-    })
+    CONFIG.get_or_init(|| Config::from_lookup(|k| std::env::var(k).ok(), |msg| eprintln!("{msg}")))
 }
 
 #[cfg(test)]
@@ -170,7 +180,12 @@ mod tests {
     fn cfg(pairs: &[(&str, &str)]) -> (Config, Vec<String>) {
         let mut warnings = Vec::new();
         let c = Config::from_lookup(
-            |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()),
+            |k| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            },
             |w| warnings.push(w),
         );
         (c, warnings)

@@ -157,7 +157,12 @@ fn tsc() -> u64 {
 impl Driver {
     /// An empty driver.
     pub const fn new() -> Self {
-        Driver { files: BTreeMap::new(), fds: BTreeMap::new(), vmas: BTreeMap::new(), next_file: 0 }
+        Driver {
+            files: BTreeMap::new(),
+            fds: BTreeMap::new(),
+            vmas: BTreeMap::new(),
+            next_file: 0,
+        }
     }
 
     /// Records a new open of the device on `fd` by the calling process.
@@ -166,7 +171,14 @@ impl Driver {
         let id = self.next_file;
         self.files.insert(
             id,
-            File { pid: pid(), next_handle: 0, exhausted: false, mrs: BTreeMap::new(), fd_open: true, vmas: 0 },
+            File {
+                pid: pid(),
+                next_handle: 0,
+                exhausted: false,
+                mrs: BTreeMap::new(),
+                fd_open: true,
+                vmas: 0,
+            },
         );
         self.fds.insert(fd, id);
     }
@@ -275,7 +287,15 @@ pub fn ioctl(st: &mut State, file: u64, req: c_ulong, arg: *mut c_void) -> Resul
             put_u64(&mut b, 8, m.va);
             put_u64(&mut b, 16, m.mapped_size);
             put_u32(&mut b, 24, GPU_PAGE as u32);
-            put_u32(&mut b, 28, if cfg!(target_arch = "x86_64") { 2_000_000 } else { 0 });
+            put_u32(
+                &mut b,
+                28,
+                if cfg!(target_arch = "x86_64") {
+                    2_000_000
+                } else {
+                    0
+                },
+            );
             put_u64(&mut b, 32, m.tm_cycles);
             if req == GET_INFO {
                 put_u32(&mut b, 40, (m.cur != MR_NONE) as u32);
@@ -333,7 +353,13 @@ pub fn ioctl(st: &mut State, file: u64, req: c_ulong, arg: *mut c_void) -> Resul
     }
 }
 
-fn copy_out_or_unpin(st: &mut State, file: u64, h: u64, arg: *mut c_void, b: &[u8]) -> Result<c_int, c_int> {
+fn copy_out_or_unpin(
+    st: &mut State,
+    file: u64,
+    h: u64,
+    arg: *mut c_void,
+    b: &[u8],
+) -> Result<c_int, c_int> {
     if let Err(e) = uaccess::write(arg as u64, b) {
         let _ = unpin(st, file, h);
         return Err(e);
@@ -342,14 +368,29 @@ fn copy_out_or_unpin(st: &mut State, file: u64, h: u64, arg: *mut c_void, b: &[u
 }
 
 fn mr(st: &State, file: u64, handle: u64) -> Result<&Mr, c_int> {
-    st.drv.files.get(&file).and_then(|f| f.mrs.get(&handle)).ok_or(libc::EINVAL)
+    st.drv
+        .files
+        .get(&file)
+        .and_then(|f| f.mrs.get(&handle))
+        .ok_or(libc::EINVAL)
 }
 
 fn mr_mut(st: &mut State, file: u64, handle: u64) -> Result<&mut Mr, c_int> {
-    st.drv.files.get_mut(&file).and_then(|f| f.mrs.get_mut(&handle)).ok_or(libc::EINVAL)
+    st.drv
+        .files
+        .get_mut(&file)
+        .and_then(|f| f.mrs.get_mut(&handle))
+        .ok_or(libc::EINVAL)
 }
 
-fn pin(st: &mut State, file: u64, addr: u64, size: u64, flags: u32, tokens: bool) -> Result<u64, c_int> {
+fn pin(
+    st: &mut State,
+    file: u64,
+    addr: u64,
+    size: u64,
+    flags: u32,
+    tokens: bool,
+) -> Result<u64, c_int> {
     let t0 = tsc();
     let cfg = config::get();
     if addr == 0 {
@@ -364,7 +405,11 @@ fn pin(st: &mut State, file: u64, addr: u64, size: u64, flags: u32, tokens: bool
         return Err(libc::EINVAL);
     }
     let start = addr & !(GPU_PAGE - 1);
-    let end = addr.checked_add(size).and_then(|e| e.checked_add(GPU_PAGE - 1)).ok_or(libc::EINVAL)? & !(GPU_PAGE - 1);
+    let end = addr
+        .checked_add(size)
+        .and_then(|e| e.checked_add(GPU_PAGE - 1))
+        .ok_or(libc::EINVAL)?
+        & !(GPU_PAGE - 1);
     let mapped_size = end - start;
     if mapped_size == 0 {
         return Err(libc::EINVAL);
@@ -404,7 +449,12 @@ fn pin(st: &mut State, file: u64, addr: u64, size: u64, flags: u32, tokens: bool
 }
 
 fn unpin(st: &mut State, file: u64, handle: u64) -> Result<(), c_int> {
-    let m = st.drv.files.get_mut(&file).and_then(|f| f.mrs.remove(&handle)).ok_or(libc::EINVAL)?;
+    let m = st
+        .drv
+        .files
+        .get_mut(&file)
+        .and_then(|f| f.mrs.remove(&handle))
+        .ok_or(libc::EINVAL)?;
     if let Some(a) = m.map_addr {
         let len = st.drv.vmas.get(&a).map_or(0, |v| v.len);
         st.zap(a, len);
@@ -446,12 +496,32 @@ pub fn map_segments(
     if pieces.len() == 1 {
         // SAFETY: a shared mapping of our VRAM memfd where the caller asked for one; with
         // MAP_FIXED the caller chose to replace its own range, as with any mmap.
-        let p = unsafe { real::mmap(hint, len as usize, prot, libc::MAP_SHARED | fixed, memfd, pieces[0].0 as libc::off_t) };
-        return if p == libc::MAP_FAILED { Err(real::errno()) } else { Ok(p as u64) };
+        let p = unsafe {
+            real::mmap(
+                hint,
+                len as usize,
+                prot,
+                libc::MAP_SHARED | fixed,
+                memfd,
+                pieces[0].0 as libc::off_t,
+            )
+        };
+        return if p == libc::MAP_FAILED {
+            Err(real::errno())
+        } else {
+            Ok(p as u64)
+        };
     }
     // SAFETY: as above; first a placeholder of the whole length, then each piece over it.
     let base = unsafe {
-        real::mmap(hint, len as usize, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed, -1, 0)
+        real::mmap(
+            hint,
+            len as usize,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed,
+            -1,
+            0,
+        )
     };
     if base == libc::MAP_FAILED {
         return Err(real::errno());
@@ -460,7 +530,14 @@ pub fn map_segments(
     for (phys, n) in pieces {
         // SAFETY: [at, at+n) lies inside the placeholder made just above.
         let p = unsafe {
-            real::mmap(at as *mut c_void, n as usize, prot, libc::MAP_SHARED | libc::MAP_FIXED, memfd, phys as libc::off_t)
+            real::mmap(
+                at as *mut c_void,
+                n as usize,
+                prot,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                memfd,
+                phys as libc::off_t,
+            )
         };
         if p == libc::MAP_FAILED {
             let e = real::errno();
@@ -474,7 +551,15 @@ pub fn map_segments(
 }
 
 /// mmap of the emulated file: maps the pinned region whose handle is `off >> PAGE_SHIFT`.
-pub fn mmap(st: &mut State, file: u64, hint: *mut c_void, len: u64, prot: c_int, flags: c_int, off: i64) -> Result<u64, c_int> {
+pub fn mmap(
+    st: &mut State,
+    file: u64,
+    hint: *mut c_void,
+    len: u64,
+    prot: c_int,
+    flags: c_int,
+    off: i64,
+) -> Result<u64, c_int> {
     let owner = st.drv.files.get(&file).map(|f| f.pid).ok_or(libc::EIO)?;
     if owner != pid() {
         return Err(libc::EACCES);
@@ -488,7 +573,12 @@ pub fn mmap(st: &mut State, file: u64, hint: *mut c_void, len: u64, prot: c_int,
     let handle = (off as u64) >> shift;
     let coherent = config::get().profile == Profile::Coherent;
     let m = mr(st, file, handle)?;
-    if m.map_addr.is_some() || m.invalidated || m.segs.is_empty() || m.offset != 0 || rlen > m.mapped_size {
+    if m.map_addr.is_some()
+        || m.invalidated
+        || m.segs.is_empty()
+        || m.offset != 0
+        || rlen > m.mapped_size
+    {
         return Err(libc::EINVAL);
     }
     let kind = if m.req != MR_NONE {
@@ -508,14 +598,26 @@ pub fn mmap(st: &mut State, file: u64, hint: *mut c_void, len: u64, prot: c_int,
     if let Some(f) = st.drv.files.get_mut(&file) {
         f.vmas += 1;
     }
-    st.drv.vmas.insert(addr, Vma { file, handle, len: rlen, pid: me });
+    st.drv.vmas.insert(
+        addr,
+        Vma {
+            file,
+            handle,
+            len: rlen,
+            pid: me,
+        },
+    );
     Ok(addr)
 }
 
 /// Whether `[addr, addr + len)` touches a mapping of the device.
 pub fn touches_vma(st: &State, addr: u64, len: u64) -> bool {
     let end = addr.saturating_add(len);
-    st.drv.vmas.range(..end).next_back().is_some_and(|(&a, v)| a + v.len > addr)
+    st.drv
+        .vmas
+        .range(..end)
+        .next_back()
+        .is_some_and(|(&a, v)| a + v.len > addr)
         || st.drv.vmas.range(addr..end).next().is_some()
 }
 
@@ -523,9 +625,17 @@ pub fn touches_vma(st: &State, addr: u64, len: u64) -> bool {
 /// (its region becomes unmapped; a closed file whose last mapping this was is released).
 pub fn munmap(st: &mut State, addr: u64, len: u64) {
     let end = addr.saturating_add(len);
-    let hit: Vec<u64> = st.drv.vmas.iter().filter(|(&a, v)| a < end && addr < a + v.len).map(|(&a, _)| a).collect();
+    let hit: Vec<u64> = st
+        .drv
+        .vmas
+        .iter()
+        .filter(|(&a, v)| a < end && addr < a + v.len)
+        .map(|(&a, _)| a)
+        .collect();
     for a in hit {
-        let Some(v) = st.drv.vmas.remove(&a) else { continue };
+        let Some(v) = st.drv.vmas.remove(&a) else {
+            continue;
+        };
         if let Some(f) = st.drv.files.get_mut(&v.file) {
             if let Some(m) = f.mrs.get_mut(&v.handle) {
                 if m.map_addr == Some(a) {
@@ -543,8 +653,12 @@ pub fn munmap(st: &mut State, addr: u64, len: u64) {
 
 /// close of an emulated fd: the file is released now, or when its last mapping goes.
 pub fn close_fd(st: &mut State, fd: c_int) {
-    let Some(id) = st.drv.fds.remove(&fd) else { return };
-    let Some(f) = st.drv.files.get_mut(&id) else { return };
+    let Some(id) = st.drv.fds.remove(&fd) else {
+        return;
+    };
+    let Some(f) = st.drv.files.get_mut(&id) else {
+        return;
+    };
     f.fd_open = false;
     if f.vmas == 0 {
         release(st, id);
@@ -553,7 +667,9 @@ pub fn close_fd(st: &mut State, fd: c_int) {
 
 /// The driver's release: unpins everything left on the file and forgets it.
 fn release(st: &mut State, id: u64) {
-    let Some(f) = st.drv.files.remove(&id) else { return };
+    let Some(f) = st.drv.files.remove(&id) else {
+        return;
+    };
     for m in f.mrs.values() {
         if let Some(a) = m.map_addr {
             let len = st.drv.vmas.get(&a).map_or(0, |v| v.len);
@@ -566,7 +682,13 @@ fn release(st: &mut State, id: u64) {
 /// Forgets the mappings a forked child did not inherit (they were MADV_DONTFORK).
 pub fn forget_vmas_after_fork(st: &mut State) {
     let me = pid();
-    let gone: Vec<(u64, u64)> = st.drv.vmas.iter().filter(|(_, v)| v.pid != me).map(|(&a, v)| (a, v.file)).collect();
+    let gone: Vec<(u64, u64)> = st
+        .drv
+        .vmas
+        .iter()
+        .filter(|(_, v)| v.pid != me)
+        .map(|(&a, v)| (a, v.file))
+        .collect();
     for (a, file) in gone {
         st.drv.vmas.remove(&a);
         if let Some(f) = st.drv.files.get_mut(&file) {

@@ -39,10 +39,13 @@ pub fn parse(spec: &str) -> Result<Vec<Rule>, BadSpec> {
     let mut rules = Vec::new();
     for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let mut parts = item.split(':');
-        let (Some(name), Some(n), Some(err), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+        let (Some(name), Some(n), Some(err), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
             return Err(BadSpec(format!("{item:?}: expected NAME:N:ERR")));
         };
-        let known = IOCTL_NAMES.contains(&name) || SYSCALL_NAMES.contains(&name) || is_cuda_name(name);
+        let known =
+            IOCTL_NAMES.contains(&name) || SYSCALL_NAMES.contains(&name) || is_cuda_name(name);
         if !known {
             return Err(BadSpec(format!("{item:?}: unknown name {name:?}")));
         }
@@ -53,14 +56,22 @@ pub fn parse(spec: &str) -> Result<Vec<Rule>, BadSpec> {
                 _ => return Err(BadSpec(format!("{item:?}: N must be a number from 1 or *"))),
             },
         };
-        let err = parse_err(err).ok_or_else(|| BadSpec(format!("{item:?}: unknown error {err:?}")))?;
-        rules.push(Rule { name: name.to_string(), nth, err, seen: 0 });
+        let err =
+            parse_err(err).ok_or_else(|| BadSpec(format!("{item:?}: unknown error {err:?}")))?;
+        rules.push(Rule {
+            name: name.to_string(),
+            nth,
+            err,
+            seen: 0,
+        });
     }
     Ok(rules)
 }
 
 fn is_cuda_name(name: &str) -> bool {
-    name.len() > 2 && name.starts_with("cu") && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    name.len() > 2
+        && name.starts_with("cu")
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 fn parse_err(s: &str) -> Option<i32> {
@@ -103,7 +114,8 @@ const ERRNO_NAMES: [(&str, i32); 24] = [
 
 /// Names match exactly or up to a `_v2` suffix (`cuMemAlloc` also matches `cuMemAlloc_v2`).
 fn same_name(rule: &str, called: &str) -> bool {
-    rule == called || rule.strip_suffix("_v2").unwrap_or(rule) == called.strip_suffix("_v2").unwrap_or(called)
+    rule == called
+        || rule.strip_suffix("_v2").unwrap_or(rule) == called.strip_suffix("_v2").unwrap_or(called)
 }
 
 /// Counts a call of `called` against every rule and says which error to fail with, if any.
@@ -176,7 +188,15 @@ mod tests {
 
     #[test]
     fn rejects_bad_specs() {
-        for bad in ["PIN_BUFFER", "PIN_BUFFER:0:EINVAL", "NOPE:1:EINVAL", "open:1:EWHAT", "open:x:1", "open:1:1:1", "mmap:1:-3"] {
+        for bad in [
+            "PIN_BUFFER",
+            "PIN_BUFFER:0:EINVAL",
+            "NOPE:1:EINVAL",
+            "open:1:EWHAT",
+            "open:x:1",
+            "open:1:1:1",
+            "mmap:1:-3",
+        ] {
             assert!(parse(bad).is_err(), "{bad} accepted");
         }
         assert_eq!(parse("").unwrap(), vec![]);

@@ -107,7 +107,14 @@ fn map_fixed(va: u64, len: u64, fd: c_int, phys: u64, prot: c_int) -> bool {
     // SAFETY: the caller owns [va, va+len) (a reservation or a mapping of its own), so replacing
     // it with MAP_FIXED cannot clobber anyone else's memory.
     let p = unsafe {
-        real::mmap(va as *mut c_void, len as usize, prot, libc::MAP_SHARED | libc::MAP_FIXED, fd, phys as libc::off_t)
+        real::mmap(
+            va as *mut c_void,
+            len as usize,
+            prot,
+            libc::MAP_SHARED | libc::MAP_FIXED,
+            fd,
+            phys as libc::off_t,
+        )
     };
     p != libc::MAP_FAILED
 }
@@ -139,7 +146,13 @@ impl Gpu {
         let Some(base) = reserve_aligned(linear_size, VMM_GRANULARITY) else {
             return fail(cu::OUT_OF_MEMORY);
         };
-        if !map_fixed(base, linear_size, memfd, 0, libc::PROT_READ | libc::PROT_WRITE) {
+        if !map_fixed(
+            base,
+            linear_size,
+            memfd,
+            0,
+            libc::PROT_READ | libc::PROT_WRITE,
+        ) {
             return fail(cu::OUT_OF_MEMORY);
         }
         dontfork(base, linear_size);
@@ -166,8 +179,12 @@ impl Gpu {
         if size == 0 {
             return Err(cu::INVALID_VALUE);
         }
-        let rsize = size.checked_add(ALLOC_ALIGN - 1).ok_or(cu::OUT_OF_MEMORY)? & !(ALLOC_ALIGN - 1);
-        let off = self.linear.alloc(rsize, ALLOC_ALIGN).ok_or(cu::OUT_OF_MEMORY)?;
+        let rsize =
+            size.checked_add(ALLOC_ALIGN - 1).ok_or(cu::OUT_OF_MEMORY)? & !(ALLOC_ALIGN - 1);
+        let off = self
+            .linear
+            .alloc(rsize, ALLOC_ALIGN)
+            .ok_or(cu::OUT_OF_MEMORY)?;
         let va = self.base + off;
         self.allocs.insert(va, Alloc { size, rsize });
         Ok(va)
@@ -237,7 +254,10 @@ impl Gpu {
 
     /// Total and free bytes of fake VRAM.
     pub fn mem_info(&self) -> (u64, u64) {
-        (self.linear.free_bytes() + self.phys.free_bytes(), self.total)
+        (
+            self.linear.free_bytes() + self.phys.free_bytes(),
+            self.total,
+        )
     }
 
     /// The VRAM pieces behind `[va, va + len)`, or `None` if any byte is not fake VRAM.
@@ -258,7 +278,11 @@ impl Gpu {
             let n = run.min(end - at);
             match segs.last_mut() {
                 Some(last) if last.phys + last.len == phys => last.len += n,
-                _ => segs.push(Seg { va: at, len: n, phys }),
+                _ => segs.push(Seg {
+                    va: at,
+                    len: n,
+                    phys,
+                }),
             }
             at += n;
         }
@@ -270,10 +294,21 @@ impl Gpu {
         if size == 0 || size % VMM_GRANULARITY != 0 {
             return Err(cu::INVALID_VALUE);
         }
-        let phys = self.phys.alloc(size, VMM_GRANULARITY).ok_or(cu::OUT_OF_MEMORY)?;
+        let phys = self
+            .phys
+            .alloc(size, VMM_GRANULARITY)
+            .ok_or(cu::OUT_OF_MEMORY)?;
         let id = self.next_handle;
         self.next_handle += 1;
-        self.handles.insert(id, PhysHandle { phys, size, released: false, maps: 0 });
+        self.handles.insert(
+            id,
+            PhysHandle {
+                phys,
+                size,
+                released: false,
+                maps: 0,
+            },
+        );
         Ok(id)
     }
 
@@ -306,13 +341,22 @@ impl Gpu {
 
     /// `cuMemMap`: backs `[va, va + size)` with the handle's memory from `offset`.
     pub fn vmm_map(&mut self, va: u64, size: u64, offset: u64, id: u64) -> Result<(), u32> {
-        if size == 0 || size % VMM_GRANULARITY != 0 || va % VMM_GRANULARITY != 0 || offset % VMM_GRANULARITY != 0 {
+        if size == 0
+            || size % VMM_GRANULARITY != 0
+            || va % VMM_GRANULARITY != 0
+            || offset % VMM_GRANULARITY != 0
+        {
             return Err(cu::INVALID_VALUE);
         }
         if !self.reservation_covers(va, size) {
             return Err(cu::INVALID_VALUE);
         }
-        if self.vmaps.range(..va + size).next_back().is_some_and(|(&m, mm)| m + mm.size > va) {
+        if self
+            .vmaps
+            .range(..va + size)
+            .next_back()
+            .is_some_and(|(&m, mm)| m + mm.size > va)
+        {
             return Err(cu::INVALID_VALUE);
         }
         let h = self.handles.get_mut(&id).ok_or(cu::INVALID_HANDLE)?;
@@ -320,12 +364,25 @@ impl Gpu {
             return Err(cu::INVALID_VALUE);
         }
         let phys = h.phys + offset;
-        if !map_fixed(va, size, self.memfd, phys, libc::PROT_READ | libc::PROT_WRITE) {
+        if !map_fixed(
+            va,
+            size,
+            self.memfd,
+            phys,
+            libc::PROT_READ | libc::PROT_WRITE,
+        ) {
             return Err(cu::OUT_OF_MEMORY);
         }
         dontfork(va, size);
         h.maps += 1;
-        self.vmaps.insert(va, VMap { size, handle: id, phys });
+        self.vmaps.insert(
+            va,
+            VMap {
+                size,
+                handle: id,
+                phys,
+            },
+        );
         Ok(())
     }
 
@@ -337,7 +394,9 @@ impl Gpu {
         let inside: Vec<u64> = self.vmaps.range(va..va + size).map(|(&m, _)| m).collect();
         let mut out = Vec::new();
         for m in inside {
-            let Some(vm) = self.vmaps.get(&m) else { continue };
+            let Some(vm) = self.vmaps.get(&m) else {
+                continue;
+            };
             if m + vm.size > va + size {
                 continue;
             }

@@ -139,7 +139,12 @@ pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t)
 
 /// `openat(2)`; the device is recognised by its absolute path.
 #[no_mangle]
-pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+pub unsafe extern "C" fn openat(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: mode_t,
+) -> c_int {
     if is_device_path(path) {
         return device_open(flags);
     }
@@ -148,7 +153,12 @@ pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int,
 
 /// `openat64(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
+pub unsafe extern "C" fn openat64(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: mode_t,
+) -> c_int {
     if is_device_path(path) {
         return device_open(flags);
     }
@@ -198,7 +208,11 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) ->
         let r = real::ioctl(fd, request, arg);
         if r == -1 && real::errno() == libc::ENOTTY && is_foreign_device(fd) {
             crate::counters::count_ioctl();
-            let e = if (request >> 8) & 0xff == driver::IOCTL_TYPE { libc::EACCES } else { libc::EINVAL };
+            let e = if (request >> 8) & 0xff == driver::IOCTL_TYPE {
+                libc::EACCES
+            } else {
+                libc::EINVAL
+            };
             return fail(e, -1);
         }
         return r;
@@ -217,7 +231,15 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) ->
     })
 }
 
-fn emulated_mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t, k: u8) -> *mut c_void {
+fn emulated_mmap(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+    k: u8,
+) -> *mut c_void {
     guard(fail(libc::EIO, libc::MAP_FAILED), || {
         let mut st = STATE.lock();
         if let Some(e) = crate::fail::check("mmap") {
@@ -247,7 +269,14 @@ fn emulated_mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: 
     })
 }
 
-fn dmabuf_mmap(d: &Dmabuf, addr: *mut c_void, len: u64, prot: c_int, flags: c_int, off: off_t) -> Result<u64, c_int> {
+fn dmabuf_mmap(
+    d: &Dmabuf,
+    addr: *mut c_void,
+    len: u64,
+    prot: c_int,
+    flags: c_int,
+    off: off_t,
+) -> Result<u64, c_int> {
     let page = 1u64 << driver::page_shift();
     let size = (d.size + page - 1) & !(page - 1);
     if len == 0 || off < 0 || (off as u64) & (page - 1) != 0 || flags & libc::MAP_SHARED == 0 {
@@ -283,7 +312,10 @@ unsafe fn mmap_common(
         return emulated_mmap(addr, len, prot, flags, fd, off, k);
     }
     let p = next(addr, len, prot, flags, fd, off);
-    if p == libc::MAP_FAILED && matches!(real::errno(), libc::EPERM | libc::EACCES) && is_foreign_device(fd) {
+    if p == libc::MAP_FAILED
+        && matches!(real::errno(), libc::EPERM | libc::EACCES)
+        && is_foreign_device(fd)
+    {
         return fail(libc::EACCES, libc::MAP_FAILED);
     }
     p
@@ -291,13 +323,27 @@ unsafe fn mmap_common(
 
 /// `mmap(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn mmap(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void {
+pub unsafe extern "C" fn mmap(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
     mmap_common(addr, len, prot, flags, fd, off, real::mmap)
 }
 
 /// `mmap64(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn mmap64(addr: *mut c_void, len: size_t, prot: c_int, flags: c_int, fd: c_int, off: off_t) -> *mut c_void {
+pub unsafe extern "C" fn mmap64(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
     mmap_common(addr, len, prot, flags, fd, off, real::mmap64)
 }
 

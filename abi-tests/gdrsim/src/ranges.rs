@@ -26,7 +26,10 @@ impl RangeAlloc {
         }
         let (start, len, at) = self.free.iter().find_map(|(&s, &l)| {
             let at = s.checked_add(align - 1)? & !(align - 1);
-            (at - s).checked_add(size).filter(|need| *need <= l).map(|_| (s, l, at))
+            (at - s)
+                .checked_add(size)
+                .filter(|need| *need <= l)
+                .map(|_| (s, l, at))
         })?;
         self.free.remove(&start);
         if at > start {

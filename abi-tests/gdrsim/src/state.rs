@@ -81,13 +81,20 @@ impl State {
     /// VRAM offsets still held by live pins and dma-bufs of GPU generation `gen`.
     fn held(&self, gen: u64) -> Vec<(u64, u64)> {
         let mut v = self.drv.held(gen);
-        v.extend(self.dmabufs.values().filter(|d| d.gen == gen).flat_map(|d| d.segs.iter().map(|s| (s.phys, s.len))));
+        v.extend(
+            self.dmabufs
+                .values()
+                .filter(|d| d.gen == gen)
+                .flat_map(|d| d.segs.iter().map(|s| (s.phys, s.len))),
+        );
         v
     }
 
     /// Returns freed VRAM that nothing holds any more to the allocators.
     pub fn reclaim(&mut self) {
-        let Some(gen) = self.gpu().map(|g| g.gen) else { return };
+        let Some(gen) = self.gpu().map(|g| g.gen) else {
+            return;
+        };
         let held = self.held(gen);
         if let Some(g) = self.gpu_mut() {
             g.reclaim(&held);
@@ -101,7 +108,8 @@ impl State {
             Some(fd) => fd,
             None => {
                 // SAFETY: the name is a NUL-terminated literal.
-                let fd = unsafe { libc::memfd_create(c"gdrsim-zapped".as_ptr(), libc::MFD_CLOEXEC) };
+                let fd =
+                    unsafe { libc::memfd_create(c"gdrsim-zapped".as_ptr(), libc::MFD_CLOEXEC) };
                 if fd < 0 {
                     return;
                 }
@@ -130,7 +138,9 @@ impl State {
         if config::get().persistent() {
             return;
         }
-        let Some(gen) = self.gpu().map(|g| g.gen) else { return };
+        let Some(gen) = self.gpu().map(|g| g.gen) else {
+            return;
+        };
         for (addr, maplen) in self.drv.invalidate(gen, va, len) {
             self.zap(addr, maplen);
         }

@@ -18,7 +18,13 @@ pub unsafe extern "C" fn gdrsim_get_counters(out: *mut Counters, out_size: size_
     };
     let n = out_size.min(std::mem::size_of::<Counters>());
     // SAFETY: the caller provides `out_size` writable bytes at `out`; we copy at most that.
-    unsafe { std::ptr::copy_nonoverlapping((&snapshot as *const Counters).cast::<u8>(), out.cast::<u8>(), n) };
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            (&snapshot as *const Counters).cast::<u8>(),
+            out.cast::<u8>(),
+            n,
+        )
+    };
     0
 }
 

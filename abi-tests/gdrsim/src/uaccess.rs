@@ -11,8 +11,14 @@ fn vm_copy(addr: u64, buf: *mut u8, len: usize, write: bool) -> Result<(), c_int
         return Err(libc::EFAULT);
     }
     if !NO_VM_CALLS.load(Ordering::Relaxed) {
-        let local = iovec { iov_base: buf.cast::<c_void>(), iov_len: len };
-        let remote = iovec { iov_base: addr as *mut c_void, iov_len: len };
+        let local = iovec {
+            iov_base: buf.cast::<c_void>(),
+            iov_len: len,
+        };
+        let remote = iovec {
+            iov_base: addr as *mut c_void,
+            iov_len: len,
+        };
         // SAFETY: `local` is a buffer we own of `len` bytes; the kernel checks `remote` and
         // reports a bad address as EFAULT instead of faulting.
         let n = unsafe {

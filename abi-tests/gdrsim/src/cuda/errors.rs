@@ -138,7 +138,10 @@ pub fn name_of(code: u32) -> Option<&'static str> {
 
 /// The code named `name` (without the NUL), if any.
 pub fn code_of(name: &str) -> Option<u32> {
-    NAMES.iter().find(|(_, n)| n.strip_suffix('\0') == Some(name)).map(|(c, _)| *c)
+    NAMES
+        .iter()
+        .find(|(_, n)| n.strip_suffix('\0') == Some(name))
+        .map(|(c, _)| *c)
 }
 
 #[cfg(test)]

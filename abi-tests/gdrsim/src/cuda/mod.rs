@@ -305,7 +305,10 @@ pub extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: size_t) -> CUresul
         if dptr.is_null() {
             return Err(cu::INVALID_VALUE);
         }
-        let va = st.gpu_mut().ok_or(cu::NOT_INITIALIZED)?.mem_alloc(size as u64)?;
+        let va = st
+            .gpu_mut()
+            .ok_or(cu::NOT_INITIALIZED)?
+            .mem_alloc(size as u64)?;
         out(dptr, va)
     })
 }
@@ -340,10 +343,18 @@ pub extern "C" fn cuMemGetInfo_v2(free: *mut size_t, total: *mut size_t) -> CUre
 
 /// `cuMemGetAddressRange_v2`.
 #[no_mangle]
-pub extern "C" fn cuMemGetAddressRange_v2(base: *mut CUdeviceptr, size: *mut size_t, dptr: CUdeviceptr) -> CUresult {
+pub extern "C" fn cuMemGetAddressRange_v2(
+    base: *mut CUdeviceptr,
+    size: *mut size_t,
+    dptr: CUdeviceptr,
+) -> CUresult {
     entry("cuMemGetAddressRange_v2", || {
         let st = STATE.lock();
-        let (b, s) = st.gpu().ok_or(cu::NOT_INITIALIZED)?.allocation_of(dptr).ok_or(cu::NOT_FOUND)?;
+        let (b, s) = st
+            .gpu()
+            .ok_or(cu::NOT_INITIALIZED)?
+            .allocation_of(dptr)
+            .ok_or(cu::NOT_FOUND)?;
         if !base.is_null() {
             out(base, b)?;
         }
@@ -406,7 +417,11 @@ pub extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
 
 /// `cuMemHostGetDevicePointer_v2`: host memory is addressed identically by the device.
 #[no_mangle]
-pub extern "C" fn cuMemHostGetDevicePointer_v2(dptr: *mut CUdeviceptr, p: *mut c_void, flags: c_uint) -> CUresult {
+pub extern "C" fn cuMemHostGetDevicePointer_v2(
+    dptr: *mut CUdeviceptr,
+    p: *mut c_void,
+    flags: c_uint,
+) -> CUresult {
     entry("cuMemHostGetDevicePointer_v2", || {
         let st = STATE.lock();
         initialized(&st)?;
@@ -414,7 +429,11 @@ pub extern "C" fn cuMemHostGetDevicePointer_v2(dptr: *mut CUdeviceptr, p: *mut c
             return Err(cu::INVALID_VALUE);
         }
         let a = p as u64;
-        let inside = st.host.range(..=a).next_back().is_some_and(|(&b, &l)| a < b + l);
+        let inside = st
+            .host
+            .range(..=a)
+            .next_back()
+            .is_some_and(|(&b, &l)| a < b + l);
         if !inside {
             return Err(cu::INVALID_VALUE);
         }
@@ -499,7 +518,11 @@ pub extern "C" fn cuMemsetD32_v2(dst: CUdeviceptr, v: c_uint, n: size_t) -> CUre
 
 /// `cuPointerSetAttribute`: SYNC_MEMOPS (6) on device memory is accepted.
 #[no_mangle]
-pub extern "C" fn cuPointerSetAttribute(_value: *const c_void, attr: c_int, ptr: CUdeviceptr) -> CUresult {
+pub extern "C" fn cuPointerSetAttribute(
+    _value: *const c_void,
+    attr: c_int,
+    ptr: CUdeviceptr,
+) -> CUresult {
     entry("cuPointerSetAttribute", || {
         device_range(ptr, 1)?;
         if attr == 6 {
@@ -513,12 +536,21 @@ pub extern "C" fn cuPointerSetAttribute(_value: *const c_void, attr: c_int, ptr:
 /// `cuPointerGetAttribute` for CONTEXT, MEMORY_TYPE, DEVICE_POINTER, HOST_POINTER,
 /// P2P_TOKENS, SYNC_MEMOPS, BUFFER_ID, DEVICE_ORDINAL, RANGE_START_ADDR, RANGE_SIZE, MAPPED.
 #[no_mangle]
-pub extern "C" fn cuPointerGetAttribute(data: *mut c_void, attr: c_int, ptr: CUdeviceptr) -> CUresult {
+pub extern "C" fn cuPointerGetAttribute(
+    data: *mut c_void,
+    attr: c_int,
+    ptr: CUdeviceptr,
+) -> CUresult {
     entry("cuPointerGetAttribute", || {
         let st = STATE.lock();
         let g = st.gpu().ok_or(cu::NOT_INITIALIZED)?;
         let dev = g.allocation_of(ptr);
-        let host = st.host.range(..=ptr).next_back().filter(|(&b, &l)| ptr < b + l).map(|(&b, &l)| (b, l));
+        let host = st
+            .host
+            .range(..=ptr)
+            .next_back()
+            .filter(|(&b, &l)| ptr < b + l)
+            .map(|(&b, &l)| (b, l));
         let (start, size, is_dev) = match (dev, host) {
             (Some((b, s)), _) => (b, s, true),
             (None, Some((b, l))) => (b, l, false),
@@ -534,7 +566,12 @@ pub extern "C" fn cuPointerGetAttribute(data: *mut c_void, attr: c_int, ptr: CUd
                 out(data.cast::<u64>(), 0x6764_7273_0000_0000 | gen)?;
                 // SAFETY: CUDA_POINTER_ATTRIBUTE_P2P_TOKENS is {u64 p2pToken; u32 vaSpaceToken};
                 // data is non-NULL (checked by `out` above).
-                unsafe { data.cast::<u8>().add(8).cast::<u32>().write_unaligned(pid() as u32) };
+                unsafe {
+                    data.cast::<u8>()
+                        .add(8)
+                        .cast::<u32>()
+                        .write_unaligned(pid() as u32)
+                };
                 Ok(())
             }
             6 => out(data.cast::<c_int>(), 1),
@@ -562,7 +599,11 @@ fn check_prop(prop: *const MemAllocationProp) -> Result<(), CUresult> {
 
 /// `cuMemGetAllocationGranularity`: 2 MiB for pinned device memory.
 #[no_mangle]
-pub extern "C" fn cuMemGetAllocationGranularity(g: *mut size_t, prop: *const MemAllocationProp, _option: c_int) -> CUresult {
+pub extern "C" fn cuMemGetAllocationGranularity(
+    g: *mut size_t,
+    prop: *const MemAllocationProp,
+    _option: c_int,
+) -> CUresult {
     entry("cuMemGetAllocationGranularity", || {
         initialized(&STATE.lock())?;
         check_prop(prop)?;
@@ -572,7 +613,12 @@ pub extern "C" fn cuMemGetAllocationGranularity(g: *mut size_t, prop: *const Mem
 
 /// `cuMemCreate`: physical fake VRAM in multiples of the granularity.
 #[no_mangle]
-pub extern "C" fn cuMemCreate(handle: *mut u64, size: size_t, prop: *const MemAllocationProp, flags: c_ulonglong) -> CUresult {
+pub extern "C" fn cuMemCreate(
+    handle: *mut u64,
+    size: size_t,
+    prop: *const MemAllocationProp,
+    flags: c_ulonglong,
+) -> CUresult {
     entry("cuMemCreate", || {
         let mut st = STATE.lock();
         initialized(&st)?;
@@ -580,7 +626,10 @@ pub extern "C" fn cuMemCreate(handle: *mut u64, size: size_t, prop: *const MemAl
         if flags != 0 || handle.is_null() {
             return Err(cu::INVALID_VALUE);
         }
-        let h = st.gpu_mut().ok_or(cu::NOT_INITIALIZED)?.vmm_create(size as u64)?;
+        let h = st
+            .gpu_mut()
+            .ok_or(cu::NOT_INITIALIZED)?
+            .vmm_create(size as u64)?;
         out(handle, h)
     })
 }
@@ -590,7 +639,9 @@ pub extern "C" fn cuMemCreate(handle: *mut u64, size: size_t, prop: *const MemAl
 pub extern "C" fn cuMemRelease(handle: u64) -> CUresult {
     entry("cuMemRelease", || {
         let mut st = STATE.lock();
-        st.gpu_mut().ok_or(cu::NOT_INITIALIZED)?.vmm_release(handle)?;
+        st.gpu_mut()
+            .ok_or(cu::NOT_INITIALIZED)?
+            .vmm_release(handle)?;
         st.reclaim();
         Ok(())
     })
@@ -610,7 +661,10 @@ pub extern "C" fn cuMemAddressReserve(
         if flags != 0 || ptr.is_null() {
             return Err(cu::INVALID_VALUE);
         }
-        let va = st.gpu_mut().ok_or(cu::NOT_INITIALIZED)?.vmm_reserve(size as u64, align as u64)?;
+        let va = st
+            .gpu_mut()
+            .ok_or(cu::NOT_INITIALIZED)?
+            .vmm_reserve(size as u64, align as u64)?;
         out(ptr, va)
     })
 }
@@ -627,7 +681,10 @@ fn after_unmap(st: &mut State, removed: Vec<(u64, u64)>) {
 pub extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: size_t) -> CUresult {
     entry("cuMemAddressFree", || {
         let mut st = STATE.lock();
-        let removed = st.gpu_mut().ok_or(cu::NOT_INITIALIZED)?.vmm_address_free(ptr, size as u64)?;
+        let removed = st
+            .gpu_mut()
+            .ok_or(cu::NOT_INITIALIZED)?
+            .vmm_address_free(ptr, size as u64)?;
         after_unmap(&mut st, removed);
         Ok(())
     })
@@ -635,13 +692,21 @@ pub extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: size_t) -> CUresult {
 
 /// `cuMemMap`.
 #[no_mangle]
-pub extern "C" fn cuMemMap(ptr: CUdeviceptr, size: size_t, offset: size_t, handle: u64, flags: c_ulonglong) -> CUresult {
+pub extern "C" fn cuMemMap(
+    ptr: CUdeviceptr,
+    size: size_t,
+    offset: size_t,
+    handle: u64,
+    flags: c_ulonglong,
+) -> CUresult {
     entry("cuMemMap", || {
         let mut st = STATE.lock();
         if flags != 0 {
             return Err(cu::INVALID_VALUE);
         }
-        st.gpu_mut().ok_or(cu::NOT_INITIALIZED)?.vmm_map(ptr, size as u64, offset as u64, handle)
+        st.gpu_mut()
+            .ok_or(cu::NOT_INITIALIZED)?
+            .vmm_map(ptr, size as u64, offset as u64, handle)
     })
 }
 
@@ -650,7 +715,10 @@ pub extern "C" fn cuMemMap(ptr: CUdeviceptr, size: size_t, offset: size_t, handl
 pub extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: size_t) -> CUresult {
     entry("cuMemUnmap", || {
         let mut st = STATE.lock();
-        let removed = st.gpu_mut().ok_or(cu::NOT_INITIALIZED)?.vmm_unmap(ptr, size as u64)?;
+        let removed = st
+            .gpu_mut()
+            .ok_or(cu::NOT_INITIALIZED)?
+            .vmm_unmap(ptr, size as u64)?;
         after_unmap(&mut st, removed);
         Ok(())
     })
@@ -658,7 +726,12 @@ pub extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: size_t) -> CUresult {
 
 /// `cuMemSetAccess`: the range must be mapped; access is always read-write.
 #[no_mangle]
-pub extern "C" fn cuMemSetAccess(ptr: CUdeviceptr, size: size_t, desc: *const MemAccessDesc, count: size_t) -> CUresult {
+pub extern "C" fn cuMemSetAccess(
+    ptr: CUdeviceptr,
+    size: size_t,
+    desc: *const MemAccessDesc,
+    count: size_t,
+) -> CUresult {
     entry("cuMemSetAccess", || {
         if desc.is_null() || count == 0 {
             return Err(cu::INVALID_VALUE);
@@ -691,7 +764,13 @@ pub extern "C" fn cuMemGetHandleForAddressRange(
         }
         let page = 1u64 << crate::driver::page_shift();
         let size = size as u64;
-        if handle.is_null() || handle_type != 1 || flags & !1 != 0 || size == 0 || dptr % page != 0 || size % page != 0 {
+        if handle.is_null()
+            || handle_type != 1
+            || flags & !1 != 0
+            || size == 0
+            || dptr % page != 0
+            || size % page != 0
+        {
             return Err(cu::INVALID_VALUE);
         }
         if !g.in_live_allocation(dptr) {
@@ -704,7 +783,16 @@ pub extern "C" fn cuMemGetHandleForAddressRange(
         if fd < 0 {
             return Err(cu::OUT_OF_MEMORY);
         }
-        st.dmabufs.insert(fd, Dmabuf { segs, size, memfd, gen, pid: pid() });
+        st.dmabufs.insert(
+            fd,
+            Dmabuf {
+                segs,
+                size,
+                memfd,
+                gen,
+                pid: pid(),
+            },
+        );
         set_kind(fd, KIND_DMABUF);
         out(handle.cast::<c_int>(), fd)
     })
@@ -712,8 +800,20 @@ pub extern "C" fn cuMemGetHandleForAddressRange(
 
 /// `cuGetProcAddress` (the 4-argument ABI; a fifth argument is ignored).
 #[no_mangle]
-pub extern "C" fn cuGetProcAddress(symbol: *const c_char, pfn: *mut *mut c_void, version: c_int, flags: u64) -> CUresult {
-    procaddr::lookup("cuGetProcAddress", symbol, pfn, version, flags, std::ptr::null_mut())
+pub extern "C" fn cuGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+) -> CUresult {
+    procaddr::lookup(
+        "cuGetProcAddress",
+        symbol,
+        pfn,
+        version,
+        flags,
+        std::ptr::null_mut(),
+    )
 }
 
 /// `cuGetProcAddress_v2` (with the symbol status out-parameter).
@@ -764,7 +864,11 @@ pub mod legacy {
     }
     /// `cuMemHostGetDevicePointer`.
     #[no_mangle]
-    pub extern "C" fn cuMemHostGetDevicePointer(dptr: *mut CUdeviceptr, p: *mut c_void, flags: c_uint) -> CUresult {
+    pub extern "C" fn cuMemHostGetDevicePointer(
+        dptr: *mut CUdeviceptr,
+        p: *mut c_void,
+        flags: c_uint,
+    ) -> CUresult {
         cuMemHostGetDevicePointer_v2(dptr, p, flags)
     }
     /// `cuDeviceTotalMem`.

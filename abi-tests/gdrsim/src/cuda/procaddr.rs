@@ -64,7 +64,10 @@ fn table() -> Vec<(&'static str, usize)> {
 
 /// The function a caller gets for `name`, if the emulator has it.
 pub fn find(name: &str) -> Option<usize> {
-    table().into_iter().find(|(n, _)| *n == name).map(|(_, f)| f)
+    table()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, f)| f)
 }
 
 /// Body of both `cuGetProcAddress` entry points; `status` may be NULL.

@@ -1,0 +1,45 @@
+#!/bin/bash
+# Runs the emulator's test program under every emulator setting that changes behaviour and
+# prints the overall tally. Usage: run.sh <sim_tests binary> (with the emulator preloaded).
+set -u
+bin=${1:?usage: run.sh <sim_tests binary>}
+configs=(
+    ""
+    "GDRSIM_PERSISTENT=0"
+    "GDRSIM_PROFILE=coherent"
+    "GDRSIM_PROFILE=coherent GDRSIM_PERSISTENT=0"
+    "GDRSIM_DRIVER_VERSION=2.5"
+    "GDRSIM_DRIVER_VERSION=2.4"
+    "GDRSIM_DRIVER_VERSION=2.3"
+    "GDRSIM_DRIVER_VERSION=2.0"
+    "GDRSIM_NO_DEVICE=1"
+    "GDRSIM_DEVICE_MODE=0604 GDRSIM_AS_USER=1"
+    "GDRSIM_DMABUF=0 GDRSIM_CUDA_VERSION=12040"
+    "GDRSIM_FAIL=GET_VERSION:1:EIO,cuInit:2:999"
+)
+passed=0
+failed=0
+for c in "${configs[@]}"; do
+    echo "== sim-tests ${c:-(defaults)}"
+    out=$(env -u GDRSIM_PERSISTENT -u GDRSIM_PROFILE -u GDRSIM_DRIVER_VERSION -u GDRSIM_NO_DEVICE \
+        -u GDRSIM_DEVICE_MODE -u GDRSIM_AS_USER -u GDRSIM_DMABUF -u GDRSIM_CUDA_VERSION \
+        -u GDRSIM_FAIL -u GDRSIM_VRAM_SIZE $c timeout 300 "$bin" 2>&1)
+    rc=$?
+    echo "$out" | grep -v '^PASS\|^SKIP'
+    tally=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -1)
+    if [ -z "$tally" ]; then
+        echo "no tally (exit status $rc)"
+        failed=$((failed + 1))
+        continue
+    fi
+    p=${tally%% passed*}
+    f=${tally#*passed, }
+    f=${f%% failed*}
+    passed=$((passed + p))
+    failed=$((failed + f))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        failed=$((failed + 1))
+    fi
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
