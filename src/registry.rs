@@ -133,7 +133,8 @@ impl<T: Record> Registry<T> {
         }
         let n = self.nslabs.load(Ordering::Acquire);
         let size = std::mem::size_of::<T>();
-        for k in 0..n {
+        // Largest (most recent) slab first: it holds most of the records.
+        for k in (0..n).rev() {
             let base = self.slabs[k].load(Ordering::Acquire);
             let b = base as usize;
             let len = slab_len(k);

@@ -81,7 +81,9 @@ struct Open {
 }
 
 /// What a `gdr_mh_t` points at. The first 104 bytes follow upstream's `gdr_memh_t`.
-#[repr(C)]
+/// Aligned (and so sized) to a power of two so that validating an address is a mask, not a
+/// division, on the copy path.
+#[repr(C, align(256))]
 pub struct HandleRecord {
     le_next: AtomicUsize,
     le_prev: AtomicUsize,
