@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -699,6 +700,108 @@ static void test_close_releases(unsigned long base)
     CHECK_EQ(c2.open_files, c0.open_files);
 }
 
+/* gdr_close goes on past an unpin the driver refuses and reports it. */
+static void test_close_unpin_failure(unsigned long base)
+{
+    struct gdrsim_counters c0 = counters(), c1;
+    gdr_t g2 = gdr_open();
+    gdr_mh_t a, b;
+
+    CHECK(g2 != NULL);
+    if (g2 == NULL)
+        return;
+    CHECK_EQ(pin(g2, base, GPU_PAGE_SIZE, &a), 0);
+    CHECK_EQ(pin(g2, base + GPU_PAGE_SIZE, GPU_PAGE_SIZE, &b), 0);
+    CHECK_EQ(gdrsim_set_fail("UNPIN_BUFFER:1:EIO"), 0);
+    CHECK_EQ(gdr_close(g2), EIO);
+    gdrsim_set_fail("");
+    c1 = counters();
+    /* gdrcopy 2.6 returns at the first failure and leaks the instance and its
+     * file; this library releases everything and returns the first error. */
+    if (OURS()) {
+        CHECK_EQ(c1.open_files, c0.open_files);
+        CHECK_EQ(c1.live_pins, c0.live_pins);
+    }
+}
+
+/* Map when the driver fails the info query that follows the mmap: the error
+ * comes back and no mapping is left behind. */
+static void test_map_info_failure(gdr_t g, unsigned long base)
+{
+    struct gdrsim_counters c0, c1;
+    gdr_mh_t mh;
+    void *p = NULL;
+    int ret;
+
+    if (pin(g, base, GPU_PAGE_SIZE, &mh) != 0) {
+        CHECK(!"pin for map/info failure");
+        return;
+    }
+    c0 = counters();
+    CHECK_EQ(gdrsim_set_fail(drv >= 4 ? "GET_INFO_V2:1:EIO" : "GET_INFO:1:EIO"), 0);
+    ret = gdr_map(g, mh, &p, GPU_PAGE_SIZE);
+    gdrsim_set_fail("");
+    c1 = counters();
+    /* This library may learn the mapping type without asking the driver again. */
+    if (OURS() && ret == 0) {
+        CHECK_EQ(c1.live_mappings, c0.live_mappings + 1);
+        CHECK_EQ(gdr_unmap(g, mh, p, GPU_PAGE_SIZE), 0);
+    } else {
+        CHECK_EQ(ret, EIO);
+        CHECK_EQ(c1.live_mappings, c0.live_mappings);
+        check_info_unmapped(g, mh, base, GPU_PAGE_SIZE);
+    }
+    p = NULL;
+    CHECK_EQ(gdr_map(g, mh, &p, GPU_PAGE_SIZE), 0);
+    if (p != NULL)
+        CHECK_EQ(gdr_unmap(g, mh, p, GPU_PAGE_SIZE), 0);
+    CHECK_EQ(gdr_unpin_buffer(g, mh), 0);
+}
+
+/* GDRCOPY_USE_DMABUF_MMAP selects the DMA-BUF backend only when it is exactly "1". */
+static void test_dmabuf_selection(void)
+{
+    static const char *const not_one[] = {"0", "", "yes", "true", "1 ", "01"};
+    size_t i;
+    gdr_t g2;
+    int v;
+
+    for (i = 0; i < sizeof(not_one) / sizeof(not_one[0]); i++) {
+        setenv("GDRCOPY_USE_DMABUF_MMAP", not_one[i], 1);
+        g2 = gdr_open();
+        CHECK(g2 != NULL);
+        if (g2 != NULL) {
+            v = -1;
+            CHECK_EQ(gdr_get_attribute(g2, GDR_ATTR_USING_DMA_BUF_MMAP, &v), 0);
+            if (v != 0)
+                printf("GDRCOPY_USE_DMABUF_MMAP=\"%s\" selected DMA-BUF\n", not_one[i]);
+            CHECK_EQ(v, 0);
+            CHECK_EQ(gdr_close(g2), 0);
+        }
+    }
+
+    setenv("GDRCOPY_USE_DMABUF_MMAP", "1", 1);
+    g2 = gdr_open();
+    unsetenv("GDRCOPY_USE_DMABUF_MMAP");
+    CHECK(g2 != NULL); /* the emulated CUDA driver supports dma-buf mmap */
+    if (g2 == NULL)
+        return;
+    for (v = GDR_ATTR_USE_PERSISTENT_MAPPING; v <= GDR_ATTR_USING_DMA_BUF_MMAP; v++) {
+        int val = -1;
+        CHECK_EQ(gdr_get_attribute(g2, (gdr_attr_t)v, &val), 0);
+        CHECK_EQ(val, 1);
+    }
+    if (OURS()) {
+        /* gdrcopy 2.6 aborts here (assert on its file descriptor). */
+        int major = -1, minor = -1;
+        int ret = gdr_driver_get_version(g2, &major, &minor);
+        CHECK(major != -1 && minor != -1);
+        if (ret != 0)
+            CHECK(major == 0 && minor == 0);
+    }
+    CHECK_EQ(gdr_close(g2), 0);
+}
+
 /* close() of the device refused: gdr_close reports it. Run last: the
  * emulator keeps a file whose close failed open. */
 static void test_close_failure(void)
@@ -742,6 +845,8 @@ int main(void)
     test_legacy_info(g, base);
     test_callback_flag(g);
     test_injected_failures(g, base);
+    test_map_info_failure(g, base);
+    test_dmabuf_selection();
     test_close_releases(base);
     CHECK_EQ(gdr_close(g), 0);
 
@@ -749,6 +854,7 @@ int main(void)
     CHECK_EQ(c.live_pins, 0);
     CHECK_EQ(c.live_mappings, 0);
     CHECK_EQ(c.open_files, 0);
+    test_close_unpin_failure(base);
     test_close_failure();
     CHECK_EQ(cuMemFree(raw), CUDA_SUCCESS);
     return check_done("api");

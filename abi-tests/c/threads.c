@@ -106,6 +106,83 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* Races on one handle: every thread tries the same operation at once. */
+enum race_op { RACE_MAP, RACE_UNMAP, RACE_UNPIN };
+
+static gdr_mh_t race_mh;
+static void *race_va;
+static enum race_op race_op;
+static pthread_barrier_t race_start;
+
+struct racer {
+    int ret;
+    void *va;
+};
+
+static void *racer_main(void *arg)
+{
+    struct racer *r = (struct racer *)arg;
+    pthread_barrier_wait(&race_start);
+    switch (race_op) {
+    case RACE_MAP:
+        r->ret = gdr_map(g, race_mh, &r->va, GPU_PAGE_SIZE);
+        break;
+    case RACE_UNMAP:
+        r->ret = gdr_unmap(g, race_mh, race_va, GPU_PAGE_SIZE);
+        break;
+    case RACE_UNPIN:
+        r->ret = gdr_unpin_buffer(g, race_mh);
+        break;
+    }
+    return NULL;
+}
+
+/* Runs op on all threads at once: exactly one wins, the others get loser_err. */
+static void race(enum race_op op, int loser_err, const char *what)
+{
+    pthread_t tid[MAX_THREADS];
+    struct racer r[MAX_THREADS];
+    int t, wins = 0, losses = 0;
+
+    race_op = op;
+    pthread_barrier_init(&race_start, NULL, MAX_THREADS);
+    for (t = 0; t < MAX_THREADS; t++) {
+        memset(&r[t], 0, sizeof(r[t]));
+        pthread_create(&tid[t], NULL, racer_main, &r[t]);
+    }
+    for (t = 0; t < MAX_THREADS; t++) {
+        pthread_join(tid[t], NULL);
+        if (r[t].ret == 0) {
+            wins++;
+            if (op == RACE_MAP)
+                race_va = r[t].va;
+        } else if (r[t].ret == loser_err) {
+            losses++;
+        } else {
+            printf("race %s: a thread got %d\n", what, r[t].ret);
+        }
+    }
+    pthread_barrier_destroy(&race_start);
+    if (wins != 1)
+        printf("race %s: %d winners\n", what, wins);
+    CHECK_EQ(wins, 1);
+    CHECK_EQ(losses, MAX_THREADS - 1);
+}
+
+static void races(void)
+{
+    int round;
+    for (round = 0; round < 20; round++) {
+        if (gdr_pin_buffer_v2(g, base, GPU_PAGE_SIZE, 0, &race_mh) != 0) {
+            CHECK(!"pin for races");
+            return;
+        }
+        race(RACE_MAP, EAGAIN, "map");
+        race(RACE_UNMAP, EINVAL, "unmap");
+        race(RACE_UNPIN, EINVAL, "unpin");
+    }
+}
+
 int main(void)
 {
     CUdeviceptr raw;
@@ -142,6 +219,10 @@ int main(void)
     }
     pthread_barrier_destroy(&start);
     printf("threads: %d threads, %d operations\n", nthreads, total_ops);
+
+    /* gdrcopy 2.6 is not thread-safe (and double unpin crashes it). */
+    if (OURS())
+        races();
 
     CHECK_EQ(gdr_unmap(g, shared_mh, p, GPU_PAGE_SIZE), 0);
     CHECK_EQ(gdr_unpin_buffer(g, shared_mh), 0);
