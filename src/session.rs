@@ -1101,7 +1101,7 @@ mod tests {
                 3 => code(unpin(g, h)),
                 4 => code(info(g, h, rnd() % 2 == 0).map(|_| ())),
                 5 => {
-                    let (mh, va, size) = maps
+                    let (mh, va, _) = maps
                         .get(rnd() as usize % maps.len().max(1))
                         .copied()
                         .unwrap_or((h, 0, 0));
