@@ -591,6 +591,23 @@ pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
     with_session(g, |rec, open| {
         open.check_process(rec)?;
         let h = open.handle(mh)?;
+        let matches =
+            |m: &Mapping| va == m.addr && sys::round_up(size, open.page_size) == Some(m.len);
+        let refuse = |m: &Mapping| {
+            gdr_err!(
+                "gdr_unmap: va {:#x} size {} do not match the mapping of this handle (va {:#x}, rounded size {})",
+                va,
+                size,
+                m.addr,
+                m.len
+            );
+            Err(Error::InvalidArgument("va/size do not match the mapping"))
+        };
+        // Refuse a mismatch before touching the state, so that concurrent copies through
+        // the (still valid) mapping are not disturbed by a bad call.
+        if h.state.load(Ordering::Acquire) == state::MAPPED && !matches(&h.mapping()) {
+            return refuse(&h.mapping());
+        }
         if h.state
             .compare_exchange(
                 state::MAPPED,
@@ -604,16 +621,10 @@ pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
             return Err(Error::NotMapped);
         }
         let m = h.mapping();
-        if va != m.addr || sys::round_up(size, open.page_size) != Some(m.len) {
+        if !matches(&m) {
+            // Remapped by another thread in between.
             h.state.store(state::MAPPED, Ordering::Release);
-            gdr_err!(
-                "gdr_unmap: va {:#x} size {} do not match the mapping of this handle (va {:#x}, rounded size {})",
-                va,
-                size,
-                m.addr,
-                m.len
-            );
-            return Err(Error::InvalidArgument("va/size do not match the mapping"));
+            return refuse(&m);
         }
         gdr_dbg!("unmapping va: {:#x}", va);
         match open.backend.unmap(&h.pin(), &m) {
