@@ -1106,6 +1106,26 @@ static int t_passthrough(void)
     return PASS;
 }
 
+/* A device fd closed behind the emulator's back (close_range) and reused is not mistaken for
+ * the device. */
+static int t_stale_fd(void)
+{
+    SKIP_IF(device_blocked());
+    int fd = dev_open();
+    CHECK(fd >= 0);
+    CHECK_EQ(counters().open_files, 1);
+    CHECK_EQ(close_range(fd, fd, 0), 0);
+    int nfd = open("/dev/null", O_RDWR);
+    CHECK_EQ(nfd, fd);
+    struct termios t;
+    CHECK_EQ(xioctl(nfd, TCGETS, &t), ENOTTY);
+    CHECK_EQ(counters().open_files, 0);
+    /* the real /dev/null answers, not the emulated driver */
+    CHECK(mmap(NULL, 4096, PROT_READ, MAP_SHARED, nfd, 0) == MAP_FAILED && errno == ENODEV);
+    CHECK_EQ(close(nfd), 0);
+    return PASS;
+}
+
 static const struct test_case cases[] = {
     {"version", t_version},
     {"dispatcher", t_dispatcher},
@@ -1134,6 +1154,7 @@ static const struct test_case cases[] = {
     {"vmm", t_vmm},
     {"dmabuf", t_dmabuf},
     {"passthrough", t_passthrough},
+    {"stale_fd", t_stale_fd},
 };
 
 int main(int argc, char **argv)

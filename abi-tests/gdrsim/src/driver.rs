@@ -112,7 +112,7 @@ struct Vma {
 #[derive(Debug, Default)]
 pub struct Driver {
     files: BTreeMap<u64, File>,
-    fds: BTreeMap<c_int, u64>,
+    fds: BTreeMap<c_int, (u64, u64)>,
     vmas: BTreeMap<u64, Vma>,
     next_file: u64,
 }
@@ -165,8 +165,9 @@ impl Driver {
         }
     }
 
-    /// Records a new open of the device on `fd` by the calling process.
-    pub fn add_file(&mut self, fd: c_int) {
+    /// Records a new open of the device on `fd` (whose backing file has inode `ino`) by the
+    /// calling process.
+    pub fn add_file(&mut self, fd: c_int, ino: u64) {
         self.next_file += 1;
         let id = self.next_file;
         self.files.insert(
@@ -180,12 +181,12 @@ impl Driver {
                 vmas: 0,
             },
         );
-        self.fds.insert(fd, id);
+        self.fds.insert(fd, (id, ino));
     }
 
     /// The file behind `fd`, if it is an emulated device fd of this process's table.
     pub fn file_of(&self, fd: c_int) -> Option<u64> {
-        self.fds.get(&fd).copied()
+        self.fds.get(&fd).map(|&(id, _)| id)
     }
 
     /// Whether any CPU mapping of the device exists.
@@ -651,9 +652,29 @@ pub fn munmap(st: &mut State, addr: u64, len: u64) {
     }
 }
 
+/// The inode of the file behind `fd`, if `fd` is open.
+pub fn inode_of(fd: c_int) -> Option<u64> {
+    // SAFETY: fstat writes only into the zeroed stat buffer we pass.
+    unsafe {
+        let mut sb: libc::stat = std::mem::zeroed();
+        (libc::fstat(fd, &mut sb) == 0).then_some(sb.st_ino)
+    }
+}
+
+/// The emulated file behind `fd`. An entry whose fd now refers to something else (closed
+/// behind the emulator's back, e.g. by `close_range`, and reused) is dropped as if closed.
+pub fn lookup_fd(st: &mut State, fd: c_int) -> Option<u64> {
+    let &(id, ino) = st.drv.fds.get(&fd)?;
+    if inode_of(fd) == Some(ino) {
+        return Some(id);
+    }
+    close_fd(st, fd);
+    None
+}
+
 /// close of an emulated fd: the file is released now, or when its last mapping goes.
 pub fn close_fd(st: &mut State, fd: c_int) {
-    let Some(id) = st.drv.fds.remove(&fd) else {
+    let Some((id, _)) = st.drv.fds.remove(&fd) else {
         return;
     };
     let Some(f) = st.drv.files.get_mut(&id) else {

@@ -113,7 +113,12 @@ fn device_open(flags: c_int) -> c_int {
                 libc::F_SEAL_WRITE | libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL,
             )
         };
-        st.drv.add_file(fd);
+        let Some(ino) = driver::inode_of(fd) else {
+            // SAFETY: closing the memfd made just above.
+            unsafe { real::close(fd) };
+            return fail(libc::EIO, -1);
+        };
+        st.drv.add_file(fd, ino);
         set_kind(fd, KIND_DEVICE);
         fd
     })
@@ -219,7 +224,8 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) ->
     }
     guard(fail(libc::EIO, -1), || {
         let mut st = STATE.lock();
-        let Some(file) = st.drv.file_of(fd) else {
+        let Some(file) = driver::lookup_fd(&mut st, fd) else {
+            set_kind(fd, 0);
             drop(st);
             // SAFETY: pass-through with the caller's own arguments.
             return unsafe { real::ioctl(fd, request, arg) };
@@ -231,6 +237,7 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) ->
     })
 }
 
+/// mmap of a device or dma-buf fd; `None` when the fd turned out not to be ours any more.
 fn emulated_mmap(
     addr: *mut c_void,
     len: size_t,
@@ -239,33 +246,44 @@ fn emulated_mmap(
     fd: c_int,
     off: off_t,
     k: u8,
-) -> *mut c_void {
-    guard(fail(libc::EIO, libc::MAP_FAILED), || {
+) -> Option<*mut c_void> {
+    guard(Some(fail(libc::EIO, libc::MAP_FAILED)), || {
         let mut st = STATE.lock();
-        if let Some(e) = crate::fail::check("mmap") {
-            return fail(e, libc::MAP_FAILED);
-        }
         let r = if k & KIND_DEVICE != 0 {
-            match st.drv.file_of(fd) {
-                Some(file) => {
-                    let r = driver::mmap(&mut st, file, addr, len as u64, prot, flags, off);
-                    if r.is_ok() {
-                        ANY_VMAS.store(true, Ordering::Release);
-                    }
-                    r
-                }
-                None => Err(libc::EBADF),
+            let Some(file) = driver::lookup_fd(&mut st, fd) else {
+                set_kind(fd, 0);
+                return None;
+            };
+            if let Some(e) = crate::fail::check("mmap") {
+                return Some(fail(e, libc::MAP_FAILED));
             }
+            let r = driver::mmap(&mut st, file, addr, len as u64, prot, flags, off);
+            if r.is_ok() {
+                ANY_VMAS.store(true, Ordering::Release);
+            }
+            r
         } else {
+            let gone = st
+                .dmabufs
+                .get(&fd)
+                .map_or(true, |d| driver::inode_of(fd) != Some(d.ino));
+            if gone {
+                st.dmabufs.remove(&fd);
+                set_kind(fd, 0);
+                return None;
+            }
+            if let Some(e) = crate::fail::check("mmap") {
+                return Some(fail(e, libc::MAP_FAILED));
+            }
             match st.dmabufs.get(&fd) {
                 Some(d) => dmabuf_mmap(d, addr, len as u64, prot, flags, off),
                 None => Err(libc::EBADF),
             }
         };
-        match r {
+        Some(match r {
             Ok(a) => a as *mut c_void,
             Err(e) => fail(e, libc::MAP_FAILED),
-        }
+        })
     })
 }
 
@@ -309,7 +327,9 @@ unsafe fn mmap_common(
     }
     let k = kind(fd);
     if k != 0 {
-        return emulated_mmap(addr, len, prot, flags, fd, off, k);
+        if let Some(p) = emulated_mmap(addr, len, prot, flags, fd, off, k) {
+            return p;
+        }
     }
     let p = next(addr, len, prot, flags, fd, off);
     if p == libc::MAP_FAILED
@@ -393,20 +413,23 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         if st.dmabufs.remove(&fd).is_some() {
             st.reclaim();
         }
-        driver::close_fd(&mut st, fd);
+        if driver::lookup_fd(&mut st, fd).is_some() {
+            driver::close_fd(&mut st, fd);
+        }
         // SAFETY: closing the caller's fd, as asked.
         unsafe { real::close(fd) }
     })
 }
 
+// Lock order everywhere: STATE before the fault-injection rules.
 extern "C" fn fork_prepare() {
-    crate::fail::lock_for_fork();
     crate::state::lock_for_fork();
+    crate::fail::lock_for_fork();
 }
 
 extern "C" fn fork_parent() {
-    crate::state::unlock_after_fork();
     crate::fail::unlock_after_fork();
+    crate::state::unlock_after_fork();
 }
 
 extern "C" fn fork_child() {
@@ -416,8 +439,8 @@ extern "C" fn fork_child() {
         let st = unsafe { &mut *STATE.data_ptr() };
         driver::forget_vmas_after_fork(st);
     }
-    crate::state::unlock_after_fork();
     crate::fail::unlock_after_fork();
+    crate::state::unlock_after_fork();
 }
 
 extern "C" fn on_load() {

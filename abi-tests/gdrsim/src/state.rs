@@ -23,6 +23,8 @@ pub struct Dmabuf {
     pub gen: u64,
     /// The process that exported it.
     pub pid: pid_t,
+    /// Inode of the fd's file (the VRAM memfd), to notice an fd closed behind our back.
+    pub ino: u64,
 }
 
 /// Everything the emulator knows about this process.

@@ -783,6 +783,7 @@ pub extern "C" fn cuMemGetHandleForAddressRange(
         if fd < 0 {
             return Err(cu::OUT_OF_MEMORY);
         }
+        let ino = crate::driver::inode_of(fd).unwrap_or(0);
         st.dmabufs.insert(
             fd,
             Dmabuf {
@@ -791,6 +792,7 @@ pub extern "C" fn cuMemGetHandleForAddressRange(
                 memfd,
                 gen,
                 pid: pid(),
+                ino,
             },
         );
         set_kind(fd, KIND_DMABUF);
