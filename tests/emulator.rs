@@ -92,6 +92,24 @@ fn missing_node_is_logged_with_a_fix() {
 
 #[test]
 #[ignore = "needs the emulator: run by `make test-core`"]
+fn permission_denied_is_logged_with_a_fix() {
+    let err = run_inner(
+        "inner::open_fails",
+        &[
+            ("GDRSIM_FAIL", "open:1:EACCES"),
+            ("GDRSIM_DMABUF", "0"),
+            ("GDRCOPY_ENABLE_LOGGING", "1"),
+        ],
+    );
+    assert!(
+        err.contains("ERR:  error opening driver (errno=13/Permission denied)"),
+        "{err}"
+    );
+    assert!(err.contains("udev rule"), "{err}");
+}
+
+#[test]
+#[ignore = "needs the emulator: run by `make test-core`"]
 fn failing_get_version_is_logged() {
     let err = run_inner(
         "inner::open_fails",
