@@ -1,6 +1,6 @@
 # make deb: Debian packages (libgdrapi2, libgdrapi-dev, gdrcopy-tools once the tools build)
 # under $(BUILD_DIR)/deb/, built by dpkg-buildpackage and checked with lintian.
-
+# make test-pkg: builds them, installs them with dpkg, uses them, purges them (needs root).
 #
 # The source tree is copied to $(DEB_DIR)/src/ first (the files git knows plus untracked ones
 # it does not ignore), so that the packaging's outputs never land in the checkout and the
@@ -47,3 +47,10 @@ deb-stage:
 	    tar -C $(CURDIR) --exclude=./.git --exclude=./build --exclude=./target \
 	        --exclude=./$(patsubst $(CURDIR)/%,%,$(BUILD_DIR)) -cf - . | tar -C $(DEB_STAGE) -xf -; \
 	fi
+
+# The install and package test (abi-tests/pkg/run-test.sh says what it checks).
+test-pkg: lib sim
+	BUILD_DIR=$(BUILD_DIR) LIB_DIR=$(LIB_DIR) SIM_DIR=$(SIM_DIR) CC="$(CC)" MAKE="$(MAKE)" \
+	    abi-tests/pkg/run-test.sh
+TEST_TARGETS += test-pkg
+.PHONY: test-pkg

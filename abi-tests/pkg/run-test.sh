@@ -1,0 +1,315 @@
+#!/usr/bin/env bash
+# The install and package test (make test-pkg).
+#
+# 1. make deb (dpkg-buildpackage, then lintian: no error or warning left unexplained);
+#    check what each package holds and declares.
+# 2. dpkg -i the packages; build a C program with `pkg-config --cflags --libs gdrapi` and one
+#    that only dlopens; run both without a driver and on the emulator, checking that the
+#    linked library, dlopen("libgdrapi.so") and dlopen("libgdrapi.so.2") all land on the
+#    installed file; check what dpkg-shlibdeps derives from the symbols file.
+# 3. make install into temporary prefixes (prefix=, DESTDIR=, libdir=): include/ and exactly
+#    one of lib/ or lib64/, a gdrapi.pc that works; make uninstall leaves the prefix empty.
+# 4. dpkg --purge; every file the packages had installed is gone, ldconfig forgets the library.
+# The machine ends as it started: whatever happens, the packages are purged on exit.
+#
+# Needs root (dpkg -i) and dpkg; without either it says so and skips. Refuses to run (fails)
+# when libgdrapi is already installed on the machine, because it would then change it.
+#
+# Environment (set by mk/80-deb.mk): BUILD_DIR, LIB_DIR, SIM_DIR, CC, MAKE.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+: "${BUILD_DIR:?}" "${LIB_DIR:?}" "${SIM_DIR:?}"
+CC=${CC:-cc}
+MAKE=${MAKE:-make}
+DEB_DIR=$BUILD_DIR/deb
+PACKAGES=(libgdrapi2 libgdrapi-dev gdrcopy-tools)
+# Every package whose files ours would replace (NVIDIA's included).
+CONFLICTING=(libgdrapi2 libgdrapi-dev gdrcopy-tools libgdrapi gdrcopy-tests)
+TOOLS=(gdrcopy_copybw gdrcopy_copylat gdrcopy_apiperf gdrcopy)
+
+passed=0
+ok() { passed=$((passed + 1)); echo "ok - $*"; }
+fail() { echo "test-pkg: FAIL: $*" >&2; exit 1; }
+expect() { # expect DESCRIPTION COMMAND...: the command must succeed.
+    local what=$1; shift
+    if "$@"; then ok "$what"; else fail "$what"; fi
+}
+skip() { echo "test-pkg: SKIP: $*"; exit 0; }
+
+[ "$(id -u)" = 0 ] || skip "needs root to install and purge packages with dpkg (CI runs as root)"
+command -v dpkg >/dev/null && command -v dpkg-query >/dev/null ||
+    skip "dpkg is missing (not a Debian-based system)"
+
+# Two runs at once (several checkouts on one machine) would see each other's packages: wait.
+exec 9<"$0"
+flock 9
+
+installed() { # installed PKG: true when dpkg knows PKG in any state but not-installed
+    local s
+    s=$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null) || return 1
+    [ -n "$s" ] && [ "$s" != not-installed ]
+}
+for p in "${CONFLICTING[@]}"; do
+    if installed "$p"; then
+        fail "package $p is already on this machine; this test installs and purges libgdrapi" \
+            "packages and would change it. Remove $p first (dpkg --purge $p)."
+    fi
+done
+if /sbin/ldconfig -p | grep -q 'libgdrapi\.so'; then
+    fail "a libgdrapi is already known to ld.so (ldconfig -p: $(/sbin/ldconfig -p | grep libgdrapi |
+        tr -s ' \n' ' ')); the test could not tell it from the packaged one. Remove it first."
+fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/test-pkg.XXXXXX")
+we_installed=()
+cleanup() {
+    local p left=()
+    for p in "${we_installed[@]}"; do
+        if installed "$p"; then left+=("$p"); fi
+    done
+    if [ ${#left[@]} -gt 0 ]; then
+        echo "test-pkg: cleanup: dpkg --purge ${left[*]}"
+        dpkg --purge "${left[@]}" >/dev/null || echo "test-pkg: cleanup: could not purge ${left[*]}" >&2
+    fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# ---------------------------------------------------------------------------------------
+# 1. Build the packages and look inside.
+echo "test-pkg: make deb"
+"$MAKE" --no-print-directory deb BUILD_DIR="$BUILD_DIR" >"$TMP/deb.log" 2>&1 || {
+    tail -n 60 "$TMP/deb.log" >&2
+    fail "make deb (log above)"
+}
+ok "make deb: dpkg-buildpackage -us -uc -b and lintian (--fail-on error,warning) pass"
+grep -E '^[EWI]: ' "$TMP/deb.log" | sed 's/^/test-pkg: lintian: /' || true
+
+arch=$(dpkg --print-architecture)
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+version=$(dpkg-deb -f "$DEB_DIR"/libgdrapi2_*_"$arch".deb Version)
+deb() { echo "$DEB_DIR/${1}_${version}_$arch.deb"; }
+stage_bin=$DEB_DIR/src/gdrapi-rs/debian/build-area/bin
+debs=("$(deb libgdrapi2)" "$(deb libgdrapi-dev)")
+with_tools=0
+if compgen -G "$stage_bin/gdrcopy*" >/dev/null; then
+    with_tools=1
+    debs+=("$(deb gdrcopy-tools)")
+fi
+for f in "${debs[@]}" "$(deb libgdrapi2-dbgsym)"; do
+    expect "package built: ${f##*/}" test -f "$f"
+done
+if [ $with_tools = 0 ]; then
+    expect "no gdrcopy-tools package while the tools do not build" \
+        test ! -e "$(deb gdrcopy-tools)"
+fi
+
+contents() { # contents DEB: "path type target" lines, directories left out
+    dpkg-deb --fsys-tarfile "$1" | tar -tvf - |
+        awk '$1 !~ /^d/ { p = $6; sub(/^\.\//, "/", p);
+                          print p, substr($1, 1, 1) ($7 == "->" ? " " $8 : "") }' | sort
+}
+libdir=/usr/lib/$multiarch
+contents "$(deb libgdrapi2)" >"$TMP/lib.list"
+cat >"$TMP/lib.want" <<EOF
+$libdir/libgdrapi.so l libgdrapi.so.2
+$libdir/libgdrapi.so.2 l libgdrapi.so.2.6
+$libdir/libgdrapi.so.2.6 -
+/usr/share/doc/libgdrapi2/README.Debian -
+/usr/share/doc/libgdrapi2/changelog.gz -
+/usr/share/doc/libgdrapi2/copyright -
+/usr/share/lintian/overrides/libgdrapi2 -
+EOF
+expect "libgdrapi2 holds libgdrapi.so.2.6, the .so.2 and .so links, and its docs" \
+    diff -u "$TMP/lib.want" "$TMP/lib.list"
+contents "$(deb libgdrapi-dev)" | grep -v '^/usr/share/doc/' >"$TMP/dev.list"
+printf '%s\n' "$libdir/pkgconfig/gdrapi.pc -" "/usr/include/gdrapi.h -" \
+    "/usr/include/gdrconfig.h -" | sort >"$TMP/dev.want"
+expect "libgdrapi-dev holds gdrapi.h, gdrconfig.h and gdrapi.pc" \
+    diff -u "$TMP/dev.want" "$TMP/dev.list"
+if [ $with_tools = 1 ]; then
+    contents "$(deb gdrcopy-tools)" | grep -v '^/usr/share/' >"$TMP/tools.list"
+    {
+        for t in "${TOOLS[@]}"; do echo "/usr/bin/$t -"; done
+        for t in copybw copylat apiperf; do echo "/usr/bin/$t l gdrcopy_$t"; done
+    } | sort >"$TMP/tools.want"
+    expect "gdrcopy-tools holds the 4 programs and the 3 compat links" \
+        diff -u "$TMP/tools.want" "$TMP/tools.list"
+fi
+
+field() { dpkg-deb -f "$(deb "$1")" "$2"; }
+expect "libgdrapi2 is Multi-Arch: same" test "$(field libgdrapi2 Multi-Arch)" = same
+expect "libgdrapi2 Provides libgdrapi (= $version)" \
+    test "$(field libgdrapi2 Provides)" = "libgdrapi (= $version)"
+expect "libgdrapi2 Conflicts with and Replaces NVIDIA's libgdrapi" \
+    bash -c '[[ ", $1, " == *", libgdrapi, "* && ", $2, " == *", libgdrapi, "* ]]' _ \
+    "$(field libgdrapi2 Conflicts)" "$(field libgdrapi2 Replaces)"
+expect "libgdrapi2 Depends on libc6 (from shlibs)" \
+    bash -c '[[ "$1" == *"libc6 (>= "* ]]' _ "$(field libgdrapi2 Depends)"
+expect "libgdrapi-dev Depends on libgdrapi2 (= $version)" \
+    bash -c '[[ "$1" == *"libgdrapi2 (= $2)"* ]]' _ "$(field libgdrapi-dev Depends)" "$version"
+if [ $with_tools = 1 ]; then
+    expect "gdrcopy-tools Conflicts with and Replaces NVIDIA's gdrcopy-tests" \
+        bash -c '[[ "$1" == *gdrcopy-tests* && "$2" == *gdrcopy-tests* ]]' _ \
+        "$(field gdrcopy-tools Conflicts)" "$(field gdrcopy-tools Replaces)"
+fi
+
+mkdir -p "$TMP/ctrl" "$TMP/root"
+dpkg-deb -e "$(deb libgdrapi2)" "$TMP/ctrl"
+dpkg-deb -x "$(deb libgdrapi2)" "$TMP/root"
+expect "libgdrapi2 activates the ldconfig trigger" grep -qx 'activate-noawait ldconfig' "$TMP/ctrl/triggers"
+sed -n 's/^ \([^@ ]*\)@Base .*/\1/p' "$TMP/ctrl/symbols" | sort >"$TMP/symbols.file"
+nm -D --defined-only "$TMP/root$libdir/libgdrapi.so.2.6" | awk '{print $3}' | sort >"$TMP/symbols.lib"
+expect "symbols file lists 19 functions" test "$(wc -l <"$TMP/symbols.file")" = 19
+expect "symbols file lists exactly what the shipped library exports" \
+    diff -u "$TMP/symbols.file" "$TMP/symbols.lib"
+expect "shipped library is stripped, with SONAME libgdrapi.so.2" \
+    bash -c '! readelf -S "$1" | grep -q "\.debug_info" && readelf -d "$1" | grep -q "SONAME.*\[libgdrapi\.so\.2\]"' \
+    _ "$TMP/root$libdir/libgdrapi.so.2.6"
+
+# ---------------------------------------------------------------------------------------
+# 2. Install them and use them.
+pkgs=()
+for f in "${debs[@]}"; do pkgs+=("$(dpkg-deb -f "$f" Package)"); done
+we_installed=("${pkgs[@]}")
+dpkg -i "${debs[@]}" >"$TMP/dpkg-i.log" 2>&1 || { cat "$TMP/dpkg-i.log" >&2; fail "dpkg -i"; }
+for p in "${pkgs[@]}"; do expect "dpkg -i: $p is installed" installed "$p"; done
+# (with merged /usr, ldconfig may name /lib/<triplet> for /usr/lib/<triplet>)
+expect "ldconfig (trigger) knows libgdrapi.so.2 in $libdir" \
+    bash -c '/sbin/ldconfig -p | grep -Eq "libgdrapi\.so\.2 .*=> (/usr)?/lib/$1/libgdrapi\.so\.2$"' _ "$multiarch"
+expect "pkg-config --modversion gdrapi is 2.6" test "$(pkg-config --modversion gdrapi)" = 2.6
+expect "pkg-config --libs gdrapi is -lgdrapi" test "$(pkg-config --libs gdrapi | xargs)" = -lgdrapi
+expect "pkg-config libdir is $libdir" test "$(pkg-config --variable=libdir gdrapi)" = "$libdir"
+
+src=abi-tests/pkg/pkg_smoke.c
+# shellcheck disable=SC2046 # pkg-config prints several words on purpose
+expect "cc ... \$(pkg-config --cflags --libs gdrapi) builds a program against the package" \
+    "$CC" -Wall -Wextra -Werror -o "$TMP/smoke" "$src" $(pkg-config --cflags --libs gdrapi) -ldl
+# shellcheck disable=SC2046
+expect "a program that only dlopens builds with \$(pkg-config --cflags gdrapi)" \
+    "$CC" -Wall -Wextra -Werror -DDLOPEN_ONLY -o "$TMP/smoke-dl" "$src" $(pkg-config --cflags gdrapi) -ldl
+expect "the program records DT_NEEDED libgdrapi.so.2" \
+    bash -c 'readelf -d "$1" | grep -q "NEEDED.*\[libgdrapi\.so\.2\]"' _ "$TMP/smoke"
+
+real=$libdir/libgdrapi.so.2.6
+# Without the emulator, gdr_open must fail on a machine with no driver (CI); elsewhere the
+# test does not know what the machine has.
+bare=any
+if [ ! -e /dev/gdrdrv ] && ! /sbin/ldconfig -p | grep -q 'libcuda\.so'; then bare=null; fi
+run_smoke() { # run_smoke PROGRAM MODE [VAR=VALUE...]
+    local prog=$1 mode=$2; shift 2
+    env -u LD_LIBRARY_PATH -u LD_PRELOAD "$@" "$prog" "$real" "$mode" >"$TMP/smoke.out" 2>&1 || {
+        sed 's/^/    /' "$TMP/smoke.out" >&2
+        return 1
+    }
+}
+expect "linked program, no emulator: library, dlopen(libgdrapi.so), dlopen(libgdrapi.so.2) are $real; gdr_open ($bare)" \
+    run_smoke "$TMP/smoke" "$bare"
+expect "dlopen-only program, no emulator: both names resolve to $real; gdr_open ($bare)" \
+    run_smoke "$TMP/smoke-dl" "$bare"
+expect "linked program on the emulator: gdr_open, gdr_driver_get_version and gdr_close succeed" \
+    run_smoke "$TMP/smoke" open LD_PRELOAD="$SIM_DIR/libcuda.so.1"
+expect "dlopen-only program on the emulator: same through both names" \
+    run_smoke "$TMP/smoke-dl" open LD_PRELOAD="$SIM_DIR/libcuda.so.1"
+
+if [ $with_tools = 1 ]; then
+    expect "installed gdrcopy --version says 2.6.0" \
+        bash -c '[[ "$(gdrcopy --version)" == "gdrcopy 2.6.0" ]]'
+    for t in copybw copylat apiperf; do
+        expect "compat name $t runs (-h)" \
+            bash -c '"$1" -h | grep -q "^Usage: "' _ "/usr/bin/$t"
+        expect "man $t finds the page of gdrcopy_$t" test -e "/usr/share/man/man1/$t.1.gz"
+    done
+fi
+
+# What programs built against the package will depend on (dpkg-shlibdeps and the symbols file).
+mkdir -p "$TMP/shlibdeps/debian"
+printf 'Source: t\n\nPackage: t\nArchitecture: any\n' >"$TMP/shlibdeps/debian/control"
+cat >"$TMP/alias.c" <<'EOF'
+#include <gdrapi.h>
+int main(void) { return gdr_copy_to_mapped((gdr_mh_t){0}, 0, 0, 0); }
+EOF
+expect "a program calling the gdr_copy_to_mapped alias builds" \
+    "$CC" -o "$TMP/shlibdeps/alias" "$TMP/alias.c" -lgdrapi
+cp "$TMP/smoke" "$TMP/shlibdeps/smoke"
+shlibdeps() { (cd "$TMP/shlibdeps" && dpkg-shlibdeps -O "$1" 2>/dev/null | sed -n 's/^shlibs:Depends=//p'); }
+dep_smoke=$(shlibdeps smoke)
+dep_alias=$(shlibdeps alias)
+echo "    smoke: $dep_smoke"
+echo "    alias: $dep_alias"
+expect "programs using the 2.6 API depend on 'libgdrapi2 (>= 2.0) | libgdrapi (>= 2.0)' (either library)" \
+    bash -c '[[ ", $1, " == *", libgdrapi2 (>= 2.0) | libgdrapi (>= 2.0), "* ]]' _ "$dep_smoke"
+expect "programs using the gdr_copy_*_mapped aliases also need libgdrapi2 (>= 2.6.0) (NVIDIA's lacks them)" \
+    bash -c '[[ ", $1, " == *", libgdrapi2 (>= 2.6.0), "* ]]' _ "$dep_alias"
+
+# ---------------------------------------------------------------------------------------
+# 3. make install / uninstall into temporary prefixes.
+make_q() { "$MAKE" --no-print-directory BUILD_DIR="$BUILD_DIR" "$@" >"$TMP/make.log" 2>&1 || {
+    cat "$TMP/make.log" >&2
+    return 1
+}; }
+P=$TMP/prefix
+mkdir -p "$P"
+expect "make install prefix=<tmp>" make_q install prefix="$P"
+libs=0
+for d in lib lib64; do [ -d "$P/$d" ] && libs=$((libs + 1)); done
+expect "the prefix holds include/gdrapi.h, include/gdrconfig.h" \
+    test -f "$P/include/gdrapi.h" -a -f "$P/include/gdrconfig.h"
+expect "the prefix holds exactly one of lib/ or lib64/ (UCX takes lib64 whenever it exists)" test $libs = 1
+expect "lib/ holds libgdrapi.so.2.6 and the links .so.2 -> .so.2.6, .so -> .so.2" \
+    bash -c 'test -f "$1/libgdrapi.so.2.6" && test "$(readlink "$1/libgdrapi.so.2")" = libgdrapi.so.2.6 &&
+             test "$(readlink "$1/libgdrapi.so")" = libgdrapi.so.2' _ "$P/lib"
+expect "gdrapi.pc says prefix=<tmp>, libdir=\${exec_prefix}/lib, Version: 2.6" \
+    bash -c 'grep -qx "prefix=$2" "$1" && grep -qx "libdir=\${exec_prefix}/lib" "$1" &&
+             grep -qx "Version: 2.6" "$1"' _ "$P/lib/pkgconfig/gdrapi.pc" "$P"
+if compgen -G "$BUILD_DIR/bin/gdrcopy*" >/dev/null; then
+    for t in "${TOOLS[@]}"; do expect "bin/$t installed" test -x "$P/bin/$t"; done
+    for t in copybw copylat apiperf; do
+        expect "bin/$t -> gdrcopy_$t" test "$(readlink "$P/bin/$t")" = "gdrcopy_$t"
+    done
+else
+    expect "no bin/ while the tools do not build" test ! -e "$P/bin"
+fi
+real=$P/lib/libgdrapi.so.2.6
+# shellcheck disable=SC2046
+expect "a program builds against the prefix with PKG_CONFIG_PATH=<tmp>/lib/pkgconfig" \
+    "$CC" -Wall -Werror -o "$TMP/smoke-prefix" "$src" \
+    $(PKG_CONFIG_PATH="$P/lib/pkgconfig" pkg-config --cflags --libs gdrapi) -ldl
+expect "with LD_LIBRARY_PATH=<tmp>/lib every name resolves to the prefix's library" \
+    run_smoke "$TMP/smoke-prefix" "$bare" LD_LIBRARY_PATH="$P/lib"
+expect "make uninstall prefix=<tmp>" make_q uninstall prefix="$P"
+expect "after make uninstall the prefix is empty" test -z "$(ls -A "$P")"
+
+D=$TMP/destdir
+expect "make install DESTDIR=<tmp> prefix=/opt/gdr libdir=/opt/gdr/lib64" \
+    make_q install DESTDIR="$D" prefix=/opt/gdr libdir=/opt/gdr/lib64
+expect "DESTDIR install: lib64/ and include/ under <tmp>/opt/gdr, no lib/" \
+    test -f "$D/opt/gdr/lib64/libgdrapi.so.2.6" -a -f "$D/opt/gdr/include/gdrapi.h" -a ! -e "$D/opt/gdr/lib"
+expect "DESTDIR install: gdrapi.pc names the final prefix, not DESTDIR" \
+    bash -c 'grep -qx "prefix=/opt/gdr" "$1" && grep -qx "libdir=\${exec_prefix}/lib64" "$1"' \
+    _ "$D/opt/gdr/lib64/pkgconfig/gdrapi.pc"
+expect "make uninstall with the same DESTDIR/prefix/libdir" \
+    make_q uninstall DESTDIR="$D" prefix=/opt/gdr libdir=/opt/gdr/lib64
+expect "after make uninstall <tmp>/opt/gdr is empty" test -z "$(ls -A "$D/opt/gdr")"
+
+# ---------------------------------------------------------------------------------------
+# 4. Purge; nothing may be left behind.
+dpkg -L "${pkgs[@]}" | sort -u >"$TMP/owned"
+dpkg --purge "${pkgs[@]}" >"$TMP/purge.log" 2>&1 || { cat "$TMP/purge.log" >&2; fail "dpkg --purge"; }
+not_installed() { ! installed "$1"; }
+for p in "${pkgs[@]}"; do expect "dpkg --purge: $p is gone from dpkg's database" not_installed "$p"; done
+left=()
+while IFS= read -r f; do
+    [ -d "$f" ] && [ ! -L "$f" ] && continue # shared directories (/usr/lib/<triplet>) stay
+    if [ -e "$f" ] || [ -L "$f" ]; then left+=("$f"); fi
+done <"$TMP/owned"
+[ ${#left[@]} = 0 ] || printf 'test-pkg: left behind: %s\n' "${left[@]}" >&2
+expect "every file the packages installed ($(grep -c . "$TMP/owned") paths listed by dpkg -L) is gone" \
+    test ${#left[@]} = 0
+for p in "${pkgs[@]}"; do
+    expect "/usr/share/doc/$p is gone" test ! -e "/usr/share/doc/$p"
+done
+expect "ldconfig no longer knows libgdrapi" bash -c '! /sbin/ldconfig -p | grep -q libgdrapi'
+
+echo "test-pkg: all $passed checks passed"
