@@ -76,8 +76,9 @@ struct Open {
     /// Unique per `gdr_open`; handle records name their owner by it.
     serial: u64,
     page_size: usize,
-    /// Live handles, oldest first.
-    handles: Mutex<Vec<&'static HandleRecord>>,
+    /// Live handles by pin sequence number (oldest first), so that unpin is O(log n) and
+    /// `gdr_close` can release them newest first as upstream does.
+    handles: Mutex<Handles>,
 }
 
 /// What a `gdr_mh_t` points at. The first 104 bytes follow upstream's `gdr_memh_t`.
@@ -113,6 +114,8 @@ pub struct HandleRecord {
     state: AtomicU32,
     /// Serial of the owning session.
     owner: AtomicU64,
+    /// Pin sequence number within the owning session (key in [`Handles`]).
+    seq: AtomicU64,
     pin_handle: AtomicU64,
     pin_va: AtomicU64,
     pin_size: AtomicU64,
@@ -162,6 +165,7 @@ impl Record for HandleRecord {
             dmabuf_cpu_len: AtomicUsize::new(0),
             state: AtomicU32::new(state::FREE),
             owner: AtomicU64::new(0),
+            seq: AtomicU64::new(0),
             pin_handle: AtomicU64::new(0),
             pin_va: AtomicU64::new(0),
             pin_size: AtomicU64::new(0),
@@ -257,6 +261,7 @@ impl HandleRecord {
             &self.dmabuf_mapped_size,
             &self.dmabuf_tm_cycles,
             &self.owner,
+            &self.seq,
             &self.pin_handle,
             &self.pin_va,
             &self.pin_size,
@@ -278,6 +283,25 @@ impl HandleRecord {
         }
         self.state.store(state::FREE, Ordering::Release);
         HANDLES.release(self);
+    }
+}
+
+/// The live handles of a session, keyed by pin order.
+#[derive(Default)]
+struct Handles {
+    next: u64,
+    live: std::collections::BTreeMap<u64, &'static HandleRecord>,
+}
+
+impl Handles {
+    fn insert(&mut self, h: &'static HandleRecord) {
+        self.next += 1;
+        h.seq.store(self.next, Ordering::Release);
+        self.live.insert(self.next, h);
+    }
+
+    fn remove(&mut self, h: &HandleRecord) {
+        self.live.remove(&h.seq.load(Ordering::Acquire));
     }
 }
 
@@ -365,12 +389,7 @@ impl Open {
             h.set_mapping(None, self.backend.kind());
         }
         let r = self.backend.unpin(&pin);
-        {
-            let mut hs = self.handles.lock();
-            if let Some(i) = hs.iter().position(|x| std::ptr::eq(*x, h)) {
-                hs.remove(i);
-            }
-        }
+        self.handles.lock().remove(h);
         h.free();
         first.and(r)
     }
@@ -419,7 +438,7 @@ pub(crate) fn open_with(backend: Box<dyn Backend>) -> Result<usize> {
         pid: sys::getpid(),
         serial,
         page_size,
-        handles: Mutex::new(Vec::new()),
+        handles: Mutex::new(Handles::default()),
     });
     Ok(rec as *const SessionRecord as usize)
 }
@@ -436,7 +455,7 @@ pub fn close(g: usize) -> Result<()> {
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
         return Err(Error::InvalidHandle);
     };
-    let handles: Vec<_> = open.handles.lock().clone();
+    let handles: Vec<_> = open.handles.lock().live.values().copied().collect();
     let mut first: Result<()> = Ok(());
     let foreign = sys::getpid() != open.pid;
     if foreign && !handles.is_empty() {
@@ -486,7 +505,7 @@ pub fn pin(g: usize, req: &PinRequest) -> Result<u64> {
             Ok(p) => {
                 h.set_pin(&p, open.serial, open.backend.kind(), open.page_size);
                 h.state.store(state::PINNED, Ordering::Release);
-                open.handles.lock().push(h);
+                open.handles.lock().insert(h);
                 Ok(h.address())
             }
             Err(e) => {
@@ -740,6 +759,7 @@ mod tests {
         unmaps: AtomicU32,
         closes: AtomicU32,
         fail_unpin: AtomicBool,
+        unpinned: Mutex<Vec<u64>>,
     }
 
     /// A backend whose "mappings" are shared mappings of /dev/zero.
@@ -777,8 +797,9 @@ mod tests {
                 fixed_type: MappingType::None,
             })
         }
-        fn unpin(&self, _pin: &Pin) -> Result<()> {
+        fn unpin(&self, pin: &Pin) -> Result<()> {
             self.calls.unpins.fetch_add(1, Ordering::SeqCst);
+            self.calls.unpinned.lock().push(pin.handle);
             if self.calls.fail_unpin.load(Ordering::SeqCst) {
                 return Err(Error::Sys {
                     call: "ioctl",
@@ -997,6 +1018,8 @@ mod tests {
         calls.fail_unpin.store(true, Ordering::SeqCst);
         assert_eq!(close(g).unwrap_err().errno(), libc::EIO);
         assert_eq!(calls.unpins.load(Ordering::SeqCst), 3);
+        // Newest first, as upstream walks its list.
+        assert_eq!(*calls.unpinned.lock(), vec![32, 16, 0]);
         assert_eq!(calls.closes.load(Ordering::SeqCst), 1);
         assert_eq!(close(g).unwrap_err(), Error::InvalidHandle);
     }
@@ -1187,5 +1210,6 @@ mod tests {
         assert_eq!(offset_of!(HandleRecord, dmabuf_cpu_va), 88);
         assert_eq!(offset_of!(HandleRecord, dmabuf_cpu_len), 96);
         assert!(offset_of!(HandleRecord, state) >= 104);
+        assert_eq!(std::mem::size_of::<HandleRecord>(), 256);
     }
 }
