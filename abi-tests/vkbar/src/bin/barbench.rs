@@ -28,6 +28,7 @@ usage: barbench [options]
                      the engine's own choice; `auto`: every family this CPU runs
   --no-cuda          skip the CUDA import (checks then use a second CPU mapping)
   --check-only       stop after the checks
+  --workers-only     time only the --impls processes (skip this process's methods)
   --quick            small sweep and sizes (for tests)
   --tsv PATH         write every measurement as tab-separated values
 Sizes take K, M, G suffixes (powers of 1024).";
@@ -42,6 +43,7 @@ struct Opts {
     impls: Vec<String>,
     no_cuda: bool,
     check_only: bool,
+    workers_only: bool,
     quick: bool,
     tsv: Option<String>,
     worker: Option<String>,
@@ -60,20 +62,13 @@ fn parse_size(s: &str) -> Result<usize> {
         .ok_or_else(|| Error::Invalid(format!("size {s:?}")))
 }
 
-/// `auto` becomes the copy-engine families this CPU can run (x86-64 names of
-/// `GDRAPI_COPY_IMPL`); anything else is a comma-separated list taken as is.
+/// `auto` becomes every copy-engine family this CPU runs (`gdrapi::copy::Impl::supported`,
+/// spelled as `GDRAPI_COPY_IMPL` takes them); anything else is a comma-separated list.
 fn expand_impls(list: &str) -> Vec<String> {
-    if list != "auto" {
-        return list.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect();
+    if list == "auto" {
+        return gdrapi::copy::Impl::supported().into_iter().map(|i| i.name().to_owned()).collect();
     }
-    let cpu = CpuFlags::detect();
-    let mut v = vec!["portable".to_owned()];
-    for (on, name) in [(cpu.sse41, "sse41"), (cpu.avx2, "avx2"), (cpu.avx512f, "avx512"), (cpu.sse41 && cpu.movdir64b, "movdir64b")] {
-        if on {
-            v.push(name.to_owned());
-        }
-    }
-    v
+    list.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect()
 }
 
 fn parse_args(args: &[String]) -> Result<Opts> {
@@ -86,6 +81,7 @@ fn parse_args(args: &[String]) -> Result<Opts> {
         impls: Vec::new(),
         no_cuda: false,
         check_only: false,
+        workers_only: false,
         quick: false,
         tsv: None,
         worker: None,
@@ -106,6 +102,7 @@ fn parse_args(args: &[String]) -> Result<Opts> {
             "--impls" => o.impls = expand_impls(&val()?),
             "--no-cuda" => o.no_cuda = true,
             "--check-only" => o.check_only = true,
+            "--workers-only" => o.workers_only = true,
             "--quick" => o.quick = true,
             "--tsv" => o.tsv = Some(val()?),
             "--worker" => o.worker = Some(val()?),
@@ -482,6 +479,9 @@ fn run(o: &Opts) -> Result<Vec<Row>> {
         }
     }
 
+    if o.workers_only && !worker {
+        return Ok(Vec::new());
+    }
     let upstream = match &o.upstream {
         Some(p) if !worker => {
             let u = Upstream::open(p, cpu)?;
@@ -495,6 +495,13 @@ fn run(o: &Opts) -> Result<Vec<Row>> {
         None => "ours".to_owned(),
     };
     let engine = Engine::new(&label);
+    let k = gdrapi::copy::chosen();
+    say(&format!(
+        "engine {label}: stores {}, loads {}{}",
+        k.store_impl.name(),
+        k.load_impl.name(),
+        std::env::var("GDRAPI_COPY_IMPL").map(|v| format!(" (GDRAPI_COPY_IMPL={v})")).unwrap_or_default()
+    ));
     let mut copiers: Vec<Box<dyn Copier + '_>> = Vec::new();
     copiers.push(Box::new(Engine::new(&label)));
     if !worker {
@@ -584,6 +591,7 @@ fn run_workers(o: &Opts, args: &[String]) -> Result<Vec<Row>> {
                 "--impls" | "--upstream" | "--tsv" => {
                     it.next();
                 }
+                "--workers-only" => {}
                 _ => child_args.push(a.clone()),
             }
         }
@@ -602,7 +610,7 @@ fn run_workers(o: &Opts, args: &[String]) -> Result<Vec<Row>> {
         for l in text.lines() {
             if let Some(r) = l.strip_prefix("row\t").and_then(Row::from_tsv) {
                 rows.push(r);
-            } else if l.starts_with("check ") {
+            } else if l.starts_with("check ") || l.starts_with("engine ") {
                 say(&format!("[{imp}] {l}"));
             }
         }
