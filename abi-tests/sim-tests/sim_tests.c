@@ -786,6 +786,10 @@ static int t_device_node(void)
         CHECK_EQ(errno, EACCES);
         int fd = open("/dev/gdrdrv", O_RDONLY);
         CHECK(fd >= 0);
+        struct version v;
+        CHECK_EQ(xioctl(fd, IOC_GET_VERSION, &v), 0);
+        /* a read-only file cannot be mapped shared and writable */
+        CHECK(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED && errno == EACCES);
         close(fd);
         return PASS;
     }

@@ -97,6 +97,8 @@ struct File {
     mrs: BTreeMap<u64, Mr>,
     fd_open: bool,
     vmas: u32,
+    /// `O_ACCMODE` bits the file was opened with.
+    accmode: c_int,
 }
 
 /// One CPU mapping of the device (a VMA), which holds its file open.
@@ -167,7 +169,7 @@ impl Driver {
 
     /// Records a new open of the device on `fd` (whose backing file has inode `ino`) by the
     /// calling process.
-    pub fn add_file(&mut self, fd: c_int, ino: u64) {
+    pub fn add_file(&mut self, fd: c_int, ino: u64, accmode: c_int) {
         self.next_file += 1;
         let id = self.next_file;
         self.files.insert(
@@ -179,6 +181,7 @@ impl Driver {
                 mrs: BTreeMap::new(),
                 fd_open: true,
                 vmas: 0,
+                accmode,
             },
         );
         self.fds.insert(fd, (id, ino));
@@ -561,7 +564,18 @@ pub fn mmap(
     flags: c_int,
     off: i64,
 ) -> Result<u64, c_int> {
-    let owner = st.drv.files.get(&file).map(|f| f.pid).ok_or(libc::EIO)?;
+    let (owner, accmode) = st
+        .drv
+        .files
+        .get(&file)
+        .map(|f| (f.pid, f.accmode))
+        .ok_or(libc::EIO)?;
+    // The kernel's own checks first: any mapping needs read access, a shared writable one write
+    // access.
+    let shared_write = flags & libc::MAP_SHARED != 0 && prot & libc::PROT_WRITE != 0;
+    if accmode == libc::O_WRONLY || (shared_write && accmode == libc::O_RDONLY) {
+        return Err(libc::EACCES);
+    }
     if owner != pid() {
         return Err(libc::EACCES);
     }

@@ -118,7 +118,7 @@ fn device_open(flags: c_int) -> c_int {
             unsafe { real::close(fd) };
             return fail(libc::EIO, -1);
         };
-        st.drv.add_file(fd, ino);
+        st.drv.add_file(fd, ino, flags & libc::O_ACCMODE);
         set_kind(fd, KIND_DEVICE);
         fd
     })
