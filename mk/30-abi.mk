@@ -10,18 +10,26 @@ ABI_SIM_CFLAGS := $(ABI_CFLAGS) -I$(CUDA_INCLUDE) -Iabi-tests/gdrsim/include
 ABI_SIM_LIBS := -L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda -lpthread -ldl
 ABI_DEPS := include/gdrapi.h include/gdrconfig.h $(ABI_SRC)/check.h
 
-ABI_HEADER_OBJS := $(addprefix $(ABI_OUT)/header_,c99.o c11.o cxx11.o cxx17.o)
+ABI_HEADER_OBJS := $(addprefix $(ABI_OUT)/header/,gcc-c99.o gcc-c11.o gxx-c++11.o gxx-c++17.o link-c link-c++)
 ABI_SIM_PROGS := $(addprefix $(ABI_OUT)/,api handles threads fork)
 ABI_PROGS := $(ABI_OUT)/layout $(ABI_SIM_PROGS) $(ABI_OUT)/log_probe \
 	$(ABI_OUT)/fake/libgdrapi.so.2 $(ABI_OUT)/load_main $(ABI_OUT)/dlopen_main
 
 # The header, compile only, with -pedantic (gdrcopy 2.6's own header passes it too).
-$(ABI_OUT)/header_c%.o: $(ABI_SRC)/header_compile.c $(ABI_DEPS)
+$(ABI_OUT)/header/gcc-%.o: $(ABI_SRC)/header_compile.c $(ABI_DEPS)
 	@mkdir -p $(@D)
-	$(CC) -std=c$* -pedantic $(ABI_WARN) -Iinclude -c $< -o $@
-$(ABI_OUT)/header_cxx%.o: $(ABI_SRC)/header_compile.c $(ABI_DEPS)
+	$(CC) -std=$* -pedantic $(ABI_WARN) -Iinclude -c $< -o $@
+$(ABI_OUT)/header/gxx-%.o: $(ABI_SRC)/header_compile.c $(ABI_DEPS)
 	@mkdir -p $(@D)
-	$(CXX) -x c++ -std=c++$* -pedantic $(ABI_WARN) -Iinclude -c $< -o $@
+	$(CXX) -x c++ -std=$* -pedantic $(ABI_WARN) -Iinclude -c $< -o $@
+
+# Linked against the library from C and C++: every function under its C name.
+$(ABI_OUT)/header/link-c: $(ABI_SRC)/header_compile.c $(ABI_DEPS) | lib
+	@mkdir -p $(@D)
+	$(CC) -std=c11 $(ABI_WARN) -Iinclude -DHC_MAIN $< -o $@ -L$(LIB_DIR) -lgdrapi
+$(ABI_OUT)/header/link-c++: $(ABI_SRC)/header_compile.c $(ABI_DEPS) | lib
+	@mkdir -p $(@D)
+	$(CXX) -x c++ -std=c++11 $(ABI_WARN) -Iinclude -DHC_MAIN $< -o $@ -L$(LIB_DIR) -lgdrapi
 
 $(ABI_OUT)/layout: $(ABI_SRC)/layout.c $(ABI_DEPS)
 	@mkdir -p $(@D)

@@ -4,8 +4,12 @@
  * -Wall -Wextra -Werror: the header must be clean in every one of them,
  * every prototype must have exactly gdrcopy 2.6's type (each is assigned to
  * a pointer of the expected type) and the macros must have 2.6's values.
+ * Built with -DHC_MAIN it is also linked against the library, from C and
+ * from C++, which proves every function is exported under its C name
+ * (extern "C" in the header).
  */
 #include "gdrapi.h"
+#include "gdrapi.h" /* the include guard works */
 #include "gdrconfig.h"
 
 #if !defined(GDRAPI_X86) && !defined(GDRAPI_ARM64) && !defined(GDRAPI_POWER)
@@ -101,3 +105,10 @@ int hc_use_names(void)
            GDR_MAPPING_TYPE_NONE + GDR_MAPPING_TYPE_DEVICE +
            GDR_ATTR_USE_PERSISTENT_MAPPING + GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE;
 }
+
+#ifdef HC_MAIN
+int main(void)
+{
+    return hc_api_table.open == 0 || hc_use_names() == 0;
+}
+#endif
