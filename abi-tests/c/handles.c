@@ -202,8 +202,7 @@ int main(void)
         CHECK_EQ(gdr_get_mapping_type_string(GDR_MAPPING_TYPE_WC, NULL), EINVAL);
         CHECK_EQ(gdr_map(g, mh, NULL, GPU_PAGE_SIZE), EINVAL);
         CHECK_EQ(gdr_map_v2(g, mh, NULL, GPU_PAGE_SIZE, 0), EINVAL);
-        gdr_runtime_get_version(NULL, NULL); /* nothing to write; must not crash */
-        CHECK(1);
+        gdr_runtime_get_version(NULL, NULL); /* must not crash (run-all.sh counts a crash) */
         check_still_works(g, mh, base);
     }
 
