@@ -134,3 +134,66 @@ impl Copier for RawKernel {
         store_fence();
     }
 }
+
+/// Another method followed by `lfence` after each copy from the mapping (copies to the mapping
+/// are not offered): the same work, but no later load may start before the copy's loads have
+/// completed, as with this project's engine, whose load fence includes `lfence`.
+pub struct LoadFenced<C>(pub C);
+
+impl<C: Copier> Copier for LoadFenced<C> {
+    fn name(&self) -> String {
+        format!("{}+lfence", self.0.name())
+    }
+    fn supports(&self, to_mapping: bool, dev: usize, n: usize) -> bool {
+        !to_mapping && self.0.supports(false, dev, n)
+    }
+    unsafe fn to_mapping(&self, dev: *mut u8, host: *const u8, n: usize) {
+        // SAFETY: forwarded contract.
+        unsafe { self.0.to_mapping(dev, host, n) }
+    }
+    unsafe fn from_mapping(&self, host: *mut u8, dev: *const u8, n: usize) {
+        // SAFETY: forwarded contract.
+        unsafe { self.0.from_mapping(host, dev, n) };
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: LFENCE has no preconditions.
+        unsafe {
+            std::arch::x86_64::_mm_lfence()
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_fenced_copies_from_the_mapping_only() {
+        let c = LoadFenced(Memcpy);
+        assert_eq!(c.name(), "memcpy+lfence");
+        assert!(!c.supports(true, 0, 64));
+        assert!(c.supports(false, 0, 64));
+        let src: Vec<u8> = (0..100u8).collect();
+        let mut dst = vec![0u8; 100];
+        // SAFETY: both vectors hold 100 bytes.
+        unsafe { c.from_mapping(dst.as_mut_ptr(), src.as_ptr(), 100) };
+        assert_eq!(dst, src);
+    }
+
+    #[test]
+    fn raw_kernels_only_take_their_direction_alignment_and_width() {
+        unsafe extern "C" fn k(_: *mut std::ffi::c_void, _: *const std::ffi::c_void, _: usize) -> std::ffi::c_int {
+            0
+        }
+        let r = RawKernel {
+            label: "k".into(),
+            kernel: k,
+            width: 32,
+            store: true,
+        };
+        assert!(r.supports(true, 64, 96));
+        assert!(!r.supports(false, 64, 96));
+        assert!(!r.supports(true, 16, 96));
+        assert!(!r.supports(true, 64, 48));
+        assert!(!r.supports(true, 64, 0));
+    }
+}

@@ -13,9 +13,8 @@ use vkbar::vk::{MEMORY_PROPERTY_DEVICE_LOCAL, MEMORY_PROPERTY_HOST_VISIBLE};
 use vkbar::{pattern, smaps};
 
 fn open() -> VkBar {
-    VkBar::open().unwrap_or_else(|e| {
-        panic!("no usable Vulkan device ({e}); install libvulkan1 and mesa-vulkan-drivers")
-    })
+    VkBar::open()
+        .unwrap_or_else(|e| panic!("no usable Vulkan device ({e}); install libvulkan1 and mesa-vulkan-drivers"))
 }
 
 #[test]
@@ -103,7 +102,10 @@ fn barbench_checks_pass_end_to_end_and_bad_arguments_fail() {
     assert!(text.contains("check ours:"), "{text}");
     assert!(text.contains("barbench: checks passed"), "{text}");
 
-    let bad = Command::new(exe).args(["--max", "1G", "--alloc", "1M"]).output().expect("run barbench");
+    let bad = Command::new(exe)
+        .args(["--max", "1G", "--alloc", "1M"])
+        .output()
+        .expect("run barbench");
     assert_eq!(bad.status.code(), Some(2));
     let bad = Command::new(exe).arg("--frobnicate").output().expect("run barbench");
     assert_eq!(bad.status.code(), Some(2));

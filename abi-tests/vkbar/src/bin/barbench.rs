@@ -10,7 +10,7 @@ use std::io::Write;
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 use vkbar::bar::{device_type_name, BarMemory, VkBar};
-use vkbar::copiers::{Copier, Engine, Memcpy, RawKernel, UpstreamCopy};
+use vkbar::copiers::{Copier, Engine, LoadFenced, Memcpy, RawKernel, UpstreamCopy};
 use vkbar::cuda::Cuda;
 use vkbar::error::{Error, Result};
 use vkbar::upstream::{CpuFlags, Upstream};
@@ -66,7 +66,10 @@ fn parse_size(s: &str) -> Result<usize> {
 /// spelled as `GDRAPI_COPY_IMPL` takes them); anything else is a comma-separated list.
 fn expand_impls(list: &str) -> Vec<String> {
     if list == "auto" {
-        return gdrapi::copy::Impl::supported().into_iter().map(|i| i.name().to_owned()).collect();
+        return gdrapi::copy::Impl::supported()
+            .into_iter()
+            .map(|i| i.name().to_owned())
+            .collect();
     }
     list.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect()
 }
@@ -500,7 +503,9 @@ fn run(o: &Opts) -> Result<Vec<Row>> {
         "engine {label}: stores {}, loads {}{}",
         k.store_impl.name(),
         k.load_impl.name(),
-        std::env::var("GDRAPI_COPY_IMPL").map(|v| format!(" (GDRAPI_COPY_IMPL={v})")).unwrap_or_default()
+        std::env::var("GDRAPI_COPY_IMPL")
+            .map(|v| format!(" (GDRAPI_COPY_IMPL={v})"))
+            .unwrap_or_default()
     ));
     let mut copiers: Vec<Box<dyn Copier + '_>> = Vec::new();
     copiers.push(Box::new(Engine::new(&label)));
@@ -508,6 +513,7 @@ fn run(o: &Opts) -> Result<Vec<Row>> {
         copiers.push(Box::new(Memcpy));
         if let Some(u) = &upstream {
             copiers.push(Box::new(UpstreamCopy(u)));
+            copiers.push(Box::new(LoadFenced(UpstreamCopy(u))));
             let raw = [
                 ("memcpy_uncached_store_sse41", "up:sse41", 16, true, cpu.sse41),
                 ("memcpy_uncached_load_sse41", "up:sse41", 16, false, cpu.sse41),
@@ -668,13 +674,18 @@ fn table(rows: &[Row], o: &Opts) {
             if dir == "to" { "Host to" } else { "From" },
             o.reps
         ));
+        // Ratio columns: each engine column over each upstream baseline present in this direction.
+        let baselines: Vec<&str> = ["upstream", "upstream+lfence"]
+            .into_iter()
+            .filter(|b| rows.iter().any(|r| r.method == *b && r.dir == dir))
+            .collect();
         let mut head = String::from("| size |");
         for m in &methods {
             head += &format!(" {m} |");
         }
-        if methods.iter().any(|m| m == "upstream") {
+        for b in &baselines {
             for m in &ours {
-                head += &format!(" {m}/upstream |");
+                head += &format!(" {m}/{b} |");
             }
         }
         say(&head);
@@ -684,9 +695,9 @@ fn table(rows: &[Row], o: &Opts) {
             for m in &methods {
                 line += &format!(" {} |", fmt_gbps(get(m, dir, n)));
             }
-            if methods.iter().any(|m| m == "upstream") {
+            for b in &baselines {
                 for m in &ours {
-                    let ratio = match (get(m, dir, n), get("upstream", dir, n)) {
+                    let ratio = match (get(m, dir, n), get(b, dir, n)) {
                         (Some(a), Some(b)) => format!("{:.2}", a / b),
                         _ => "-".into(),
                     };
