@@ -501,19 +501,36 @@ pub fn pin(g: usize, req: &PinRequest) -> Result<u64> {
             return Err(Error::NoMemory);
         };
         h.state.store(state::RESERVED, Ordering::Release);
-        match open.backend.pin(req) {
-            Ok(p) => {
-                h.set_pin(&p, open.serial, open.backend.kind(), open.page_size);
-                h.state.store(state::PINNED, Ordering::Release);
-                open.handles.lock().insert(h);
-                Ok(h.address())
-            }
-            Err(e) => {
-                h.free();
-                Err(e)
-            }
-        }
+        // Gives the slot back if the pin fails or the backend panics.
+        let reserved = Reserved { h, armed: true };
+        let p = open.backend.pin(req)?;
+        let h = reserved.keep();
+        h.set_pin(&p, open.serial, open.backend.kind(), open.page_size);
+        h.state.store(state::PINNED, Ordering::Release);
+        open.handles.lock().insert(h);
+        Ok(h.address())
     })
+}
+
+/// A handle slot taken for a pin in progress; freed on drop unless kept.
+struct Reserved {
+    h: &'static HandleRecord,
+    armed: bool,
+}
+
+impl Reserved {
+    fn keep(mut self) -> &'static HandleRecord {
+        self.armed = false;
+        self.h
+    }
+}
+
+impl Drop for Reserved {
+    fn drop(&mut self) {
+        if self.armed {
+            self.h.free();
+        }
+    }
 }
 
 /// `gdr_unpin_buffer`: unmaps if still mapped, unpins, and frees the handle even when the
@@ -785,6 +802,7 @@ mod tests {
                     errno: libc::EINVAL,
                 });
             }
+            assert_ne!(req.addr, 0xdead_0000, "injected backend panic");
             self.calls.pins.fetch_add(1, Ordering::SeqCst);
             let (va, mapped_size, page_offset) =
                 crate::backend::gdrdrv::gpu_page_range(req.addr, req.size);
@@ -1167,6 +1185,19 @@ mod tests {
             c1.maps.load(Ordering::SeqCst),
             c1.unmaps.load(Ordering::SeqCst)
         );
+    }
+
+    #[test]
+    fn a_panicking_backend_leaves_the_session_usable() {
+        let (g, calls) = fake();
+        let r = std::panic::catch_unwind(|| pin(g, &pin_req(0xdead_0000, 1)));
+        assert!(r.is_err(), "the injected panic propagates to the boundary");
+        // No lock is poisoned or held: the session works and closes.
+        let mh = pin(g, &pin_req(0x7a00_0000, 0x10000)).unwrap();
+        let va = map(g, mh, 0x10000, 0).unwrap();
+        unmap(g, mh, va, 0x10000).unwrap();
+        close(g).unwrap();
+        assert_eq!(calls.unpins.load(Ordering::SeqCst), 1);
     }
 
     #[test]
