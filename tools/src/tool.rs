@@ -71,6 +71,12 @@ pub fn load_gdr() -> Result<Gdr, Fatal> {
     Gdr::load().map_err(|e| Fatal(format!("cannot use libgdrapi ({e})")))
 }
 
+/// `gdr_open`, with a pointer to `gdrcopy doctor` when it fails.
+pub fn open_gdr(gdr: &Gdr) -> Result<crate::gdr::Session<'_>, Fatal> {
+    gdr.open()
+        .map_err(|e| Fatal(format!("{e}; run `gdrcopy doctor` to find out why")))
+}
+
 /// `cuInit`, prints `GPU id:<n>; name: <name>; Bus id: <dddd>:<bb>:<dd>` for every GPU and
 /// `selecting device <n>`, and returns the selected device.
 pub fn list_and_select(cuda: &Cuda, dev_id: i32) -> Result<CuDevice, Fatal> {
@@ -106,7 +112,7 @@ pub fn check_gdr_support(cuda: &Cuda, gdr: &Gdr, dev: CuDevice) -> Result<(), Fa
     }
     let buf =
         crate::gpumem::DeviceBuffer::alloc(cuda, crate::gpumem::AllocFn::MemAlloc, crate::gdr::GPU_PAGE_SIZE, dev)?;
-    let session = gdr.open()?;
+    let session = open_gdr(gdr)?;
     let pin = session
         .pin(buf.ptr(), buf.size())
         .map_err(|e| Fatal(format!("{e}; this GPU might not support GPUDirect RDMA")))?;

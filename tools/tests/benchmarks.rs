@@ -2,7 +2,7 @@
 //! result lines (what scripts parse), and clear failures.
 
 mod common;
-use common::{run, Setup};
+use common::{run, run_on_tty, Setup};
 
 /// Parses `<prefix><float>MB/s`.
 fn bw_values(r: &common::Run, prefix: &str) -> Vec<f64> {
@@ -314,4 +314,26 @@ fn without_cuda_or_gdrdrv_the_tools_say_why_in_one_line() {
     let r = run(Setup::Full, "gdrcopy_apiperf", &["-d", "7", "-s", "65536"], &[]);
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("GPU 7 does not exist"), "{}", r.stderr);
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn progress_goes_to_a_terminal_only() {
+    let args = ["-s", "65536", "-w", "100", "-r", "100"];
+    let r = run(Setup::Full, "gdrcopy_copylat", &args, &[]);
+    assert_eq!(r.code, 0);
+    assert!(r.stderr.is_empty(), "{:?}", r.stderr);
+    let r = run_on_tty(Setup::Full, "gdrcopy_copylat", &args, &[]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("\rgdrcopy_copylat: gdr_copy_to_mapping 1 B [0/17]"),
+        "{:?}",
+        r.stdout
+    );
+    // Each progress line is erased before the next result row.
+    assert!(
+        r.stdout.contains("\r\x1b[Kgdr_copy_to_mapping \t        1 \t"),
+        "{:?}",
+        r.stdout
+    );
 }

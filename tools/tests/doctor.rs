@@ -2,7 +2,7 @@
 //! missing piece) that causes it, checked in the text, in `--json` and in the exit status.
 
 mod common;
-use common::{run, Setup, TempFile};
+use common::{run, run_on_tty, Setup, TempFile};
 use gdrcopy_tools::json::{self, Value};
 
 struct Doc {
@@ -382,4 +382,28 @@ fn command_line_of_gdrcopy() {
         assert_eq!(r.code, 2, "{args:?}");
         assert!(r.stderr.contains("Usage: gdrcopy"), "{args:?}: {}", r.stderr);
     }
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn colour_only_on_a_terminal_and_never_with_no_color() {
+    let r = run_on_tty(Setup::Full, "gdrcopy", &["doctor"], &[]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert!(r.stdout.contains("\x1b[32mPASS\x1b[0m"), "{:?}", r.stdout);
+    let r = run_on_tty(Setup::Full, "gdrcopy", &["doctor"], &[("NO_COLOR", "1")]);
+    assert!(
+        r.stdout.contains("[PASS] library") && !r.stdout.contains('\x1b'),
+        "{:?}",
+        r.stdout
+    );
+    let r = run_on_tty(Setup::Full, "gdrcopy", &["doctor", "--no-color"], &[]);
+    assert!(
+        r.stdout.contains("[PASS] library") && !r.stdout.contains('\x1b'),
+        "{:?}",
+        r.stdout
+    );
+    // JSON is never coloured.
+    let r = run_on_tty(Setup::Full, "gdrcopy", &["doctor", "--json"], &[]);
+    assert!(!r.stdout.contains('\x1b'));
+    json::parse(r.stdout.trim()).expect("JSON on a terminal");
 }

@@ -94,7 +94,7 @@ fn run(o: Opts) -> Result<(), Fatal> {
     println!("device ptr: 0x{d_a:x}");
     println!("allocated size: {size}");
 
-    let session = gdr.open()?;
+    let session = tool::open_gdr(&gdr)?;
     let mut sizes = Vec::new();
     let mut n = GPU_PAGE_SIZE;
     while n <= size {

@@ -128,7 +128,7 @@ fn run(o: Opts) -> Result<(), Fatal> {
     tool::fill_walking_bit(src.as_mut_slice());
     let mut dst = HostBuffer::alloc(&cuda, size)?;
 
-    let session = gdr.open()?;
+    let session = tool::open_gdr(&gdr)?;
     let pin = session.pin(d_a, size)?;
     let map = pin.map(o.map_flag)?;
     println!("map_d_ptr: {}", fmt_ptr(map.ptr() as u64));

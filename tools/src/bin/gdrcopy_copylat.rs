@@ -155,7 +155,7 @@ fn run(o: Opts) -> Result<(), Fatal> {
     }
     println!();
 
-    let session = gdr.open()?;
+    let session = tool::open_gdr(&gdr)?;
     let pin = session.pin(d_a, size)?;
     let map = pin.map(o.map_flag)?;
     println!("map_d_ptr: {}", fmt_ptr(map.ptr() as u64));

@@ -172,8 +172,8 @@ pub fn device_access(st: &mut State, paths: &Paths) -> Check {
                 "device_access",
                 Status::Fail,
                 format!(
-                    "permission denied opening {dev} read/write (mode {}, uid {euid})",
-                    mode_s.clone().unwrap_or_else(|| "unknown".into())
+                    "permission denied opening {dev} read/write as uid {euid}{}",
+                    mode_s.as_ref().map(|m| format!(" (mode {m})")).unwrap_or_default()
                 ),
             )
             .fix(format!("sudo chmod 0666 {dev}"))
@@ -420,7 +420,8 @@ pub fn gpu(st: &State, ordinal: i32) -> Check {
 
 /// `RLIMIT_MEMLOCK`.
 pub fn memlock() -> Check {
-    const WANT: u64 = 64 << 20;
+    // Docker's old default (64 KiB) breaks RDMA registration; 8 MiB is the usual distribution default.
+    const WANT: u64 = 8 << 20;
     match system::memlock_limit() {
         Ok(None) => Check::new("memlock", Status::Pass, "locked-memory limit: unlimited").detail("limit_bytes", Value::Null),
         Ok(Some(n)) if n >= WANT => {

@@ -43,11 +43,38 @@ impl Run {
 
 /// Runs tool `bin` with `args` and extra environment `env` under `setup`.
 pub fn run(setup: Setup, bin: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
+    run_with(setup, bin, args, env, false)
+}
+
+/// Like [`run`], but on a pseudo-terminal (through util-linux `script`): stdout and stderr
+/// are both the terminal and come back together in `stdout`.
+pub fn run_on_tty(setup: Setup, bin: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
+    run_with(setup, bin, args, env, true)
+}
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+fn run_with(setup: Setup, bin: &str, args: &[&str], env: &[(&str, &str)], tty: bool) -> Run {
     let bin_dir = dir("GDRCOPY_TEST_BIN_DIR");
     let sim = dir("GDRCOPY_TEST_SIM_DIR");
     let lib = dir("GDRCOPY_TEST_LIB_DIR");
-    let mut cmd = Command::new(bin_dir.join(bin));
-    cmd.args(args).env_clear();
+    let exe = bin_dir.join(bin);
+    let mut cmd = if tty {
+        let line: Vec<String> = std::iter::once(exe.display().to_string())
+            .chain(args.iter().map(|a| a.to_string()))
+            .map(|a| quote(&a))
+            .collect();
+        let mut c = Command::new("script");
+        c.args(["-qec", &line.join(" "), "/dev/null"]);
+        c
+    } else {
+        let mut c = Command::new(&exe);
+        c.args(args);
+        c
+    };
+    cmd.env_clear();
     for keep in ["PATH", "HOME", "TMPDIR"] {
         if let Some(v) = std::env::var_os(keep) {
             cmd.env(keep, v);
