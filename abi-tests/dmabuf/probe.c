@@ -141,7 +141,10 @@ static int probe_export(void)
     if (r == 0 && fd[0] >= 0) {
         void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd[0], 0);
         if (p == MAP_FAILED) {
-            printf("mmap(dma-buf fd, 2 MiB): failed, errno=%d (%s)\n", errno, strerror(errno));
+            int e = errno;
+            /* 524 is the kernel's ENOTSUPP: the exporter has no mmap (drivers before CUDA 13.3). */
+            printf("mmap(dma-buf fd, 2 MiB): failed, errno=%d (%s)\n", e,
+                   e == 524 ? "ENOTSUPP: this dma-buf exporter does not support mmap" : strerror(e));
         } else {
             volatile unsigned char *m = p;
             unsigned char first = m[0];
