@@ -512,6 +512,27 @@ pub fn pin(g: usize, req: &PinRequest) -> Result<u64> {
     })
 }
 
+/// A handle in a transient state (mapping, unmapping): dropping it without [`finish`]
+/// (an error or a panic in the backend) puts the handle back in `back_to`.
+///
+/// [`finish`]: Transition::finish
+struct Transition {
+    h: &'static HandleRecord,
+    back_to: u32,
+}
+
+impl Transition {
+    fn finish(mut self, state: u32) {
+        self.back_to = state;
+    }
+}
+
+impl Drop for Transition {
+    fn drop(&mut self) {
+        self.h.state.store(self.back_to, Ordering::Release);
+    }
+}
+
 /// A handle slot taken for a pin in progress; freed on drop unless kept.
 struct Reserved {
     h: &'static HandleRecord,
@@ -604,20 +625,18 @@ pub fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
             );
             return Err(Error::InvalidHandle);
         }
-        match open.backend.map(&h.pin(), rounded, request) {
-            Ok(m) => {
-                h.set_mapping(Some(&m), open.backend.kind());
-                copy::mapping_created(m.kind);
-                h.state.store(state::MAPPED, Ordering::Release);
-                gdr_dbg!("ptr_va: {:#x}", m.addr);
-                gdr_dbg!("mapping_type={}", m.kind as u32);
-                Ok(m.addr)
-            }
-            Err(e) => {
-                h.state.store(state::PINNED, Ordering::Release);
-                Err(e)
-            }
-        }
+        // Back to "pinned" if the backend fails or panics.
+        let busy = Transition {
+            h,
+            back_to: state::PINNED,
+        };
+        let m = open.backend.map(&h.pin(), rounded, request)?;
+        h.set_mapping(Some(&m), open.backend.kind());
+        copy::mapping_created(m.kind);
+        busy.finish(state::MAPPED);
+        gdr_dbg!("ptr_va: {:#x}", m.addr);
+        gdr_dbg!("mapping_type={}", m.kind as u32);
+        Ok(m.addr)
     })
 }
 
@@ -663,18 +682,16 @@ pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
             return refuse(&m);
         }
         gdr_dbg!("unmapping va: {:#x}", va);
-        match open.backend.unmap(&h.pin(), &m) {
-            Ok(()) => {
-                copy::mapping_destroyed(m.kind);
-                h.set_mapping(None, open.backend.kind());
-                h.state.store(state::PINNED, Ordering::Release);
-                Ok(())
-            }
-            Err(e) => {
-                h.state.store(state::MAPPED, Ordering::Release);
-                Err(e)
-            }
-        }
+        // Still mapped if the backend fails or panics.
+        let busy = Transition {
+            h,
+            back_to: state::MAPPED,
+        };
+        open.backend.unmap(&h.pin(), &m)?;
+        copy::mapping_destroyed(m.kind);
+        h.set_mapping(None, open.backend.kind());
+        busy.finish(state::PINNED);
+        Ok(())
     })
 }
 
@@ -845,6 +862,7 @@ mod tests {
             self.info(pin, current)
         }
         fn map(&self, _pin: &Pin, size: usize, request: MappingType) -> Result<Mapping> {
+            assert_ne!(size, 0x3000, "injected backend panic");
             if request == MappingType::Caching {
                 return Err(Error::Sys {
                     call: "ioctl",
@@ -1194,6 +1212,9 @@ mod tests {
         assert!(r.is_err(), "the injected panic propagates to the boundary");
         // No lock is poisoned or held: the session works and closes.
         let mh = pin(g, &pin_req(0x7a00_0000, 0x10000)).unwrap();
+        let r = std::panic::catch_unwind(|| map(g, mh, 0x3000, 0));
+        assert!(r.is_err());
+        // The handle went back to "pinned" and maps again.
         let va = map(g, mh, 0x10000, 0).unwrap();
         unmap(g, mh, va, 0x10000).unwrap();
         close(g).unwrap();
