@@ -862,7 +862,7 @@ mod tests {
             self.info(pin, current)
         }
         fn map(&self, _pin: &Pin, size: usize, request: MappingType) -> Result<Mapping> {
-            assert_ne!(size, 0x3000, "injected backend panic");
+            assert_ne!(size, 0x5_0000_0000, "injected backend panic");
             if request == MappingType::Caching {
                 return Err(Error::Sys {
                     call: "ioctl",
@@ -1212,7 +1212,7 @@ mod tests {
         assert!(r.is_err(), "the injected panic propagates to the boundary");
         // No lock is poisoned or held: the session works and closes.
         let mh = pin(g, &pin_req(0x7a00_0000, 0x10000)).unwrap();
-        let r = std::panic::catch_unwind(|| map(g, mh, 0x3000, 0));
+        let r = std::panic::catch_unwind(|| map(g, mh, 0x5_0000_0000, 0));
         assert!(r.is_err());
         // The handle went back to "pinned" and maps again.
         let va = map(g, mh, 0x10000, 0).unwrap();
