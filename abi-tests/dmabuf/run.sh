@@ -46,9 +46,20 @@ also() {
     fi
 }
 
-# Selection and fallback order.
-case_ gdrdrv-present 'INFO: Using gdrdrv backend' -- "$T" gdrdrv
-case_ no-gdrdrv-falls-back 'INFO: Using dmabuf mmap backend' GDRSIM_NO_DEVICE=1 -- "$T" selected
+# absent NAME PATTERN: the log of an earlier case does not match PATTERN.
+absent() {
+    if grep -Eq "$2" "$LOGS/$1.log"; then
+        echo "FAIL $1: output has /$2/"; fail=$((fail + 1))
+    else
+        echo "ok   $1: no /$2/"; pass=$((pass + 1))
+    fi
+}
+
+# Selection and fallback order; libcuda is loaded only when DMA-BUF is tried, versioned name first.
+case_ gdrdrv-present 'INFO: Using gdrdrv backend' GDRCOPY_LOG_LEVEL=1 -- "$T" gdrdrv
+absent gdrdrv-present 'loaded libcuda|dmabuf mmap'
+case_ no-gdrdrv-falls-back 'INFO: Using dmabuf mmap backend' GDRSIM_NO_DEVICE=1 GDRCOPY_LOG_LEVEL=1 -- "$T" selected
+also no-gdrdrv-falls-back 'DBG:  loaded libcuda\.so\.1$'
 case_ forced-over-gdrdrv 'INFO: Using dmabuf mmap backend' GDRCOPY_USE_DMABUF_MMAP=1 -- "$T" selected
 case_ forced-not-exactly-1 'INFO: Using gdrdrv backend' GDRCOPY_USE_DMABUF_MMAP=yes -- "$T" gdrdrv
 
@@ -67,6 +78,21 @@ case_ device-count-fails 'ERR:  dmabuf mmap backend unavailable: "cuDeviceGetCou
     GDRSIM_NO_DEVICE=1 GDRSIM_FAIL=cuDeviceGetCount:1:999 -- "$T" refused
 case_ entry-point-missing "cuGetProcAddress cannot resolve 'cuMemGetHandleForAddressRange'" \
     GDRSIM_NO_DEVICE=1 GDRSIM_FAIL=cuGetProcAddress_v2:5:500 -- "$T" refused
+
+# No libcuda at all (the probe dlopens both libraries, so it runs without the emulator). Only
+# meaningful where the system has no libcuda of its own, as on the CI machines.
+if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so'; then
+    echo "skip no-libcuda: this machine has a libcuda"
+else
+    log=$LOGS/no-libcuda.log
+    env -u LD_PRELOAD LD_LIBRARY_PATH="$LIB" GDRCOPY_ENABLE_LOGGING=1 "$PROBE" >"$log" 2>&1
+    if grep -q 'ERR:  dmabuf mmap backend unavailable: cannot load the CUDA driver (libcuda.so.1, libcuda.so)' "$log" &&
+       grep -q 'gdr_open (GDRCOPY_USE_DMABUF_MMAP=1): NULL' "$log"; then
+        echo "ok   no-libcuda"; pass=$((pass + 1))
+    else
+        echo "FAIL no-libcuda (log: $log)"; sed 's/^/    /' "$log"; fail=$((fail + 1))
+    fi
+fi
 
 # Pin, map, copy, unmap, unpin, close on the x86 and the coherent profile; the injected export
 # and mmap failures log their cause.
