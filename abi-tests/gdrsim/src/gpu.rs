@@ -435,3 +435,79 @@ impl Gpu {
         Ok(removed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu() -> Gpu {
+        Gpu::create(crate::state::pid(), 1, 64 << 20).expect("fake VRAM")
+    }
+
+    #[test]
+    fn allocations_are_sub_page_and_translate_to_the_file() {
+        let mut g = gpu();
+        let a = g.mem_alloc(4).unwrap();
+        let b = g.mem_alloc(GPU_PAGE + 4).unwrap();
+        assert_eq!(b - a, ALLOC_ALIGN);
+        assert_ne!(b % GPU_PAGE, 0);
+        assert!(g.in_live_allocation(b + GPU_PAGE));
+        assert!(!g.in_live_allocation(b + GPU_PAGE + 4));
+        let segs = g.translate(a, 2 * GPU_PAGE).unwrap();
+        assert_eq!(
+            segs,
+            vec![Seg {
+                va: a,
+                len: 2 * GPU_PAGE,
+                phys: a - g.base
+            }]
+        );
+        assert!(g.translate(g.base + g.linear_size - 8, 16).is_none());
+        assert_eq!(g.mem_alloc(0), Err(cu::INVALID_VALUE));
+        assert_eq!(g.mem_free(a + 1), Err(cu::INVALID_VALUE));
+    }
+
+    #[test]
+    fn freed_memory_waits_for_its_holders() {
+        let mut g = gpu();
+        let a = g.mem_alloc(GPU_PAGE).unwrap();
+        let (va, len) = g.mem_free(a).unwrap();
+        assert_eq!((va, len), (a, GPU_PAGE));
+        g.reclaim(&[(a - g.base, 16)]);
+        let b = g.mem_alloc(GPU_PAGE).unwrap();
+        assert_ne!(b, a, "pinned pages must not be handed out again");
+        g.reclaim(&[]);
+        assert_eq!(g.mem_alloc(GPU_PAGE).unwrap(), a);
+        assert_eq!(g.live_allocations(), 2);
+    }
+
+    #[test]
+    fn vmm_maps_handles_into_reservations() {
+        let mut g = gpu();
+        let h = g.vmm_create(2 * VMM_GRANULARITY).unwrap();
+        assert_eq!(g.vmm_create(VMM_GRANULARITY / 2), Err(cu::INVALID_VALUE));
+        let va = g.vmm_reserve(4 * VMM_GRANULARITY, 0).unwrap();
+        assert_eq!(va % VMM_GRANULARITY, 0);
+        g.vmm_map(va + VMM_GRANULARITY, 2 * VMM_GRANULARITY, 0, h)
+            .unwrap();
+        assert_eq!(
+            g.vmm_map(va, VMM_GRANULARITY, 0, h + 7),
+            Err(cu::INVALID_HANDLE)
+        );
+        assert!(g.translate(va, 16).is_none());
+        let s = g.translate(va + VMM_GRANULARITY, 16).unwrap();
+        assert_eq!(s.len(), 1);
+        assert!(g.in_live_allocation(va + VMM_GRANULARITY));
+        assert_eq!(
+            g.vmm_unmap(va + VMM_GRANULARITY, 2 * VMM_GRANULARITY)
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(g.translate(va + VMM_GRANULARITY, 16).is_none());
+        g.vmm_release(h).unwrap();
+        assert_eq!(g.vmm_release(h), Err(cu::INVALID_VALUE));
+        g.vmm_address_free(va, 4 * VMM_GRANULARITY).unwrap();
+        assert_eq!(g.live_allocations(), 0);
+    }
+}

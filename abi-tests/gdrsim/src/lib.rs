@@ -5,15 +5,18 @@
 //! Settings are `GDRSIM_*` environment variables (see the README); the test interface is
 //! declared in `include/gdrsim.h`.
 
-pub mod config;
-pub mod counters;
-pub mod cuda;
-pub mod driver;
-pub mod fail;
-pub mod gpu;
-pub mod intercept;
-pub mod ranges;
-pub mod real;
-pub mod state;
-pub mod testapi;
-pub mod uaccess;
+#![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+mod config;
+mod counters;
+mod cuda;
+mod driver;
+mod fail;
+mod gpu;
+mod intercept;
+mod ranges;
+mod real;
+mod state;
+mod testapi;
+mod uaccess;

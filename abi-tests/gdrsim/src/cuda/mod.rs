@@ -1,5 +1,12 @@
 //! The CUDA driver API surface: the functions gdrcopy's tests, libgdrapi's DMA-BUF backend
 //! and typical callers use, working on the fake GPU of [`crate::gpu`].
+//!
+//! # Safety
+//!
+//! Every exported function has the C contract of the CUDA function of the same name: pointer
+//! arguments must be NULL or valid for what that function reads or writes. NULL out-pointers
+//! are refused with CUDA_ERROR_INVALID_VALUE.
+#![allow(clippy::missing_safety_doc)]
 
 pub mod attrs;
 pub mod errors;
@@ -117,7 +124,7 @@ fn device_range(ptr: u64, n: u64) -> Result<(), CUresult> {
 
 /// `cuInit`.
 #[no_mangle]
-pub extern "C" fn cuInit(flags: c_uint) -> CUresult {
+pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
     entry("cuInit", || {
         if flags != 0 {
             return Err(cu::INVALID_VALUE);
@@ -128,13 +135,13 @@ pub extern "C" fn cuInit(flags: c_uint) -> CUresult {
 
 /// `cuDriverGetVersion`: `GDRSIM_CUDA_VERSION`.
 #[no_mangle]
-pub extern "C" fn cuDriverGetVersion(v: *mut c_int) -> CUresult {
+pub unsafe extern "C" fn cuDriverGetVersion(v: *mut c_int) -> CUresult {
     entry("cuDriverGetVersion", || out(v, config::get().cuda_version))
 }
 
 /// `cuDeviceGetCount`: one device.
 #[no_mangle]
-pub extern "C" fn cuDeviceGetCount(n: *mut c_int) -> CUresult {
+pub unsafe extern "C" fn cuDeviceGetCount(n: *mut c_int) -> CUresult {
     entry("cuDeviceGetCount", || {
         initialized(&STATE.lock())?;
         out(n, 1)
@@ -143,7 +150,7 @@ pub extern "C" fn cuDeviceGetCount(n: *mut c_int) -> CUresult {
 
 /// `cuDeviceGet`: ordinal 0 only.
 #[no_mangle]
-pub extern "C" fn cuDeviceGet(dev: *mut CUdevice, ordinal: c_int) -> CUresult {
+pub unsafe extern "C" fn cuDeviceGet(dev: *mut CUdevice, ordinal: c_int) -> CUresult {
     entry("cuDeviceGet", || {
         initialized(&STATE.lock())?;
         check_dev(ordinal)?;
@@ -153,7 +160,7 @@ pub extern "C" fn cuDeviceGet(dev: *mut CUdevice, ordinal: c_int) -> CUresult {
 
 /// `cuDeviceGetName`.
 #[no_mangle]
-pub extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult {
+pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult {
     entry("cuDeviceGetName", || {
         initialized(&STATE.lock())?;
         check_dev(dev)?;
@@ -173,7 +180,11 @@ pub extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevice) 
 
 /// `cuDeviceGetAttribute`: values per profile (see `attrs`).
 #[no_mangle]
-pub extern "C" fn cuDeviceGetAttribute(pi: *mut c_int, attr: c_int, dev: CUdevice) -> CUresult {
+pub unsafe extern "C" fn cuDeviceGetAttribute(
+    pi: *mut c_int,
+    attr: c_int,
+    dev: CUdevice,
+) -> CUresult {
     entry("cuDeviceGetAttribute", || {
         initialized(&STATE.lock())?;
         check_dev(dev)?;
@@ -184,7 +195,7 @@ pub extern "C" fn cuDeviceGetAttribute(pi: *mut c_int, attr: c_int, dev: CUdevic
 
 /// `cuDeviceTotalMem_v2`: the size of fake VRAM.
 #[no_mangle]
-pub extern "C" fn cuDeviceTotalMem_v2(bytes: *mut size_t, dev: CUdevice) -> CUresult {
+pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut size_t, dev: CUdevice) -> CUresult {
     entry("cuDeviceTotalMem_v2", || {
         initialized(&STATE.lock())?;
         check_dev(dev)?;
@@ -194,7 +205,7 @@ pub extern "C" fn cuDeviceTotalMem_v2(bytes: *mut size_t, dev: CUdevice) -> CUre
 
 /// `cuDevicePrimaryCtxRetain`.
 #[no_mangle]
-pub extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, dev: CUdevice) -> CUresult {
+pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, dev: CUdevice) -> CUresult {
     entry("cuDevicePrimaryCtxRetain", || {
         initialized(&STATE.lock())?;
         check_dev(dev)?;
@@ -211,19 +222,19 @@ fn primary_release(name: &str, dev: CUdevice) -> CUresult {
 
 /// `cuDevicePrimaryCtxRelease_v2`.
 #[no_mangle]
-pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
+pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
     primary_release("cuDevicePrimaryCtxRelease_v2", dev)
 }
 
 /// `cuDevicePrimaryCtxRelease` (the pre-11.0 ABI name).
 #[no_mangle]
-pub extern "C" fn cuDevicePrimaryCtxRelease(dev: CUdevice) -> CUresult {
+pub unsafe extern "C" fn cuDevicePrimaryCtxRelease(dev: CUdevice) -> CUresult {
     primary_release("cuDevicePrimaryCtxRelease", dev)
 }
 
 /// `cuCtxSetCurrent`: the primary context or NULL, per thread.
 #[no_mangle]
-pub extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
+pub unsafe extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
     entry("cuCtxSetCurrent", || {
         initialized(&STATE.lock())?;
         if !ctx.is_null() && ctx != primary() {
@@ -236,7 +247,7 @@ pub extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
 
 /// `cuCtxGetCurrent`: this thread's context (NULL if none).
 #[no_mangle]
-pub extern "C" fn cuCtxGetCurrent(ctx: *mut CUcontext) -> CUresult {
+pub unsafe extern "C" fn cuCtxGetCurrent(ctx: *mut CUcontext) -> CUresult {
     entry("cuCtxGetCurrent", || {
         initialized(&STATE.lock())?;
         out(ctx, current() as CUcontext)
@@ -245,7 +256,7 @@ pub extern "C" fn cuCtxGetCurrent(ctx: *mut CUcontext) -> CUresult {
 
 /// `cuCtxGetDevice`.
 #[no_mangle]
-pub extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
+pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
     entry("cuCtxGetDevice", || {
         need_ctx()?;
         out(dev, 0)
@@ -254,31 +265,31 @@ pub extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
 
 /// `cuCtxSynchronize`: nothing runs asynchronously, so it returns at once.
 #[no_mangle]
-pub extern "C" fn cuCtxSynchronize() -> CUresult {
+pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
     entry("cuCtxSynchronize", need_ctx)
 }
 
 /// `cuStreamQuery`: always idle.
 #[no_mangle]
-pub extern "C" fn cuStreamQuery(_stream: *mut c_void) -> CUresult {
+pub unsafe extern "C" fn cuStreamQuery(_stream: *mut c_void) -> CUresult {
     entry("cuStreamQuery", || Ok(()))
 }
 
 /// `cuStreamSynchronize`: always idle.
 #[no_mangle]
-pub extern "C" fn cuStreamSynchronize(_stream: *mut c_void) -> CUresult {
+pub unsafe extern "C" fn cuStreamSynchronize(_stream: *mut c_void) -> CUresult {
     entry("cuStreamSynchronize", || Ok(()))
 }
 
 /// `cuGetErrorName`.
 #[no_mangle]
-pub extern "C" fn cuGetErrorName(code: CUresult, s: *mut *const c_char) -> CUresult {
+pub unsafe extern "C" fn cuGetErrorName(code: CUresult, s: *mut *const c_char) -> CUresult {
     error_text(code, s)
 }
 
 /// `cuGetErrorString` (the emulator describes each code by its name).
 #[no_mangle]
-pub extern "C" fn cuGetErrorString(code: CUresult, s: *mut *const c_char) -> CUresult {
+pub unsafe extern "C" fn cuGetErrorString(code: CUresult, s: *mut *const c_char) -> CUresult {
     error_text(code, s)
 }
 
@@ -297,7 +308,7 @@ fn error_text(code: CUresult, s: *mut *const c_char) -> CUresult {
 
 /// `cuMemAlloc_v2`: 256-byte aligned fake device memory; needs a current context.
 #[no_mangle]
-pub extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: size_t) -> CUresult {
+pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: size_t) -> CUresult {
     entry("cuMemAlloc_v2", || {
         let mut st = STATE.lock();
         initialized(&st)?;
@@ -316,7 +327,7 @@ pub extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: size_t) -> CUresul
 /// `cuMemFree_v2`: non-persistent pins of the memory are invalidated; persistent pins keep
 /// its pages until unpinned.
 #[no_mangle]
-pub extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
+pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
     entry("cuMemFree_v2", || {
         let mut st = STATE.lock();
         initialized(&st)?;
@@ -332,7 +343,7 @@ pub extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
 
 /// `cuMemGetInfo_v2`.
 #[no_mangle]
-pub extern "C" fn cuMemGetInfo_v2(free: *mut size_t, total: *mut size_t) -> CUresult {
+pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut size_t, total: *mut size_t) -> CUresult {
     entry("cuMemGetInfo_v2", || {
         let st = STATE.lock();
         let (f, t) = st.gpu().ok_or(cu::NOT_INITIALIZED)?.mem_info();
@@ -343,7 +354,7 @@ pub extern "C" fn cuMemGetInfo_v2(free: *mut size_t, total: *mut size_t) -> CUre
 
 /// `cuMemGetAddressRange_v2`.
 #[no_mangle]
-pub extern "C" fn cuMemGetAddressRange_v2(
+pub unsafe extern "C" fn cuMemGetAddressRange_v2(
     base: *mut CUdeviceptr,
     size: *mut size_t,
     dptr: CUdeviceptr,
@@ -392,19 +403,23 @@ fn host_alloc(pp: *mut *mut c_void, size: size_t) -> Result<(), CUresult> {
 
 /// `cuMemAllocHost_v2`: page-aligned host memory.
 #[no_mangle]
-pub extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: size_t) -> CUresult {
+pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: size_t) -> CUresult {
     entry("cuMemAllocHost_v2", || host_alloc(pp, size))
 }
 
 /// `cuMemHostAlloc`: page-aligned host memory (flags accepted and ignored).
 #[no_mangle]
-pub extern "C" fn cuMemHostAlloc(pp: *mut *mut c_void, size: size_t, _flags: c_uint) -> CUresult {
+pub unsafe extern "C" fn cuMemHostAlloc(
+    pp: *mut *mut c_void,
+    size: size_t,
+    _flags: c_uint,
+) -> CUresult {
     entry("cuMemHostAlloc", || host_alloc(pp, size))
 }
 
 /// `cuMemFreeHost`.
 #[no_mangle]
-pub extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
+pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
     entry("cuMemFreeHost", || {
         let mut st = STATE.lock();
         let len = st.host.remove(&(p as u64)).ok_or(cu::INVALID_VALUE)?;
@@ -417,7 +432,7 @@ pub extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
 
 /// `cuMemHostGetDevicePointer_v2`: host memory is addressed identically by the device.
 #[no_mangle]
-pub extern "C" fn cuMemHostGetDevicePointer_v2(
+pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
     dptr: *mut CUdeviceptr,
     p: *mut c_void,
     flags: c_uint,
@@ -456,13 +471,17 @@ fn copy(dst: u64, src: u64, n: u64) -> Result<(), CUresult> {
 
 /// `cuMemcpy` (unified addressing: either side may be host or device memory).
 #[no_mangle]
-pub extern "C" fn cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: size_t) -> CUresult {
+pub unsafe extern "C" fn cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: size_t) -> CUresult {
     entry("cuMemcpy", || copy(dst, src, n as u64))
 }
 
 /// `cuMemcpyHtoD_v2`.
 #[no_mangle]
-pub extern "C" fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, n: size_t) -> CUresult {
+pub unsafe extern "C" fn cuMemcpyHtoD_v2(
+    dst: CUdeviceptr,
+    src: *const c_void,
+    n: size_t,
+) -> CUresult {
     entry("cuMemcpyHtoD_v2", || {
         device_range(dst, n as u64)?;
         copy(dst, src as u64, n as u64)
@@ -471,7 +490,11 @@ pub extern "C" fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, n: size_
 
 /// `cuMemcpyDtoH_v2`.
 #[no_mangle]
-pub extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: size_t) -> CUresult {
+pub unsafe extern "C" fn cuMemcpyDtoH_v2(
+    dst: *mut c_void,
+    src: CUdeviceptr,
+    n: size_t,
+) -> CUresult {
     entry("cuMemcpyDtoH_v2", || {
         device_range(src, n as u64)?;
         copy(dst as u64, src, n as u64)
@@ -480,7 +503,11 @@ pub extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: size_t)
 
 /// `cuMemcpyDtoD_v2`.
 #[no_mangle]
-pub extern "C" fn cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: size_t) -> CUresult {
+pub unsafe extern "C" fn cuMemcpyDtoD_v2(
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    n: size_t,
+) -> CUresult {
     entry("cuMemcpyDtoD_v2", || {
         device_range(src, n as u64)?;
         device_range(dst, n as u64)?;
@@ -490,7 +517,7 @@ pub extern "C" fn cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: size_t)
 
 /// `cuMemsetD8_v2`.
 #[no_mangle]
-pub extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: size_t) -> CUresult {
+pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: size_t) -> CUresult {
     entry("cuMemsetD8_v2", || {
         device_range(dst, n as u64)?;
         // SAFETY: [dst, dst+n) is fake VRAM mapped in this process (checked above).
@@ -501,7 +528,7 @@ pub extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: size_t) -> CUresult 
 
 /// `cuMemsetD32_v2`.
 #[no_mangle]
-pub extern "C" fn cuMemsetD32_v2(dst: CUdeviceptr, v: c_uint, n: size_t) -> CUresult {
+pub unsafe extern "C" fn cuMemsetD32_v2(dst: CUdeviceptr, v: c_uint, n: size_t) -> CUresult {
     entry("cuMemsetD32_v2", || {
         if dst % 4 != 0 {
             return Err(cu::INVALID_VALUE);
@@ -518,7 +545,7 @@ pub extern "C" fn cuMemsetD32_v2(dst: CUdeviceptr, v: c_uint, n: size_t) -> CUre
 
 /// `cuPointerSetAttribute`: SYNC_MEMOPS (6) on device memory is accepted.
 #[no_mangle]
-pub extern "C" fn cuPointerSetAttribute(
+pub unsafe extern "C" fn cuPointerSetAttribute(
     _value: *const c_void,
     attr: c_int,
     ptr: CUdeviceptr,
@@ -536,7 +563,7 @@ pub extern "C" fn cuPointerSetAttribute(
 /// `cuPointerGetAttribute` for CONTEXT, MEMORY_TYPE, DEVICE_POINTER, HOST_POINTER,
 /// P2P_TOKENS, SYNC_MEMOPS, BUFFER_ID, DEVICE_ORDINAL, RANGE_START_ADDR, RANGE_SIZE, MAPPED.
 #[no_mangle]
-pub extern "C" fn cuPointerGetAttribute(
+pub unsafe extern "C" fn cuPointerGetAttribute(
     data: *mut c_void,
     attr: c_int,
     ptr: CUdeviceptr,
@@ -599,7 +626,7 @@ fn check_prop(prop: *const MemAllocationProp) -> Result<(), CUresult> {
 
 /// `cuMemGetAllocationGranularity`: 2 MiB for pinned device memory.
 #[no_mangle]
-pub extern "C" fn cuMemGetAllocationGranularity(
+pub unsafe extern "C" fn cuMemGetAllocationGranularity(
     g: *mut size_t,
     prop: *const MemAllocationProp,
     _option: c_int,
@@ -613,7 +640,7 @@ pub extern "C" fn cuMemGetAllocationGranularity(
 
 /// `cuMemCreate`: physical fake VRAM in multiples of the granularity.
 #[no_mangle]
-pub extern "C" fn cuMemCreate(
+pub unsafe extern "C" fn cuMemCreate(
     handle: *mut u64,
     size: size_t,
     prop: *const MemAllocationProp,
@@ -636,7 +663,7 @@ pub extern "C" fn cuMemCreate(
 
 /// `cuMemRelease`: the memory lives on while mapped or pinned.
 #[no_mangle]
-pub extern "C" fn cuMemRelease(handle: u64) -> CUresult {
+pub unsafe extern "C" fn cuMemRelease(handle: u64) -> CUresult {
     entry("cuMemRelease", || {
         let mut st = STATE.lock();
         st.gpu_mut()
@@ -649,7 +676,7 @@ pub extern "C" fn cuMemRelease(handle: u64) -> CUresult {
 
 /// `cuMemAddressReserve`.
 #[no_mangle]
-pub extern "C" fn cuMemAddressReserve(
+pub unsafe extern "C" fn cuMemAddressReserve(
     ptr: *mut CUdeviceptr,
     size: size_t,
     align: size_t,
@@ -678,7 +705,7 @@ fn after_unmap(st: &mut State, removed: Vec<(u64, u64)>) {
 
 /// `cuMemAddressFree`.
 #[no_mangle]
-pub extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: size_t) -> CUresult {
+pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: size_t) -> CUresult {
     entry("cuMemAddressFree", || {
         let mut st = STATE.lock();
         let removed = st
@@ -692,7 +719,7 @@ pub extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: size_t) -> CUresult {
 
 /// `cuMemMap`.
 #[no_mangle]
-pub extern "C" fn cuMemMap(
+pub unsafe extern "C" fn cuMemMap(
     ptr: CUdeviceptr,
     size: size_t,
     offset: size_t,
@@ -712,7 +739,7 @@ pub extern "C" fn cuMemMap(
 
 /// `cuMemUnmap`: non-persistent pins of the range are invalidated.
 #[no_mangle]
-pub extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: size_t) -> CUresult {
+pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: size_t) -> CUresult {
     entry("cuMemUnmap", || {
         let mut st = STATE.lock();
         let removed = st
@@ -726,7 +753,7 @@ pub extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: size_t) -> CUresult {
 
 /// `cuMemSetAccess`: the range must be mapped; access is always read-write.
 #[no_mangle]
-pub extern "C" fn cuMemSetAccess(
+pub unsafe extern "C" fn cuMemSetAccess(
     ptr: CUdeviceptr,
     size: size_t,
     desc: *const MemAccessDesc,
@@ -749,7 +776,7 @@ pub extern "C" fn cuMemSetAccess(
 /// `cuMemGetHandleForAddressRange`: exports `[dptr, dptr + size)` as a dma-buf fd (an fd of
 /// the VRAM file whose mmap the emulator translates to the exported range).
 #[no_mangle]
-pub extern "C" fn cuMemGetHandleForAddressRange(
+pub unsafe extern "C" fn cuMemGetHandleForAddressRange(
     handle: *mut c_void,
     dptr: CUdeviceptr,
     size: size_t,
@@ -802,32 +829,36 @@ pub extern "C" fn cuMemGetHandleForAddressRange(
 
 /// `cuGetProcAddress` (the 4-argument ABI; a fifth argument is ignored).
 #[no_mangle]
-pub extern "C" fn cuGetProcAddress(
+pub unsafe extern "C" fn cuGetProcAddress(
     symbol: *const c_char,
     pfn: *mut *mut c_void,
     version: c_int,
     flags: u64,
 ) -> CUresult {
-    procaddr::lookup(
-        "cuGetProcAddress",
-        symbol,
-        pfn,
-        version,
-        flags,
-        std::ptr::null_mut(),
-    )
+    // SAFETY: the caller's pointers, under the same contract; no status pointer.
+    unsafe {
+        procaddr::lookup(
+            "cuGetProcAddress",
+            symbol,
+            pfn,
+            version,
+            flags,
+            std::ptr::null_mut(),
+        )
+    }
 }
 
 /// `cuGetProcAddress_v2` (with the symbol status out-parameter).
 #[no_mangle]
-pub extern "C" fn cuGetProcAddress_v2(
+pub unsafe extern "C" fn cuGetProcAddress_v2(
     symbol: *const c_char,
     pfn: *mut *mut c_void,
     version: c_int,
     flags: u64,
     status: *mut c_int,
 ) -> CUresult {
-    procaddr::lookup("cuGetProcAddress_v2", symbol, pfn, version, flags, status)
+    // SAFETY: the caller's pointers, under the same contract.
+    unsafe { procaddr::lookup("cuGetProcAddress_v2", symbol, pfn, version, flags, status) }
 }
 
 /// Legacy unversioned names that old binaries link against.
@@ -836,51 +867,68 @@ pub mod legacy {
 
     /// `cuMemAlloc` (pre-3.2 ABI name).
     #[no_mangle]
-    pub extern "C" fn cuMemAlloc(dptr: *mut CUdeviceptr, size: size_t) -> CUresult {
-        cuMemAlloc_v2(dptr, size)
+    pub unsafe extern "C" fn cuMemAlloc(dptr: *mut CUdeviceptr, size: size_t) -> CUresult {
+        // SAFETY: same contract as this function, passed through unchanged.
+        unsafe { cuMemAlloc_v2(dptr, size) }
     }
     /// `cuMemFree`.
     #[no_mangle]
-    pub extern "C" fn cuMemFree(dptr: CUdeviceptr) -> CUresult {
-        cuMemFree_v2(dptr)
+    pub unsafe extern "C" fn cuMemFree(dptr: CUdeviceptr) -> CUresult {
+        // SAFETY: same contract as this function, passed through unchanged.
+        unsafe { cuMemFree_v2(dptr) }
     }
     /// `cuMemAllocHost`.
     #[no_mangle]
-    pub extern "C" fn cuMemAllocHost(pp: *mut *mut c_void, size: size_t) -> CUresult {
-        cuMemAllocHost_v2(pp, size)
+    pub unsafe extern "C" fn cuMemAllocHost(pp: *mut *mut c_void, size: size_t) -> CUresult {
+        // SAFETY: same contract as this function, passed through unchanged.
+        unsafe { cuMemAllocHost_v2(pp, size) }
     }
     /// `cuMemcpyHtoD`.
     #[no_mangle]
-    pub extern "C" fn cuMemcpyHtoD(dst: CUdeviceptr, src: *const c_void, n: size_t) -> CUresult {
-        cuMemcpyHtoD_v2(dst, src, n)
+    pub unsafe extern "C" fn cuMemcpyHtoD(
+        dst: CUdeviceptr,
+        src: *const c_void,
+        n: size_t,
+    ) -> CUresult {
+        // SAFETY: same contract as this function, passed through unchanged.
+        unsafe { cuMemcpyHtoD_v2(dst, src, n) }
     }
     /// `cuMemcpyDtoH`.
     #[no_mangle]
-    pub extern "C" fn cuMemcpyDtoH(dst: *mut c_void, src: CUdeviceptr, n: size_t) -> CUresult {
-        cuMemcpyDtoH_v2(dst, src, n)
+    pub unsafe extern "C" fn cuMemcpyDtoH(
+        dst: *mut c_void,
+        src: CUdeviceptr,
+        n: size_t,
+    ) -> CUresult {
+        // SAFETY: same contract as this function, passed through unchanged.
+        unsafe { cuMemcpyDtoH_v2(dst, src, n) }
     }
     /// `cuMemsetD8`.
     #[no_mangle]
-    pub extern "C" fn cuMemsetD8(dst: CUdeviceptr, v: u8, n: size_t) -> CUresult {
-        cuMemsetD8_v2(dst, v, n)
+    pub unsafe extern "C" fn cuMemsetD8(dst: CUdeviceptr, v: u8, n: size_t) -> CUresult {
+        // SAFETY: same contract as this function, passed through unchanged.
+        unsafe { cuMemsetD8_v2(dst, v, n) }
     }
     /// `cuMemHostGetDevicePointer`.
     #[no_mangle]
-    pub extern "C" fn cuMemHostGetDevicePointer(
+    pub unsafe extern "C" fn cuMemHostGetDevicePointer(
         dptr: *mut CUdeviceptr,
         p: *mut c_void,
         flags: c_uint,
     ) -> CUresult {
-        cuMemHostGetDevicePointer_v2(dptr, p, flags)
+        // SAFETY: same contract as this function, passed through unchanged.
+        unsafe { cuMemHostGetDevicePointer_v2(dptr, p, flags) }
     }
     /// `cuDeviceTotalMem`.
     #[no_mangle]
-    pub extern "C" fn cuDeviceTotalMem(bytes: *mut size_t, dev: CUdevice) -> CUresult {
-        cuDeviceTotalMem_v2(bytes, dev)
+    pub unsafe extern "C" fn cuDeviceTotalMem(bytes: *mut size_t, dev: CUdevice) -> CUresult {
+        // SAFETY: same contract as this function, passed through unchanged.
+        unsafe { cuDeviceTotalMem_v2(bytes, dev) }
     }
     /// `cuMemGetInfo`.
     #[no_mangle]
-    pub extern "C" fn cuMemGetInfo(free: *mut size_t, total: *mut size_t) -> CUresult {
-        cuMemGetInfo_v2(free, total)
+    pub unsafe extern "C" fn cuMemGetInfo(free: *mut size_t, total: *mut size_t) -> CUresult {
+        // SAFETY: same contract as this function, passed through unchanged.
+        unsafe { cuMemGetInfo_v2(free, total) }
     }
 }
