@@ -8,7 +8,7 @@
  *   api       pin/map/info/copy/unmap/unpin/close on DMA-BUF: data round trips both
  *             ways, unaligned pins, mapping types, errno values of injected CUDA and
  *             mmap failures, the caller's CUDA context left alone, no dma-buf left
- *             behind (live_dmabufs) after unpin and gdr_close
+ *             behind (live_dmabufs) after unpin and gdr_close, threads sharing one gdr_t
  */
 #include <errno.h>
 #include <pthread.h>
@@ -342,6 +342,52 @@ static void test_context_left_alone(gdr_t g, unsigned long d)
     CHECK_EQ(c, 'T');
 }
 
+struct worker {
+    gdr_t g;
+    unsigned long d;
+    int id;
+    int errors;
+};
+
+/* Pin, map, write through the mapping, read back with CUDA, unmap, unpin, many times. */
+static void *worker_loop(void *p)
+{
+    struct worker *w = p;
+    for (int i = 0; i < 50; i++) {
+        gdr_mh_t mh;
+        memset(&mh, 0, sizeof mh);
+        void *map = NULL;
+        uint64_t want = ((uint64_t)w->id << 32) | (uint64_t)i, got = 0;
+        if (gdr_pin_buffer_v2(w->g, w->d, 65536, 0, &mh) != 0 || gdr_map(w->g, mh, &map, 65536) != 0) {
+            w->errors++;
+            continue;
+        }
+        if (gdr_copy_to_mapping(mh, map, &want, 8) != 0 || cuMemcpyDtoH(&got, w->d, 8) != CUDA_SUCCESS ||
+            got != want)
+            w->errors++;
+        if (gdr_unmap(w->g, mh, map, 65536) != 0 || gdr_unpin_buffer(w->g, mh) != 0)
+            w->errors++;
+    }
+    return NULL;
+}
+
+/* Several threads on one gdr_t, each on its own buffer (threads without a CUDA context). */
+static void test_threads(gdr_t g, unsigned long d)
+{
+    enum { N = 4 };
+    struct worker w[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        w[i] = (struct worker){g, d + (unsigned long)i * 65536, i, 0};
+        CHECK_EQ(pthread_create(&t[i], NULL, worker_loop, &w[i]), 0);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_EQ(w[i].errors, 0);
+    }
+    CHECK_EQ(live_dmabufs(), 0);
+}
+
 static int scenario_api(void)
 {
     page = (unsigned long)sysconf(_SC_PAGESIZE);
@@ -360,6 +406,7 @@ static int scenario_api(void)
     test_injected_failures(g, d);
     test_context_left_alone(g, d);
     CHECK_EQ(live_dmabufs(), 0);
+    test_threads(g, d);
 
     /* gdr_close releases what is still pinned and mapped. */
     gdr_mh_t mh[3];
