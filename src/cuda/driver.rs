@@ -10,15 +10,25 @@ use std::fmt;
 /// The driver entry points the DMA-BUF backend calls.
 #[derive(Clone, Copy)]
 pub struct Api {
+    /// `cuInit`.
     pub init: FnInit,
+    /// `cuDeviceGet`.
     pub device_get: FnDeviceGet,
+    /// `cuDeviceGetCount`.
     pub device_get_count: FnDeviceGetCount,
+    /// `cuDeviceGetAttribute`.
     pub device_get_attribute: FnDeviceGetAttribute,
+    /// `cuMemGetHandleForAddressRange`.
     pub mem_get_handle_for_address_range: FnMemGetHandleForAddressRange,
+    /// `cuCtxGetCurrent`.
     pub ctx_get_current: FnCtxGetCurrent,
+    /// `cuCtxSetCurrent`.
     pub ctx_set_current: FnCtxSetCurrent,
+    /// `cuDevicePrimaryCtxRetain`.
     pub primary_ctx_retain: FnDevicePrimaryCtxRetain,
+    /// `cuDevicePrimaryCtxRelease` (`_v2` through `cuGetProcAddress`).
     pub primary_ctx_release: FnDevicePrimaryCtxRelease,
+    /// `cuPointerGetAttribute`.
     pub pointer_get_attribute: FnPointerGetAttribute,
     /// `cuGetErrorName`, when the driver has it (log lines only).
     pub get_error_name: Option<FnGetErrorText>,
