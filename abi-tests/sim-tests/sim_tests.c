@@ -456,7 +456,10 @@ static int t_invalidate_only_overlapping(void)
     unsigned char v = 0;
     CHECK_EQ(probe(pb, 0, &v), 0);
     CHECK_EQ(v, 3);
+    /* after the callback: NONE and WC requests are still accepted, CACHING never */
     CHECK_EQ(req_type(fd, ha, MR_CACHING), driver_minor() >= 5 ? EOPNOTSUPP : ENOTTY);
+    CHECK_EQ(req_type(fd, ha, MR_WC), driver_minor() >= 5 ? 0 : ENOTTY);
+    CHECK(map(fd, ha, GPU_PAGE) == MAP_FAILED && errno == EINVAL);
     close(fd);
     return PASS;
 }
@@ -1040,6 +1043,66 @@ static int t_vmm(void)
     return PASS;
 }
 
+/* A pin over two VMM handles mapped out of physical order maps both pieces in one mapping. */
+static int t_vmm_pieces(void)
+{
+    SKIP_IF(device_blocked());
+    cuda_up();
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    size_t g = 0;
+    CU(cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CUmemGenericAllocationHandle h1, h2;
+    CU(cuMemCreate(&h1, g, &prop, 0));
+    CU(cuMemCreate(&h2, g, &prop, 0));
+    CUdeviceptr va;
+    CU(cuMemAddressReserve(&va, 2 * g, 0, 0, 0));
+    CU(cuMemMap(va, g, 0, h2, 0));
+    CU(cuMemMap(va + g, g, 0, h1, 0));
+    CHECK_EQ(cuMemMap(va, g, 0, h1, 0), CUDA_ERROR_INVALID_VALUE); /* already mapped */
+    CU(cuMemsetD8(va, 0x01, g));
+    CU(cuMemsetD8(va + g, 0x02, g));
+    int fd = dev_open();
+    uint64_t h;
+    CHECK_EQ(pin_v1(fd, va + g - GPU_PAGE, 2 * GPU_PAGE, 0, 0, &h), 0);
+    unsigned char *p = map(fd, h, 2 * GPU_PAGE);
+    CHECK(p != MAP_FAILED);
+    CHECK_EQ(p[GPU_PAGE - 1], 0x01);
+    CHECK_EQ(p[GPU_PAGE], 0x02);
+    p[GPU_PAGE + 3] = 0x33;
+    unsigned char v;
+    CU(cuMemcpyDtoH(&v, va + g + 3, 1));
+    CHECK_EQ(v, 0x33);
+    munmap(p, 2 * GPU_PAGE);
+    CHECK_EQ(unpin(fd, h), 0);
+    CU(cuMemUnmap(va, 2 * g));
+    CU(cuMemRelease(h1));
+    CU(cuMemRelease(h2));
+    CU(cuMemAddressFree(va, 2 * g));
+    close(fd);
+    return PASS;
+}
+
+/* A pin whose result cannot be copied back fails with EFAULT and leaves no pin behind. */
+static int t_pin_copy_out_fault(void)
+{
+    SKIP_IF(device_blocked());
+    cuda_up();
+    CUdeviceptr raw, d = dalloc_aligned(GPU_PAGE, &raw);
+    int fd = dev_open();
+    struct pin_v1 *ro = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(ro != MAP_FAILED);
+    *ro = (struct pin_v1){d, GPU_PAGE, 0, 0, 0, 0};
+    CHECK_EQ(mprotect(ro, 4096, PROT_READ), 0);
+    CHECK_EQ(xioctl(fd, IOC_PIN_BUFFER, ro), EFAULT);
+    CHECK_EQ(counters().live_pins, 0);
+    CHECK_EQ(xioctl(fd, IOC_PIN_BUFFER, (void *)16), EFAULT);
+    close(fd);
+    return PASS;
+}
+
 /* The DMA-BUF backend's needs: cuGetProcAddress, cuMemGetHandleForAddressRange. */
 typedef CUresult (*get_proc4_t)(const char *, void **, int, cuuint64_t);
 typedef CUresult (*get_attr_t)(int *, CUdevice_attribute, CUdevice);
@@ -1163,6 +1226,8 @@ static const struct test_case cases[] = {
     {"fork_before_init", t_fork_before_init},
     {"pin_foreign_memory", t_pin_foreign_memory},
     {"vmm", t_vmm},
+    {"vmm_pieces", t_vmm_pieces},
+    {"pin_copy_out_fault", t_pin_copy_out_fault},
     {"dmabuf", t_dmabuf},
     {"passthrough", t_passthrough},
     {"stale_fd", t_stale_fd},
