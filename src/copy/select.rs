@@ -22,7 +22,9 @@ pub enum Impl {
     Avx2,
     /// x86-64 AVX-512F: `VMOVNTDQ`/`VMOVNTDQA` on zmm, one instruction per 64-byte line.
     Avx512,
-    /// x86-64 `MOVDIR64B` 64-byte direct stores; loads use the best streaming-load kernel.
+    /// x86-64 `MOVDIR64B` 64-byte direct stores for copies of at least
+    /// [`super::kernels::STREAM_MIN`] bytes, AVX-512 (else AVX2) ordinary stores for smaller
+    /// ones; loads use the automatic choice.
     Movdir64b,
     /// aarch64 NEON: four q registers per line.
     Neon,
@@ -71,7 +73,7 @@ impl Impl {
             Impl::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
             #[cfg(target_arch = "x86_64")]
             Impl::Movdir64b => {
-                std::arch::is_x86_feature_detected!("sse4.1") && kernels::x86::has_movdir64b()
+                std::arch::is_x86_feature_detected!("avx2") && kernels::x86::has_movdir64b()
             }
             #[cfg(target_arch = "aarch64")]
             Impl::Neon => std::arch::is_aarch64_feature_detected!("neon"),
@@ -85,14 +87,21 @@ impl Impl {
         Impl::ALL.into_iter().filter(|i| i.is_supported()).collect()
     }
 
-    /// The default choice for stores to write-combining memory on this CPU.
+    /// The default choice for stores to write-combining memory on this CPU: MOVDIR64B where
+    /// present (one 64-byte write per line, guaranteed not split), else the widest vectors.
     pub fn auto_store() -> Impl {
-        first_supported(&[Impl::Avx512, Impl::Avx2, Impl::Sse41, Impl::Neon])
+        first_supported(&[
+            Impl::Movdir64b,
+            Impl::Avx512,
+            Impl::Avx2,
+            Impl::Sse41,
+            Impl::Neon,
+        ])
     }
 
     /// The default choice for streaming loads from write-combining memory on this CPU.
     pub fn auto_load() -> Impl {
-        first_supported(&[Impl::Avx512, Impl::Avx2, Impl::Sse41, Impl::Neon])
+        first_supported(&[Impl::Avx2, Impl::Avx512, Impl::Sse41, Impl::Neon])
     }
 
     /// The two complete copies of this family, or `None` when the CPU cannot run it.
@@ -114,7 +123,12 @@ impl Impl {
                     Some(k) => k.load,
                     None => wc::load::<Portable> as CopyFn,
                 };
-                (wc::store::<Movdir64b>, load)
+                let store: CopyFn = if Impl::Avx512.is_supported() {
+                    wc::store::<Movdir64bAvx512>
+                } else {
+                    wc::store::<Movdir64bAvx2>
+                };
+                (store, load)
             }
             #[cfg(target_arch = "aarch64")]
             Impl::Neon => (wc::store::<Neon>, wc::load::<Neon>),
@@ -197,12 +211,21 @@ impl Isa for Avx512 {
 }
 
 #[cfg(target_arch = "x86_64")]
-struct Movdir64b;
+struct Movdir64bAvx512;
 #[cfg(target_arch = "x86_64")]
-impl Isa for Movdir64b {
-    const STORE: Bulk = kernels::x86::store_movdir64b;
-    // Never used: `Impl::kernels` pairs it with the best streaming-load family.
-    const LOAD: Bulk = kernels::x86::load_sse41;
+impl Isa for Movdir64bAvx512 {
+    const STORE: Bulk = kernels::x86::store_movdir64b_avx512;
+    // Never used: `Impl::kernels` pairs it with the automatic streaming-load family.
+    const LOAD: Bulk = kernels::x86::load_avx512;
+}
+
+#[cfg(target_arch = "x86_64")]
+struct Movdir64bAvx2;
+#[cfg(target_arch = "x86_64")]
+impl Isa for Movdir64bAvx2 {
+    const STORE: Bulk = kernels::x86::store_movdir64b_avx2;
+    // Never used, as above.
+    const LOAD: Bulk = kernels::x86::load_avx2;
 }
 
 #[cfg(target_arch = "aarch64")]

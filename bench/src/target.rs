@@ -1,0 +1,87 @@
+//! Where the "device" side of a timed copy lives. A target hands out one mapping-side buffer
+//! and says which mapping type the copy engine should treat it as; the rest of the benchmark
+//! does not care whether it is plain memory, a mapping made through a libgdrapi (on the
+//! emulator or a real driver), or, later, a Vulkan BAR mapping.
+
+use std::ptr::NonNull;
+
+use gdrapi::backend::MappingType;
+
+/// A mapping-side buffer for timed copies.
+pub trait Target {
+    /// Short description for the table header.
+    fn describe(&self) -> String;
+    /// Start of the buffer (at least 64-byte aligned).
+    fn ptr(&self) -> *mut u8;
+    /// Usable length in bytes.
+    fn len(&self) -> usize;
+    /// The mapping type copies should assume.
+    fn kind(&self) -> MappingType;
+}
+
+/// Page-aligned anonymous memory, treated as a write-combining mapping.
+pub struct Plain {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+impl Plain {
+    /// Maps `len` bytes (rounded up to pages) of zero-filled memory, touched so that the first
+    /// timed copy does not pay for page faults.
+    pub fn new(len: usize) -> Result<Plain, String> {
+        let len = len.div_ceil(4096).max(1) * 4096;
+        // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(format!(
+                "mmap of {len} bytes failed: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or("mmap returned NULL")?;
+        // SAFETY: the mapping is writable for `len` bytes.
+        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0x5c, len) };
+        Ok(Plain { ptr, len })
+    }
+
+    /// The whole buffer as a slice.
+    pub fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: readable and writable for `len` bytes while `self` lives; `&mut self`
+        // makes the view exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Plain {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, unmapped once.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+impl Target for Plain {
+    fn describe(&self) -> String {
+        format!(
+            "ordinary memory ({} MiB) treated as a WC mapping",
+            self.len >> 20
+        )
+    }
+    fn ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn kind(&self) -> MappingType {
+        MappingType::WriteCombining
+    }
+}
