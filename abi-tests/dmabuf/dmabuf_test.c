@@ -272,6 +272,9 @@ static void test_injected_failures(gdr_t g, unsigned long d)
     void *map = NULL;
     CHECK_EQ(gdrsim_set_fail("mmap:1:ENOMEM"), 0);
     CHECK_EQ(gdr_map(g, mh, &map, 65536), ENOMEM);
+    /* The kernel-internal ENOTSUPP (524) of an exporter without mmap becomes ENOTSUP. */
+    CHECK_EQ(gdrsim_set_fail("mmap:1:524"), 0);
+    CHECK_EQ(gdr_map(g, mh, &map, 65536), ENOTSUP);
     gdrsim_set_fail("");
     gdr_info_t info;
     CHECK_EQ(gdr_get_info_v2(g, mh, &info), 0);

@@ -99,6 +99,7 @@ fi
 case_ api-x86 'ERR:  "cuMemGetHandleForAddressRange" failed \(801' GDRSIM_NO_DEVICE=1 -- "$T" api
 also api-x86 'ERR:  error .*\(12\) while mapping dma_buf_fd'
 also api-x86 'ERR:  "cuPointerGetAttribute" failed \(1'
+also api-x86 'ERR:  error ENOTSUPP\(524\) while mapping dma_buf_fd.*does not support mmap'
 case_ api-coherent '' GDRSIM_NO_DEVICE=1 GDRSIM_PROFILE=coherent -- "$T" api
 case_ api-forced '' GDRCOPY_USE_DMABUF_MMAP=1 -- "$T" api
 

@@ -307,6 +307,82 @@ mod tests {
         );
     }
 
+    static V1_CALLS: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+    unsafe extern "C" fn v2_status_not_found(
+        _n: *const std::ffi::c_char,
+        p: *mut *mut c_void,
+        _v: c_int,
+        _f: u64,
+        status: *mut c_int,
+    ) -> CuResult {
+        // SAFETY: valid out pointers from `ProcAddress::get`.
+        unsafe {
+            *p = 0x1234 as *mut c_void;
+            *status = 1; // CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
+        }
+        0
+    }
+
+    unsafe extern "C" fn v1_found(
+        name: *const std::ffi::c_char,
+        p: *mut *mut c_void,
+        v: c_int,
+        f: u64,
+    ) -> CuResult {
+        V1_CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // SAFETY: NUL-terminated name and valid out pointer from `ProcAddress::get`.
+        let known = unsafe { CStr::from_ptr(name) } == c"cuInit";
+        let ok = known && v == MIN_DMABUF_MMAP_VERSION && f == GET_PROC_ADDRESS_DEFAULT;
+        // SAFETY: as above.
+        unsafe {
+            *p = if ok {
+                0x5678 as *mut c_void
+            } else {
+                std::ptr::null_mut()
+            }
+        };
+        if ok {
+            0
+        } else {
+            500
+        }
+    }
+
+    #[test]
+    fn proc_address_status_and_null_are_missing_functions() {
+        let v2 = ProcAddress::V2(v2_status_not_found);
+        assert_eq!(
+            v2.get(c"cuInit"),
+            Err(LoadError::MissingFunction {
+                name: "cuInit",
+                code: 0,
+                status: 1
+            })
+        );
+        let v1 = ProcAddress::V1(v1_found);
+        assert_eq!(v1.get(c"cuInit"), Ok(0x5678 as *mut c_void));
+        assert_eq!(
+            v1.get(c"cuNoSuchThing"),
+            Err(LoadError::MissingFunction {
+                name: "cuNoSuchThing",
+                code: 500,
+                status: 0
+            })
+        );
+        assert_eq!(V1_CALLS.load(std::sync::atomic::Ordering::SeqCst), 2);
+        let s = LoadError::MissingFunction {
+            name: "cuInit",
+            code: 500,
+            status: 0,
+        }
+        .to_string();
+        assert!(
+            s.contains("'cuInit'") && s.contains("CUDA_ERROR_NOT_FOUND"),
+            "{s}"
+        );
+    }
+
     #[test]
     fn too_old_names_the_version() {
         let s = LoadError::TooOld(13000).to_string();
