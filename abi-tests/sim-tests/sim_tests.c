@@ -16,6 +16,12 @@
 #include <unistd.h>
 
 #include "gdrsim.h"
+
+/* The C library's fortified open entry points (called by _FORTIFY_SOURCE builds). */
+extern int __open_2(const char *, int);
+extern int __open64_2(const char *, int);
+extern int __openat_2(int, const char *, int);
+extern int __openat64_2(int, const char *, int);
 #include "harness.h"
 
 /* gdrdrv's request values (x86-64/aarch64) and parameter layouts. */
@@ -798,11 +804,27 @@ static int t_device_node(void)
         return PASS;
     }
     SKIP_IF(device_blocked());
-    int fd = openat(AT_FDCWD, "/dev/gdrdrv", O_RDWR);
-    CHECK(fd >= 0);
-    CHECK_EQ(counters().open_files, 1);
-    close(fd);
+    /* every way into open(2) reaches the emulated device */
+    int fds[8];
+    fds[0] = open("/dev/gdrdrv", O_RDWR);
+    fds[1] = open64("/dev/gdrdrv", O_RDWR);
+    fds[2] = openat(AT_FDCWD, "/dev/gdrdrv", O_RDWR);
+    fds[3] = openat64(-1, "/dev/gdrdrv", O_RDWR); /* absolute path: dirfd unused */
+    fds[4] = __open_2("/dev/gdrdrv", O_RDWR);
+    fds[5] = __open64_2("/dev/gdrdrv", O_RDWR);
+    fds[6] = __openat_2(AT_FDCWD, "/dev/gdrdrv", O_RDWR);
+    fds[7] = __openat64_2(AT_FDCWD, "/dev/gdrdrv", O_RDWR);
+    for (int k = 0; k < 8; k++) {
+        struct version v = {0, 0};
+        CHECK(fds[k] >= 0);
+        CHECK_EQ(xioctl(fds[k], IOC_GET_VERSION, &v), 0);
+        CHECK_EQ(v.min_api, 0x20000);
+    }
+    CHECK_EQ(counters().open_files, 8);
+    for (int k = 0; k < 8; k++)
+        CHECK_EQ(close(fds[k]), 0);
     CHECK_EQ(counters().open_files, 0);
+    CHECK_EQ(open("/dev/gdrdrv1", O_RDWR), -1); /* only the one node */
     return PASS;
 }
 
