@@ -10,6 +10,10 @@
 # 3. make install into temporary prefixes (prefix=, DESTDIR=, libdir=): include/ and exactly
 #    one of lib/ or lib64/, a gdrapi.pc that works; make uninstall leaves the prefix empty.
 # 4. dpkg --purge; every file the packages had installed is gone, ldconfig forgets the library.
+# 5. Moving between NVIDIA's packages and these: with stand-ins for NVIDIA's libgdrapi and
+#    gdrcopy-tests 2.6-1 (same files, same names) and a program's package that depends on
+#    libgdrapi (>= 2.6-1), dpkg -i of ours replaces NVIDIA's and keeps that program's
+#    dependency satisfied; apt-get install of NVIDIA's brings it back the same way.
 # The machine ends as it started: whatever happens, the packages are purged on exit.
 #
 # Needs root (dpkg -i) and dpkg; without either it says so and skips. Refuses to run (fails)
@@ -25,7 +29,7 @@ MAKE=${MAKE:-make}
 DEB_DIR=$BUILD_DIR/deb
 PACKAGES=(libgdrapi2 libgdrapi-dev gdrcopy-tools)
 # Every package whose files ours would replace (NVIDIA's included).
-CONFLICTING=(libgdrapi2 libgdrapi-dev gdrcopy-tools libgdrapi gdrcopy-tests)
+CONFLICTING=(libgdrapi2 libgdrapi-dev gdrcopy-tools libgdrapi gdrcopy-tests gdrapi-rs-test-consumer)
 TOOLS=(gdrcopy_copybw gdrcopy_copylat gdrcopy_apiperf gdrcopy)
 
 passed=0
@@ -72,6 +76,8 @@ cleanup() {
         echo "test-pkg: cleanup: dpkg --purge ${left[*]}"
         dpkg --purge "${left[@]}" >/dev/null || echo "test-pkg: cleanup: could not purge ${left[*]}" >&2
     fi
+    # An interrupted apt-get leaves the ldconfig trigger pending: run it.
+    dpkg --triggers-only -a >/dev/null 2>&1 || true
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -311,5 +317,76 @@ for p in "${pkgs[@]}"; do
     expect "/usr/share/doc/$p is gone" test ! -e "/usr/share/doc/$p"
 done
 expect "ldconfig no longer knows libgdrapi" bash -c '! /sbin/ldconfig -p | grep -q libgdrapi'
+
+# ---------------------------------------------------------------------------------------
+# 5. Moving from NVIDIA's packages to these and back.
+fake() { # fake NAME VERSION ARCH FIELDS FILES...: builds a stand-in package, prints its path
+    local name=$1 ver=$2 arch_=$3 fields=$4 dir=$TMP/fake/$1; shift 4
+    mkdir -p "$dir/DEBIAN"
+    printf 'Package: %s\nVersion: %s\nArchitecture: %s\nMaintainer: test <test@example.org>\n%sDescription: stand-in for the package test\n' \
+        "$name" "$ver" "$arch_" "$fields" >"$dir/DEBIAN/control"
+    local f
+    for f in "$@"; do # PATH=CONTENT file, or PATH->TARGET link
+        if [[ $f == *'->'* ]]; then
+            mkdir -p "$dir/$(dirname "${f%%->*}")"
+            ln -s "${f#*->}" "$dir/${f%%->*}"
+        else
+            mkdir -p "$dir/$(dirname "${f%%=*}")"
+            printf '%s\n' "${f#*=}" >"$dir/${f%%=*}"
+        fi
+    done
+    # (apt-get wants the usual NAME_VERSION_ARCH.deb file name)
+    dpkg-deb --root-owner-group -b "$dir" "$TMP/fake/${name}_${ver}_${arch_}.deb" >/dev/null
+    echo "$TMP/fake/${name}_${ver}_${arch_}.deb"
+}
+nv_lib=$(fake libgdrapi 2.6-1 "$arch" $'Multi-Arch: same\nConflicts: gdrcopy (<= 2.2-1)\n' \
+    "usr/lib/$multiarch/libgdrapi.so.2.6=stand-in for NVIDIA's library" \
+    "usr/lib/$multiarch/libgdrapi.so.2->libgdrapi.so.2.6" "usr/lib/$multiarch/libgdrapi.so->libgdrapi.so.2" \
+    "usr/include/gdrapi.h=/* NVIDIA */" "usr/include/gdrconfig.h=/* NVIDIA */")
+consumer=$(fake gdrapi-rs-test-consumer 1.0 all $'Depends: libgdrapi (>= 2.6-1)\n' \
+    "usr/share/doc/gdrapi-rs-test-consumer/README=depends on libgdrapi")
+nv=("$nv_lib" "$consumer")
+if [ $with_tools = 1 ]; then
+    nv+=("$(fake gdrcopy-tests 2.6-1 "$arch" $'Depends: libgdrapi (>= 2.6-1)\n' \
+        "usr/bin/gdrcopy_copybw=stand-in" "usr/bin/gdrcopy_sanity=stand-in" "usr/bin/copybw->gdrcopy_copybw")")
+fi
+nv_pkgs=(libgdrapi gdrapi-rs-test-consumer)
+[ $with_tools = 1 ] && nv_pkgs+=(gdrcopy-tests)
+we_installed=("${nv_pkgs[@]}" "${pkgs[@]}")
+dpkg -i "${nv[@]}" >"$TMP/nv.log" 2>&1 || { cat "$TMP/nv.log" >&2; fail "dpkg -i of the stand-ins"; }
+expect "stand-ins for NVIDIA's packages and a dependent program are installed" \
+    bash -c 'for p; do [ "$(dpkg-query -W -f="\${db:Status-Status}" "$p")" = installed ] || exit 1; done' _ "${nv_pkgs[@]}"
+dpkg -i "${debs[@]}" >"$TMP/move.log" 2>&1 || { cat "$TMP/move.log" >&2; fail "dpkg -i of ours over NVIDIA's"; }
+expect "dpkg -i of ours removes NVIDIA's libgdrapi (Conflicts + Replaces)" not_installed libgdrapi
+[ $with_tools = 1 ] && expect "... and NVIDIA's gdrcopy-tests, whose gdrcopy_sanity goes with it" \
+    bash -c '! dpkg-query -W -f="\${db:Status-Status}" gdrcopy-tests | grep -qx installed && test ! -e /usr/bin/gdrcopy_sanity'
+expect "the program depending on libgdrapi (>= 2.6-1) stays installed, satisfied by Provides" \
+    bash -c '[ "$(dpkg-query -W -f="\${db:Status-Status}" gdrapi-rs-test-consumer)" = installed ] && [ -z "$(dpkg --audit)" ]'
+expect "$libdir/libgdrapi.so.2.6 and gdrapi.h are ours now" \
+    bash -c 'cmp -s "$1" "$2" && ! grep -q NVIDIA /usr/include/gdrapi.h' _ "$TMP/root$libdir/libgdrapi.so.2.6" "$libdir/libgdrapi.so.2.6"
+if command -v apt-get >/dev/null; then
+    apt-get install -y -o Dpkg::Use-Pty=0 "$nv_lib" >"$TMP/back.log" 2>&1 ||
+        { cat "$TMP/back.log" >&2; fail "apt-get install of NVIDIA's libgdrapi over ours"; }
+    expect "apt-get left no package half-done (dpkg --audit is empty)" test -z "$(dpkg --audit)"
+    expect "apt-get install of NVIDIA's libgdrapi removes libgdrapi2 and libgdrapi-dev" \
+        bash -c '! dpkg-query -W -f="\${db:Status-Status}\n" libgdrapi2 libgdrapi-dev 2>/dev/null | grep -qx installed'
+    expect "... and the dependent program stays installed" \
+        bash -c '[ "$(dpkg-query -W -f="\${db:Status-Status}" gdrapi-rs-test-consumer)" = installed ] && [ -z "$(dpkg --audit)" ]'
+    expect "NVIDIA's files are back" grep -q NVIDIA /usr/include/gdrapi.h
+fi
+all=()
+for p in "${we_installed[@]}"; do installed "$p" && all+=("$p"); done
+dpkg -L "${all[@]}" 2>/dev/null | sort -u >"$TMP/owned2"
+dpkg --purge "${all[@]}" >"$TMP/purge2.log" 2>&1 || { cat "$TMP/purge2.log" >&2; fail "dpkg --purge (5)"; }
+left=()
+while IFS= read -r f; do
+    [ -d "$f" ] && [ ! -L "$f" ] && continue
+    if [ -e "$f" ] || [ -L "$f" ]; then left+=("$f"); fi
+done <"$TMP/owned2"
+[ ${#left[@]} = 0 ] || printf 'test-pkg: left behind: %s\n' "${left[@]}" >&2
+expect "after purging the stand-ins and ours, nothing of them is left" test ${#left[@]} = 0
+for p in "${we_installed[@]}"; do
+    expect "$p is not installed at the end" not_installed "$p"
+done
 
 echo "test-pkg: all $passed checks passed"
