@@ -20,7 +20,13 @@
 //! - `gdr_driver_get_version` returns 0 with 2.6, the gdrdrv interface level this backend
 //!   provides (v2 pin with FORCE_PCIE, mapping types, attributes), so callers that require
 //!   success and at least 2.5 keep working (upstream aborts on an assertion). The CUDA driver
-//!   version is in the INFO line logged when the backend is chosen.
+//!   version is in the INFO line logged when the backend is chosen;
+//! - libcuda is loaded once per process and kept (see [`crate::cuda::loader`]) rather than
+//!   unloaded at the last `gdr_close`;
+//! - the device of a pin is asked for the caller's own address (certainly inside the
+//!   allocation), not the page-aligned one; a map larger than the pinned range, or of a type
+//!   other than the one fixed at pin time, is refused (EINVAL) before any system call; the
+//!   kernel's ENOTSUPP (524) from mmap of an exporter without mmap becomes ENOTSUP.
 
 use super::{Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
 use crate::cuda::types::{
