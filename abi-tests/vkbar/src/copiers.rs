@@ -7,6 +7,7 @@ use gdrapi::backend::MappingType;
 
 /// A way of copying between host memory and a write-combining BAR mapping; each call ends
 /// with whatever fence the method issues (every method here fences).
+#[allow(clippy::wrong_self_convention)] // `from_mapping` mirrors `gdrapi::copy::from_mapping`
 pub trait Copier {
     /// Short name for tables.
     fn name(&self) -> String;

@@ -111,7 +111,7 @@ VmFlags: rd wr mr mw me ac
         assert_eq!(maps[0].start, 0x7f00_0000_0000);
         assert_eq!(maps[0].end, 0x7f00_0400_0000);
         assert_eq!(maps[0].perms, "rw-s");
-        assert_eq!(maps[0].offset, 0x1f400_0000);
+        assert_eq!(maps[0].offset, 0x1_f400_0000);
         assert_eq!(maps[0].path, "/dev/nvidia0");
         assert!(maps[0].is_io_pfnmap());
         assert_eq!(maps[0].rss_kb, Some(0));

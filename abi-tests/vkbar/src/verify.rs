@@ -89,7 +89,10 @@ fn mismatch(what: String, got: &[u8], want: &[u8]) -> Result<()> {
 
 /// Checks one copy of `n` bytes at offset `off` of the mapping `dev` in both directions against
 /// `view`, including that no byte around the range changes. `seed` varies the data.
-pub fn check_one(
+///
+/// # Safety
+/// `dev..dev+len` must be a live mapping of the memory `view` sees, with nothing else using it.
+pub unsafe fn check_one(
     c: &dyn Copier,
     dev: *mut u8,
     len: usize,
@@ -139,7 +142,10 @@ pub fn check_one(
 
 /// Runs [`check_one`] over every mapping offset in `offsets` and length in `lengths`; returns
 /// how many (offset, length) pairs were checked.
-pub fn sweep(
+///
+/// # Safety
+/// As [`check_one`].
+pub unsafe fn sweep(
     c: &dyn Copier,
     dev: *mut u8,
     len: usize,
@@ -150,7 +156,8 @@ pub fn sweep(
     let mut count = 0;
     for &off in offsets {
         for &n in lengths {
-            check_one(c, dev, len, view, off, n, (off * 100_003 + n) as u64)?;
+            // SAFETY: forwarded contract.
+            unsafe { check_one(c, dev, len, view, off, n, (off * 100_003 + n) as u64)? };
             count += 1;
         }
     }
@@ -191,14 +198,17 @@ mod tests {
         let mut buf = vec![0u8; 8192];
         // SAFETY: `buf` outlives the view and is not otherwise touched meanwhile.
         let view = unsafe { CpuView::new(buf.as_mut_ptr(), buf.len()) };
-        let n = sweep(
-            &Memcpy,
-            buf.as_mut_ptr(),
-            8192,
-            &view,
-            &[0, 1, 7, 63],
-            &sweep_lengths(70, 4096),
-        )
+        // SAFETY: `buf` is the memory the view sees and outlives the sweep.
+        let n = unsafe {
+            sweep(
+                &Memcpy,
+                buf.as_mut_ptr(),
+                8192,
+                &view,
+                &[0, 1, 7, 63],
+                &sweep_lengths(70, 4096),
+            )
+        }
         .expect("memcpy is correct");
         assert_eq!(n, 4 * sweep_lengths(70, 4096).len());
     }
@@ -227,8 +237,10 @@ mod tests {
         let mut buf = vec![0u8; 4096];
         // SAFETY: as above.
         let view = unsafe { CpuView::new(buf.as_mut_ptr(), buf.len()) };
-        let e = check_one(&OffByOne, buf.as_mut_ptr(), 4096, &view, 3, 10, 1).unwrap_err();
+        // SAFETY: `buf` is the memory the view sees and outlives both calls.
+        let e = unsafe { check_one(&OffByOne, buf.as_mut_ptr(), 4096, &view, 3, 10, 1) }.unwrap_err();
         assert!(matches!(e, Error::Mismatch { offset: 13, .. }), "{e}");
-        assert!(check_one(&OffByOne, buf.as_mut_ptr(), 4096, &view, 0, 5000, 1).is_err());
+        // SAFETY: as above.
+        assert!(unsafe { check_one(&OffByOne, buf.as_mut_ptr(), 4096, &view, 0, 5000, 1) }.is_err());
     }
 }

@@ -83,7 +83,8 @@ fn exported_fd_gives_a_second_mapping_of_the_same_bytes() {
     let offsets = [0, 1, 2, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63];
     let lengths = verify::sweep_lengths(70, 8192);
     for c in [&eng as &dyn Copier, &Memcpy] {
-        let n = verify::sweep(c, mem.as_ptr(), len, &view, &offsets, &lengths).expect("sweep passes");
+        // SAFETY: `mem` is live for `len` bytes and the view maps the same memory.
+        let n = unsafe { verify::sweep(c, mem.as_ptr(), len, &view, &offsets, &lengths) }.expect("sweep passes");
         assert_eq!(n, offsets.len() * lengths.len());
     }
 }

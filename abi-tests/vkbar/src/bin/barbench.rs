@@ -559,7 +559,8 @@ fn run(o: &Opts) -> Result<Vec<Row>> {
             continue;
         }
         let t0 = Instant::now();
-        let count = verify::sweep(c.as_ref(), mem.as_ptr(), o.alloc, view, &offsets, &lengths)?;
+        // SAFETY: `mem` is live for `alloc` bytes and `view` sees the same memory.
+        let count = unsafe { verify::sweep(c.as_ref(), mem.as_ptr(), o.alloc, view, &offsets, &lengths) }?;
         say(&format!(
             "check {}: {count} (offset, length) pairs in both directions match through {} ({:.1} s)",
             c.name(),
@@ -756,4 +757,64 @@ fn main() -> ExitCode {
     }
     table(&rows, &o);
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes_and_reject_garbage() {
+        assert_eq!(parse_size("17").ok(), Some(17));
+        assert_eq!(parse_size("4K").ok(), Some(4096));
+        assert_eq!(parse_size("16M").ok(), Some(16 << 20));
+        assert_eq!(parse_size("1g").ok(), Some(1 << 30));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("M").is_err());
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("99999999999999999999G").is_err());
+    }
+
+    #[test]
+    fn options_are_validated() {
+        let o = parse_args(&args(&[
+            "--max",
+            "1M",
+            "--alloc",
+            "4M",
+            "--impls",
+            "avx2,sse41",
+            "--reps",
+            "3",
+        ]))
+        .unwrap();
+        assert_eq!((o.max, o.alloc, o.reps), (1 << 20, 4 << 20, 3));
+        assert_eq!(o.impls, vec!["avx2", "sse41"]);
+        assert!(parse_args(&args(&["--reps", "0"])).is_err());
+        assert!(parse_args(&args(&["--max", "40M"])).is_err()); // 2 * max > default alloc
+        assert!(parse_args(&args(&["--upstream"])).is_err());
+        assert!(parse_args(&args(&["--bogus"])).is_err());
+    }
+
+    #[test]
+    fn rows_survive_the_worker_protocol() {
+        let r = Row {
+            method: "ours:avx2".into(),
+            dir: "from",
+            size: 4096,
+            ns: 1234.5,
+        };
+        let back = Row::from_tsv(&r.tsv()).unwrap();
+        assert_eq!((back.method.as_str(), back.dir, back.size), ("ours:avx2", "from", 4096));
+        assert!((back.ns - 1234.5).abs() < 0.01);
+        assert!(Row::from_tsv("x\tsideways\t1\t2").is_none());
+        assert!(Row::from_tsv("garbage").is_none());
+        assert_eq!(sizes(16), vec![1, 2, 4, 8, 16]);
+        assert_eq!(human(3 << 20), "3M");
+        assert_eq!(human(2048), "2K");
+    }
 }
