@@ -34,7 +34,7 @@ deb: deb-stage
 
 deb-stage:
 	command -v dpkg-buildpackage >/dev/null || { echo "make deb: needs dpkg-dev and debhelper"; exit 1; }
-	$(CARGO) fetch --locked
+	$(CARGO) fetch --locked --target "$$(rustc -vV | sed -n 's/^host: //p')"
 	rm -rf $(DEB_DIR)
 	mkdir -p $(DEB_STAGE)
 	@if git -C $(CURDIR) rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
