@@ -25,7 +25,9 @@ impl fmt::Display for CliError {
             CliError::Unknown(c) => write!(f, "invalid option -- '{c}'"),
             CliError::MissingArgument(c) => write!(f, "option requires an argument -- '{c}'"),
             CliError::BadNumber(c, v) => write!(f, "invalid number '{v}' for -{c}"),
-            CliError::BadValue(c, v, valid) => write!(f, "invalid value '{v}' for -{c}; valid: {valid}"),
+            CliError::BadValue(c, v, valid) => {
+                write!(f, "invalid value '{v}' for -{c}; valid: {valid}")
+            }
             CliError::Unexpected(a) => write!(f, "unexpected argument '{a}'"),
         }
     }
@@ -152,14 +154,22 @@ pub fn map_flag_arg(opt: &Opt) -> Result<i32, CliError> {
         "wc" => Ok(crate::gdr::MAP_FLAG_REQ_WC),
         "cache" => Ok(crate::gdr::MAP_FLAG_REQ_CACHE),
         "device" => Ok(crate::gdr::MAP_FLAG_REQ_DEVICE),
-        _ => Err(CliError::BadValue(opt.name, s, "default, wc, cache, device")),
+        _ => Err(CliError::BadValue(
+            opt.name,
+            s,
+            "default, wc, cache, device",
+        )),
     }
 }
 
 /// Parses upstream's `-a` values.
 pub fn alloc_fn_arg(opt: &Opt) -> Result<crate::gpumem::AllocFn, CliError> {
     let s = opt.arg.clone().unwrap_or_default();
-    crate::gpumem::AllocFn::parse(&s).ok_or(CliError::BadValue(opt.name, s, "cuMemAlloc, cuMemCreate"))
+    crate::gpumem::AllocFn::parse(&s).ok_or(CliError::BadValue(
+        opt.name,
+        s,
+        "cuMemAlloc, cuMemCreate",
+    ))
 }
 
 #[cfg(test)]
@@ -184,8 +194,14 @@ mod tests {
                     name: 'c',
                     arg: Some("0x100".into())
                 },
-                Opt { name: 'l', arg: None },
-                Opt { name: 'h', arg: None },
+                Opt {
+                    name: 'l',
+                    arg: None
+                },
+                Opt {
+                    name: 'h',
+                    arg: None
+                },
             ]
         );
         let o = getopt(&args(&["-ls", "8", "--"]), "s:l").unwrap();
@@ -201,10 +217,19 @@ mod tests {
     #[test]
     fn getopt_rejects_bad_input() {
         assert_eq!(getopt(&args(&["-x"]), "s:"), Err(CliError::Unknown('x')));
-        assert_eq!(getopt(&args(&["-s"]), "s:"), Err(CliError::MissingArgument('s')));
-        assert_eq!(getopt(&args(&["foo"]), "s:"), Err(CliError::Unexpected("foo".into())));
+        assert_eq!(
+            getopt(&args(&["-s"]), "s:"),
+            Err(CliError::MissingArgument('s'))
+        );
+        assert_eq!(
+            getopt(&args(&["foo"]), "s:"),
+            Err(CliError::Unexpected("foo".into()))
+        );
         assert_eq!(getopt(&args(&["-:"]), "s:"), Err(CliError::Unknown(':')));
-        assert_eq!(getopt(&args(&["--", "x"]), "s:"), Err(CliError::Unexpected("x".into())));
+        assert_eq!(
+            getopt(&args(&["--", "x"]), "s:"),
+            Err(CliError::Unexpected("x".into()))
+        );
     }
 
     #[test]

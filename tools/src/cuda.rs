@@ -49,7 +49,11 @@ pub struct CudaError {
 
 impl fmt::Display for CudaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} failed: CUDA error: {} ({})", self.func, self.name, self.code)
+        write!(
+            f,
+            "{} failed: CUDA error: {} ({})",
+            self.func, self.name, self.code
+        )
     }
 }
 
@@ -113,7 +117,9 @@ pub struct Cuda {
 
 impl fmt::Debug for Cuda {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Cuda").field("lib", &self.lib.name()).finish()
+        f.debug_struct("Cuda")
+            .field("lib", &self.lib.name())
+            .finish()
     }
 }
 
@@ -177,7 +183,9 @@ impl Cuda {
     pub fn driver_version(&self) -> Result<c_int, CudaError> {
         let mut v = 0;
         // SAFETY: v is a valid out pointer.
-        self.check("cuDriverGetVersion", unsafe { (self.driver_get_version)(&mut v) })?;
+        self.check("cuDriverGetVersion", unsafe {
+            (self.driver_get_version)(&mut v)
+        })?;
         Ok(v)
     }
 
@@ -185,7 +193,9 @@ impl Cuda {
     pub fn device_count(&self) -> Result<c_int, CudaError> {
         let mut v = 0;
         // SAFETY: v is a valid out pointer.
-        self.check("cuDeviceGetCount", unsafe { (self.device_get_count)(&mut v) })?;
+        self.check("cuDeviceGetCount", unsafe {
+            (self.device_get_count)(&mut v)
+        })?;
         Ok(v)
     }
 
@@ -205,7 +215,9 @@ impl Cuda {
         self.check("cuDeviceGetName", rc)?;
         buf[255] = 0;
         // SAFETY: buf is NUL-terminated (forced above).
-        Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+        Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned())
     }
 
     /// `cuDeviceGetAttribute`.
@@ -233,7 +245,8 @@ impl Cuda {
 
     /// `cuMemAlloc_v2`.
     pub fn mem_alloc(&self, size: usize) -> Result<CuDevicePtr, CudaError> {
-        let f: unsafe extern "C" fn(*mut CuDevicePtr, usize) -> CuResult = self.optional("cuMemAlloc_v2")?;
+        let f: unsafe extern "C" fn(*mut CuDevicePtr, usize) -> CuResult =
+            self.optional("cuMemAlloc_v2")?;
         let mut p = 0;
         // SAFETY: p is a valid out pointer.
         self.check("cuMemAlloc", unsafe { f(&mut p, size) })?;
@@ -253,7 +266,13 @@ impl Cuda {
             self.optional("cuPointerSetAttribute")?;
         let flag: c_uint = 1;
         // SAFETY: flag outlives the call; the driver reads one unsigned int.
-        let rc = unsafe { f(&flag as *const c_uint as *const c_void, POINTER_ATTR_SYNC_MEMOPS, p) };
+        let rc = unsafe {
+            f(
+                &flag as *const c_uint as *const c_void,
+                POINTER_ATTR_SYNC_MEMOPS,
+                p,
+            )
+        };
         self.check("cuPointerSetAttribute", rc)
     }
 
@@ -271,7 +290,8 @@ impl Cuda {
     /// # Safety
     /// `p` must be device memory valid for `n` bytes.
     pub unsafe fn memset_d8(&self, p: CuDevicePtr, value: u8, n: usize) -> Result<(), CudaError> {
-        let f: unsafe extern "C" fn(CuDevicePtr, u8, usize) -> CuResult = self.optional("cuMemsetD8_v2")?;
+        let f: unsafe extern "C" fn(CuDevicePtr, u8, usize) -> CuResult =
+            self.optional("cuMemsetD8_v2")?;
         self.check("cuMemsetD8", f(p, value, n))
     }
 
@@ -326,8 +346,14 @@ mod tests {
     fn allocation_prop_has_the_c_layout() {
         assert_eq!(std::mem::size_of::<MemAllocationProp>(), 32);
         assert_eq!(std::mem::offset_of!(MemAllocationProp, location), 8);
-        assert_eq!(std::mem::offset_of!(MemAllocationProp, win32_handle_meta_data), 16);
-        assert_eq!(std::mem::offset_of!(MemAllocationProp, gpu_direct_rdma_capable), 25);
+        assert_eq!(
+            std::mem::offset_of!(MemAllocationProp, win32_handle_meta_data),
+            16
+        );
+        assert_eq!(
+            std::mem::offset_of!(MemAllocationProp, gpu_direct_rdma_capable),
+            25
+        );
         assert_eq!(std::mem::size_of::<MemAccessDesc>(), 12);
     }
 }

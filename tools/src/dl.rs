@@ -115,7 +115,9 @@ impl Library {
         }
         // SAFETY: dli_fname is a NUL-terminated string owned by the loader, valid while the
         // object is loaded (forever here).
-        let name = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned();
+        let name = unsafe { CStr::from_ptr(info.dli_fname) }
+            .to_string_lossy()
+            .into_owned();
         Some(
             std::fs::canonicalize(&name)
                 .map(|p| p.display().to_string())

@@ -114,7 +114,9 @@ pub struct Gdr {
 
 impl fmt::Debug for Gdr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Gdr").field("lib", &self.lib.name()).finish()
+        f.debug_struct("Gdr")
+            .field("lib", &self.lib.name())
+            .finish()
     }
 }
 

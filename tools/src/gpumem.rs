@@ -1,7 +1,9 @@
 //! GPU and pinned host buffers for the tools: 64 KiB-aligned `cuMemAlloc` or VMM
 //! (`cuMemCreate`) device memory, and `cuMemAllocHost` host memory; all freed on drop.
 
-use crate::cuda::{CuDevice, CuDevicePtr, CuResult, Cuda, CudaError, MemAccessDesc, MemAllocationProp, MemLocation};
+use crate::cuda::{
+    CuDevice, CuDevicePtr, CuResult, Cuda, CudaError, MemAccessDesc, MemAllocationProp, MemLocation,
+};
 use crate::gdr::GPU_PAGE_SIZE;
 use std::ffi::{c_int, c_void};
 
@@ -53,7 +55,12 @@ pub struct DeviceBuffer<'c> {
 
 impl<'c> DeviceBuffer<'c> {
     /// Allocates `size` bytes (a multiple of 64 KiB is expected) on the current context's device.
-    pub fn alloc(cuda: &'c Cuda, how: AllocFn, size: usize, dev: CuDevice) -> Result<DeviceBuffer<'c>, CudaError> {
+    pub fn alloc(
+        cuda: &'c Cuda,
+        how: AllocFn,
+        size: usize,
+        dev: CuDevice,
+    ) -> Result<DeviceBuffer<'c>, CudaError> {
         match how {
             AllocFn::MemAlloc => {
                 let raw = cuda.mem_alloc(size + GPU_PAGE_SIZE - 1)?;
@@ -70,7 +77,11 @@ impl<'c> DeviceBuffer<'c> {
         }
     }
 
-    fn alloc_vmm(cuda: &'c Cuda, size: usize, dev: CuDevice) -> Result<DeviceBuffer<'c>, CudaError> {
+    fn alloc_vmm(
+        cuda: &'c Cuda,
+        size: usize,
+        dev: CuDevice,
+    ) -> Result<DeviceBuffer<'c>, CudaError> {
         let supported = cuda.attribute(crate::cuda::ATTR_GPU_DIRECT_RDMA_WITH_VMM, dev)?;
         if supported == 0 {
             return Err(CudaError {
@@ -89,15 +100,32 @@ impl<'c> DeviceBuffer<'c> {
             usage: 0,
             reserved: [0; 4],
         };
-        let granularity: unsafe extern "C" fn(*mut usize, *const MemAllocationProp, c_int) -> CuResult =
-            cuda.function("cuMemGetAllocationGranularity")?;
-        let reserve: unsafe extern "C" fn(*mut CuDevicePtr, usize, usize, CuDevicePtr, u64) -> CuResult =
-            cuda.function("cuMemAddressReserve")?;
-        let create: unsafe extern "C" fn(*mut u64, usize, *const MemAllocationProp, u64) -> CuResult =
-            cuda.function("cuMemCreate")?;
-        let map: unsafe extern "C" fn(CuDevicePtr, usize, usize, u64, u64) -> CuResult = cuda.function("cuMemMap")?;
-        let set_access: unsafe extern "C" fn(CuDevicePtr, usize, *const MemAccessDesc, usize) -> CuResult =
-            cuda.function("cuMemSetAccess")?;
+        let granularity: unsafe extern "C" fn(
+            *mut usize,
+            *const MemAllocationProp,
+            c_int,
+        ) -> CuResult = cuda.function("cuMemGetAllocationGranularity")?;
+        let reserve: unsafe extern "C" fn(
+            *mut CuDevicePtr,
+            usize,
+            usize,
+            CuDevicePtr,
+            u64,
+        ) -> CuResult = cuda.function("cuMemAddressReserve")?;
+        let create: unsafe extern "C" fn(
+            *mut u64,
+            usize,
+            *const MemAllocationProp,
+            u64,
+        ) -> CuResult = cuda.function("cuMemCreate")?;
+        let map: unsafe extern "C" fn(CuDevicePtr, usize, usize, u64, u64) -> CuResult =
+            cuda.function("cuMemMap")?;
+        let set_access: unsafe extern "C" fn(
+            CuDevicePtr,
+            usize,
+            *const MemAccessDesc,
+            usize,
+        ) -> CuResult = cuda.function("cuMemSetAccess")?;
         let mut gran = 0usize;
         // SAFETY: valid out pointer and a fully initialised prop of the C layout.
         cuda.check("cuMemGetAllocationGranularity", unsafe {
@@ -107,7 +135,9 @@ impl<'c> DeviceBuffer<'c> {
         let rounded = round_up(size, gran);
         let mut va: CuDevicePtr = 0;
         // SAFETY: valid out pointer; no fixed address requested.
-        cuda.check("cuMemAddressReserve", unsafe { reserve(&mut va, rounded, gran, 0, 0) })?;
+        cuda.check("cuMemAddressReserve", unsafe {
+            reserve(&mut va, rounded, gran, 0, 0)
+        })?;
         // From here on, Drop releases whatever was set up.
         let mut buf = DeviceBuffer {
             cuda,
@@ -120,7 +150,9 @@ impl<'c> DeviceBuffer<'c> {
         };
         let mut handle = 0u64;
         // SAFETY: valid out pointer and prop.
-        cuda.check("cuMemCreate", unsafe { create(&mut handle, rounded, &prop, 0) })?;
+        cuda.check("cuMemCreate", unsafe {
+            create(&mut handle, rounded, &prop, 0)
+        })?;
         buf.backing = Backing::Vmm {
             handle,
             reserved: rounded,
@@ -132,7 +164,9 @@ impl<'c> DeviceBuffer<'c> {
             flags: 3,
         };
         // SAFETY: the range is mapped; desc is one valid descriptor.
-        cuda.check("cuMemSetAccess", unsafe { set_access(va, rounded, &desc, 1) })?;
+        cuda.check("cuMemSetAccess", unsafe {
+            set_access(va, rounded, &desc, 1)
+        })?;
         Ok(buf)
     }
 
@@ -185,7 +219,8 @@ pub struct HostBuffer<'c> {
 impl<'c> HostBuffer<'c> {
     /// Allocates `len` zeroed bytes.
     pub fn alloc(cuda: &'c Cuda, len: usize) -> Result<HostBuffer<'c>, CudaError> {
-        let f: unsafe extern "C" fn(*mut *mut c_void, usize) -> CuResult = cuda.function("cuMemAllocHost_v2")?;
+        let f: unsafe extern "C" fn(*mut *mut c_void, usize) -> CuResult =
+            cuda.function("cuMemAllocHost_v2")?;
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: valid out pointer.
         cuda.check("cuMemAllocHost", unsafe { f(&mut p, len.max(1)) })?;
@@ -245,7 +280,10 @@ mod tests {
         assert_eq!(round_up(GPU_PAGE_SIZE, GPU_PAGE_SIZE), GPU_PAGE_SIZE);
         assert_eq!(round_up(131072 + 1, GPU_PAGE_SIZE), 196608);
         assert_eq!(AllocFn::parse("cuMemCreate"), Some(AllocFn::MemCreate));
-        assert_eq!(AllocFn::parse("cuMemAlloc").map(AllocFn::name), Some("cuMemAlloc"));
+        assert_eq!(
+            AllocFn::parse("cuMemAlloc").map(AllocFn::name),
+            Some("cuMemAlloc")
+        );
         assert_eq!(AllocFn::parse("malloc"), None);
     }
 }

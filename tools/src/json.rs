@@ -284,7 +284,11 @@ impl Parser<'_> {
             }
             Some(c) if *c == b'-' || c.is_ascii_digit() => {
                 let start = self.i;
-                while self.i < self.s.len() && matches!(self.s[self.i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                while self.i < self.s.len()
+                    && matches!(
+                        self.s[self.i],
+                        b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'
+                    )
                 {
                     self.i += 1;
                 }
@@ -338,7 +342,9 @@ impl Parser<'_> {
                     while end < self.s.len() && (self.s[end] & 0xC0) == 0x80 {
                         end += 1;
                     }
-                    out.push_str(std::str::from_utf8(&self.s[start..end]).map_err(|e| e.to_string())?);
+                    out.push_str(
+                        std::str::from_utf8(&self.s[start..end]).map_err(|e| e.to_string())?,
+                    );
                     self.i = end;
                 }
             }
@@ -355,19 +361,34 @@ mod tests {
         let v = Value::Obj(vec![
             ("b".into(), Value::from(1i64)),
             ("a".into(), Value::from("x\"y\n\u{1}é")),
-            ("c".into(), Value::Arr(vec![Value::Null, true.into(), 2.5f64.into()])),
+            (
+                "c".into(),
+                Value::Arr(vec![Value::Null, true.into(), 2.5f64.into()]),
+            ),
             ("d".into(), Value::Obj(vec![])),
         ]);
         for text in [v.to_json(), v.to_json_pretty()] {
             assert_eq!(parse(&text).unwrap(), v, "{text}");
         }
-        assert_eq!(v.to_json(), r#"{"b":1,"a":"x\"y\n\u0001é","c":[null,true,2.5],"d":{}}"#);
+        assert_eq!(
+            v.to_json(),
+            r#"{"b":1,"a":"x\"y\n\u0001é","c":[null,true,2.5],"d":{}}"#
+        );
         assert_eq!(Value::from(f64::NAN).to_json(), "null");
     }
 
     #[test]
     fn parser_rejects_garbage() {
-        for bad in ["", "{", "[1,]", "{\"a\" 1}", "tru", "1 2", "\"abc", "{\"a\":1,}"] {
+        for bad in [
+            "",
+            "{",
+            "[1,]",
+            "{\"a\" 1}",
+            "tru",
+            "1 2",
+            "\"abc",
+            "{\"a\":1,}",
+        ] {
             assert!(parse(bad).is_err(), "{bad:?} parsed");
         }
         let v = parse(" {\"k\": [1, -2e3, \"\\u0041\"]} ").unwrap();

@@ -22,7 +22,11 @@ pub fn fmt_g_prec(v: f64, prec: usize) -> String {
         return if v < 0.0 { "-inf".into() } else { "inf".into() };
     }
     if v == 0.0 {
-        return if v.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if v.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     let p = prec.max(1);
     // Scientific rendering after rounding to p significant digits gives the decimal exponent.

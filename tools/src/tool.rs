@@ -110,8 +110,12 @@ pub fn check_gdr_support(cuda: &Cuda, gdr: &Gdr, dev: CuDevice) -> Result<(), Fa
         }
         return Ok(());
     }
-    let buf =
-        crate::gpumem::DeviceBuffer::alloc(cuda, crate::gpumem::AllocFn::MemAlloc, crate::gdr::GPU_PAGE_SIZE, dev)?;
+    let buf = crate::gpumem::DeviceBuffer::alloc(
+        cuda,
+        crate::gpumem::AllocFn::MemAlloc,
+        crate::gdr::GPU_PAGE_SIZE,
+        dev,
+    )?;
     let session = open_gdr(gdr)?;
     let pin = session
         .pin(buf.ptr(), buf.size())

@@ -12,7 +12,8 @@ fn bw_values(r: &common::Run, prefix: &str) -> Vec<f64> {
             let v = l[prefix.len()..]
                 .strip_suffix("MB/s")
                 .unwrap_or_else(|| panic!("no MB/s in {l:?}"));
-            v.parse::<f64>().unwrap_or_else(|_| panic!("bad number in {l:?}"))
+            v.parse::<f64>()
+                .unwrap_or_else(|_| panic!("bad number in {l:?}"))
         })
         .collect()
 }
@@ -53,14 +54,21 @@ fn copybw_prints_write_and_read_bandwidth() {
         "writing test, size=131072 offset=0 num_iters=20",
         "reading test, size=131072 offset=0 num_iters=20",
     ] {
-        assert!(r.stdout.lines().any(|l| l == line), "missing {line:?} in\n{}", r.stdout);
+        assert!(
+            r.stdout.lines().any(|l| l == line),
+            "missing {line:?} in\n{}",
+            r.stdout
+        );
     }
     let w = bw_values(&r, "write BW: ");
     let rd = bw_values(&r, "read BW: ");
     assert_eq!((w.len(), rd.len()), (1, 1), "{}", r.stdout);
     assert!(w[0] > 0.0 && rd[0] > 0.0);
     let tail: Vec<&str> = r.stdout.lines().rev().take(3).collect();
-    assert_eq!(tail, vec!["closing gdrdrv", "unpinning buffer", "unmapping buffer"]);
+    assert_eq!(
+        tail,
+        vec!["closing gdrdrv", "unpinning buffer", "unmapping buffer"]
+    );
     // No mismatch table: the data written came back intact.
     assert!(!r.stdout.contains("content"), "{}", r.stdout);
 }
@@ -117,7 +125,9 @@ fn copybw_offset_and_vmm_allocation() {
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("rounded size: 131072\n"));
     assert!(r.stdout.contains("gpu alloc fn: cuMemCreate\n"));
-    assert!(r.stdout.contains("writing test, size=4096 offset=8 num_iters=3\n"));
+    assert!(r
+        .stdout
+        .contains("writing test, size=4096 offset=8 num_iters=3\n"));
     assert!(!r.stdout.contains("content"), "{}", r.stdout);
 }
 
@@ -141,7 +151,11 @@ fn bad_flags_exit_1_with_usage() {
     for (bin, args) in cases {
         let r = run(Setup::Full, bin, args, &[]);
         assert_eq!(r.code, 1, "{bin} {args:?}: {}", r.stderr);
-        assert!(r.stderr.starts_with("ERROR: "), "{bin} {args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.starts_with("ERROR: "),
+            "{bin} {args:?}: {}",
+            r.stderr
+        );
         assert!(r.stderr.contains("Usage: "), "{bin} {args:?}: {}", r.stderr);
         assert!(r.stdout.is_empty(), "{bin} {args:?} ran: {}", r.stdout);
     }
@@ -161,7 +175,11 @@ fn lat_rows(r: &common::Run, name: &str) -> Vec<(usize, f64, f64)> {
             let f: Vec<&str> = l.split('\t').map(str::trim).collect();
             assert_eq!(f.len(), 4, "{l:?}");
             assert_eq!(f[0], name);
-            (f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().unwrap())
+            (
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+                f[3].parse().unwrap(),
+            )
         })
         .collect()
 }
@@ -179,7 +197,9 @@ fn copylat_prints_a_row_per_size_for_each_copy_direction() {
     assert_device_lines(&r);
     assert!(r.stdout.contains("allocated size: 65536\n"));
     assert!(r.stdout.contains("use cold cache: no\n"));
-    assert!(r.stdout.contains("gdr_copy_to_mapping num iters for each size: 100\n"));
+    assert!(r
+        .stdout
+        .contains("gdr_copy_to_mapping num iters for each size: 100\n"));
     assert!(r
         .stdout
         .contains("Test \t\t\t Size(B) \t Median Time(us) \t Min. Time(us)\n"));
@@ -197,10 +217,21 @@ fn copylat_prints_a_row_per_size_for_each_copy_direction() {
         }
     }
     // Upstream's exact row layout: "%8zu" and "%11.4f" fields.
-    let row = r.lines_with("gdr_copy_to_mapping \t").first().copied().unwrap();
-    assert!(row.starts_with("gdr_copy_to_mapping \t        1 \t "), "{row:?}");
+    let row = r
+        .lines_with("gdr_copy_to_mapping \t")
+        .first()
+        .copied()
+        .unwrap();
+    assert!(
+        row.starts_with("gdr_copy_to_mapping \t        1 \t "),
+        "{row:?}"
+    );
     let widths: Vec<usize> = row.split('\t').map(str::len).collect();
-    assert_eq!(widths, vec!["gdr_copy_to_mapping ".len(), 10, 13, 12], "{row:?}");
+    assert_eq!(
+        widths,
+        vec!["gdr_copy_to_mapping ".len(), 10, 13, 12],
+        "{row:?}"
+    );
 }
 
 #[test]
@@ -214,12 +245,17 @@ fn copylat_rounds_iterations_and_refuses_cold_cache_without_caching() {
     );
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert!(
-        r.stderr.contains("Increasing num_write_iters from 150 to 200."),
+        r.stderr
+            .contains("Increasing num_write_iters from 150 to 200."),
         "{}",
         r.stderr
     );
-    assert!(r.stdout.contains("gdr_copy_to_mapping num iters for each size: 200\n"));
-    assert!(r.stdout.contains("gdr_copy_from_mapping num iters for each size: 10\n"));
+    assert!(r
+        .stdout
+        .contains("gdr_copy_to_mapping num iters for each size: 200\n"));
+    assert!(r
+        .stdout
+        .contains("gdr_copy_from_mapping num iters for each size: 10\n"));
 
     let r = run(
         Setup::Full,
@@ -259,7 +295,8 @@ fn apiperf_prints_data_lines_and_histograms() {
     );
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert_device_lines(&r);
-    let header = "Size(B)\tpin.Time(us)\tmap.Time(us)\tget_info.Time(us)\tunmap.Time(us)\tunpin.Time(us)";
+    let header =
+        "Size(B)\tpin.Time(us)\tmap.Time(us)\tget_info.Time(us)\tunmap.Time(us)\tunpin.Time(us)";
     assert_eq!(r.lines_with(header).len(), 2);
     let data: Vec<Vec<&str>> = r
         .stdout
@@ -267,7 +304,10 @@ fn apiperf_prints_data_lines_and_histograms() {
         .filter(|l| l.split('\t').count() == 6 && l.as_bytes()[0].is_ascii_digit())
         .map(|l| l.split('\t').collect())
         .collect();
-    assert_eq!(data.iter().map(|d| d[0]).collect::<Vec<_>>(), vec!["65536", "131072"]);
+    assert_eq!(
+        data.iter().map(|d| d[0]).collect::<Vec<_>>(),
+        vec!["65536", "131072"]
+    );
     for d in &data {
         for f in &d[1..] {
             let (_, frac) = f.split_once('.').expect("%f has a point");
@@ -277,7 +317,13 @@ fn apiperf_prints_data_lines_and_histograms() {
     }
     for size in [65536, 131072] {
         let head = format!("Histogram of gdr_pin_buffer latency for {size} bytes");
-        let lines: Vec<&str> = r.stdout.lines().skip_while(|l| *l != head).skip(1).take(10).collect();
+        let lines: Vec<&str> = r
+            .stdout
+            .lines()
+            .skip_while(|l| *l != head)
+            .skip(1)
+            .take(10)
+            .collect();
         let total: usize = lines
             .iter()
             .map(|l| l.rsplit('\t').next().unwrap().parse::<usize>().unwrap())
@@ -311,7 +357,12 @@ fn without_cuda_or_gdrdrv_the_tools_say_why_in_one_line() {
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("gdr_open failed"), "{}", r.stderr);
     // A GPU that does not exist.
-    let r = run(Setup::Full, "gdrcopy_apiperf", &["-d", "7", "-s", "65536"], &[]);
+    let r = run(
+        Setup::Full,
+        "gdrcopy_apiperf",
+        &["-d", "7", "-s", "65536"],
+        &[],
+    );
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("GPU 7 does not exist"), "{}", r.stderr);
 }
@@ -326,14 +377,44 @@ fn progress_goes_to_a_terminal_only() {
     let r = run_on_tty(Setup::Full, "gdrcopy_copylat", &args, &[]);
     assert_eq!(r.code, 0, "{}", r.stdout);
     assert!(
-        r.stdout.contains("\rgdrcopy_copylat: gdr_copy_to_mapping 1 B [0/17]"),
+        r.stdout
+            .contains("\rgdrcopy_copylat: gdr_copy_to_mapping 1 B [0/17]"),
         "{:?}",
         r.stdout
     );
     // Each progress line is erased before the next result row.
     assert!(
-        r.stdout.contains("\r\x1b[Kgdr_copy_to_mapping \t        1 \t"),
+        r.stdout
+            .contains("\r\x1b[Kgdr_copy_to_mapping \t        1 \t"),
         "{:?}",
         r.stdout
+    );
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn old_cuda_checks_support_with_a_trial_pin_and_errors_name_the_call() {
+    // CUDA < 11.3 has no GPUDirect RDMA attribute: support is checked by pinning a page.
+    let r = run(
+        Setup::Full,
+        "gdrcopy_copybw",
+        &["-s", "65536", "-w", "2", "-r", "2"],
+        &[("GDRSIM_CUDA_VERSION", "11020")],
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(bw_values(&r, "write BW: ").len(), 1);
+    // A failing pin is reported with the function and errno, in one line.
+    let r = run(
+        Setup::Full,
+        "gdrcopy_apiperf",
+        &["-s", "65536", "-n", "3", "-w", "0"],
+        &[("GDRSIM_FAIL", "PIN_BUFFER_V2:2:ENOMEM")],
+    );
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    assert!(
+        r.stderr.starts_with("ERROR: gdr_pin_buffer failed: ") && r.stderr.contains("errno 12"),
+        "{}",
+        r.stderr
     );
 }

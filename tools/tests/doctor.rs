@@ -28,7 +28,10 @@ impl Doc {
             .collect()
     }
     fn status(&self, id: &str) -> &str {
-        self.check(id).get("status").and_then(Value::as_str).expect("status")
+        self.check(id)
+            .get("status")
+            .and_then(Value::as_str)
+            .expect("status")
     }
     fn detail(&self, id: &str, key: &str) -> &Value {
         self.check(id)
@@ -37,7 +40,10 @@ impl Doc {
             .unwrap_or_else(|| panic!("no {id}.{key}"))
     }
     fn fix(&self, id: &str) -> &str {
-        self.check(id).get("fix").and_then(Value::as_str).unwrap_or("")
+        self.check(id)
+            .get("fix")
+            .and_then(Value::as_str)
+            .unwrap_or("")
     }
     /// The text line of check `id` (the line starting with its status tag).
     fn line(&self, id: &str) -> &str {
@@ -52,8 +58,16 @@ impl Doc {
 fn doctor(setup: Setup, env: &[(&str, &str)]) -> Doc {
     let t = run(setup, "gdrcopy", &["doctor"], env);
     let j = run(setup, "gdrcopy", &["doctor", "--json"], env);
-    assert_eq!(t.code, j.code, "text and json disagree:\n{}\n{}", t.stdout, j.stdout);
-    assert!(!t.stdout.contains('\x1b'), "colour on a pipe:\n{}", t.stdout);
+    assert_eq!(
+        t.code, j.code,
+        "text and json disagree:\n{}\n{}",
+        t.stdout, j.stdout
+    );
+    assert!(
+        !t.stdout.contains('\x1b'),
+        "colour on a pipe:\n{}",
+        t.stdout
+    );
     let json = json::parse(&j.stdout).unwrap_or_else(|e| panic!("bad JSON ({e}):\n{}", j.stdout));
     let ok = json.get("ok").and_then(Value::as_bool).expect("ok");
     assert_eq!(ok, t.code == 0, "ok={ok} but exit {}", t.code);
@@ -94,16 +108,29 @@ fn healthy_machine_passes_with_a_verified_round_trip() {
     );
     assert_eq!(d.detail("library", "version").as_str(), Some("2.6"));
     assert!(d.line("library").contains(path));
-    assert_eq!(d.detail("driver_version", "driver_version").as_str(), Some("2.6"));
-    assert_eq!(d.detail("driver_params", "persistent_mapping").as_bool(), Some(true));
+    assert_eq!(
+        d.detail("driver_version", "driver_version").as_str(),
+        Some("2.6")
+    );
+    assert_eq!(
+        d.detail("driver_params", "persistent_mapping").as_bool(),
+        Some(true)
+    );
     assert_eq!(d.detail("gpu", "gpudirect_rdma").as_bool(), Some(true));
     assert_eq!(d.detail("roundtrip", "backend").as_str(), Some("gdrdrv"));
-    assert_eq!(d.detail("roundtrip", "mapping_type").as_str(), Some("write-combining"));
+    assert_eq!(
+        d.detail("roundtrip", "mapping_type").as_str(),
+        Some("write-combining")
+    );
     assert_eq!(d.detail("roundtrip", "verified").as_bool(), Some(true));
     assert!(d.detail("roundtrip", "write_mib_s").as_f64().unwrap() > 0.0);
     assert!(d.detail("roundtrip", "read_mib_s").as_f64().unwrap() > 0.0);
     assert!(d.line("roundtrip").contains("MiB/s"));
-    assert!(d.text.contains("GPUDirect copies work on 1 GPU(s)."), "{}", d.text);
+    assert!(
+        d.text.contains("GPUDirect copies work on 1 GPU(s)."),
+        "{}",
+        d.text
+    );
     // Order of the checks is the documented one.
     let ids: Vec<&str> = d
         .json
@@ -137,14 +164,22 @@ fn module_not_loaded_says_how_to_load_it() {
     assert_eq!(d.code, 1, "{}", d.text);
     assert_eq!(d.status("device_node"), "fail");
     assert_eq!(d.detail("device_node", "present").as_bool(), Some(false));
-    assert_eq!(d.detail("device_node", "module_loaded").as_bool(), Some(false));
-    assert!(d.line("device_node").contains("module is not loaded"), "{}", d.text);
+    assert_eq!(
+        d.detail("device_node", "module_loaded").as_bool(),
+        Some(false)
+    );
+    assert!(
+        d.line("device_node").contains("module is not loaded"),
+        "{}",
+        d.text
+    );
     assert!(d.fix("device_node").contains("sudo modprobe gdrdrv"));
     assert_eq!(d.status("device_access"), "skip");
     assert_eq!(d.status("roundtrip"), "fail");
     assert!(d.fix("roundtrip").contains("gdr_open"), "{}", d.text);
     assert!(
-        d.text.contains("GPUDirect copies do NOT work. Failed: device_node"),
+        d.text
+            .contains("GPUDirect copies do NOT work. Failed: device_node"),
         "{}",
         d.text
     );
@@ -167,10 +202,17 @@ fn module_loaded_without_node_prints_the_mknod_line() {
     );
     assert_eq!(d.code, 1);
     assert_eq!(d.status("device_node"), "fail");
-    assert_eq!(d.detail("device_node", "module_major").as_f64(), Some(237.0));
-    assert_eq!(d.detail("device_node", "module_loaded").as_bool(), Some(true));
+    assert_eq!(
+        d.detail("device_node", "module_major").as_f64(),
+        Some(237.0)
+    );
+    assert_eq!(
+        d.detail("device_node", "module_loaded").as_bool(),
+        Some(true)
+    );
     assert!(
-        d.line("device_node").contains("module is loaded (major 237)"),
+        d.line("device_node")
+            .contains("module is loaded (major 237)"),
         "{}",
         d.text
     );
@@ -196,7 +238,11 @@ fn missing_node_with_dma_buf_mmap_falls_back_and_still_passes() {
     );
     assert_eq!(d.code, 0, "{}", d.text);
     assert_eq!(d.status("device_node"), "warn");
-    assert!(d.line("device_node").contains("DMA-BUF backend instead"), "{}", d.text);
+    assert!(
+        d.line("device_node").contains("DMA-BUF backend instead"),
+        "{}",
+        d.text
+    );
     assert_eq!(d.detail("gpu", "dma_buf_mmap").as_bool(), Some(true));
     assert_eq!(d.detail("roundtrip", "backend").as_str(), Some("dmabuf"));
     assert_eq!(d.status("roundtrip"), "pass");
@@ -207,13 +253,21 @@ fn missing_node_with_dma_buf_mmap_falls_back_and_still_passes() {
 fn node_without_permission_gets_chmod_and_udev_rule() {
     let d = doctor(
         Setup::Full,
-        &[("GDRSIM_DEVICE_MODE", "0600"), ("GDRSIM_AS_USER", "1"), NO_FALLBACK],
+        &[
+            ("GDRSIM_DEVICE_MODE", "0600"),
+            ("GDRSIM_AS_USER", "1"),
+            NO_FALLBACK,
+        ],
     );
     assert_eq!(d.code, 1, "{}", d.text);
     assert_eq!(d.status("device_node"), "pass");
     assert_eq!(d.status("device_access"), "fail");
     assert_eq!(d.detail("device_access", "opened").as_bool(), Some(false));
-    assert!(d.line("device_access").contains("permission denied"), "{}", d.text);
+    assert!(
+        d.line("device_access").contains("permission denied"),
+        "{}",
+        d.text
+    );
     let fix = d.fix("device_access");
     assert!(fix.contains("sudo chmod 0666 /dev/gdrdrv"), "{fix}");
     assert!(fix.contains(r#"KERNEL=="gdrdrv", MODE="0666""#), "{fix}");
@@ -246,8 +300,14 @@ fn old_driver_is_reported_against_the_library_version() {
     let d = doctor(Setup::Full, &[("GDRSIM_DRIVER_VERSION", "2.0")]);
     assert_eq!(d.code, 0, "old drivers still copy:\n{}", d.text);
     assert_eq!(d.status("driver_version"), "warn");
-    assert_eq!(d.detail("driver_version", "driver_version").as_str(), Some("2.0"));
-    assert_eq!(d.detail("driver_version", "library_version").as_str(), Some("2.6"));
+    assert_eq!(
+        d.detail("driver_version", "driver_version").as_str(),
+        Some("2.0")
+    );
+    assert_eq!(
+        d.detail("driver_version", "library_version").as_str(),
+        Some("2.6")
+    );
     assert!(
         d.line("driver_version")
             .contains("gdrdrv 2.0 is older than libgdrapi 2.6"),
@@ -268,7 +328,10 @@ fn old_driver_is_reported_against_the_library_version() {
 fn persistent_mapping_comes_from_the_driver_and_the_params_file() {
     let d = doctor(Setup::Full, &[("GDRSIM_PERSISTENT", "0")]);
     assert_eq!(d.code, 0);
-    assert_eq!(d.detail("driver_params", "persistent_mapping").as_bool(), Some(false));
+    assert_eq!(
+        d.detail("driver_params", "persistent_mapping").as_bool(),
+        Some(false)
+    );
     assert!(d.line("driver_params").contains("persistent mapping: no"));
 
     let params = TempFile::new(
@@ -283,9 +346,18 @@ fn persistent_mapping_comes_from_the_driver_and_the_params_file() {
         ],
     );
     assert_eq!(d.status("driver_params"), "pass");
-    assert_eq!(d.detail("driver_params", "params_file_readable").as_bool(), Some(true));
-    assert_eq!(d.detail("driver_params", "params_version").as_str(), Some("2.4"));
-    assert_eq!(d.detail("driver_params", "persistent_mapping").as_bool(), Some(false));
+    assert_eq!(
+        d.detail("driver_params", "params_file_readable").as_bool(),
+        Some(true)
+    );
+    assert_eq!(
+        d.detail("driver_params", "params_version").as_str(),
+        Some("2.4")
+    );
+    assert_eq!(
+        d.detail("driver_params", "persistent_mapping").as_bool(),
+        Some(false)
+    );
 }
 
 #[test]
@@ -307,7 +379,10 @@ fn cuda_version_decides_dma_buf_mmap() {
     assert_eq!(d.detail("gpu", "dma_buf_mmap").as_bool(), Some(true));
     assert!(d.line("gpu").contains("DMA-BUF mmap: yes"));
 
-    let d = doctor(Setup::Full, &[("GDRSIM_CUDA_VERSION", "13050"), ("GDRSIM_DMABUF", "0")]);
+    let d = doctor(
+        Setup::Full,
+        &[("GDRSIM_CUDA_VERSION", "13050"), ("GDRSIM_DMABUF", "0")],
+    );
     assert_eq!(d.detail("gpu", "dma_buf").as_bool(), Some(false));
     assert_eq!(d.detail("gpu", "dma_buf_mmap").as_bool(), Some(false));
 }
@@ -354,7 +429,11 @@ fn container_without_the_device_says_pass_it_in() {
     );
     assert_eq!(d.code, 1);
     assert_eq!(d.status("container"), "fail");
-    assert!(d.fix("container").contains("--device /dev/gdrdrv"), "{}", d.text);
+    assert!(
+        d.fix("container").contains("--device /dev/gdrdrv"),
+        "{}",
+        d.text
+    );
     assert!(d.fix("device_node").contains("--device /dev/gdrdrv"));
     assert!(d
         .detail("container", "container")
@@ -376,11 +455,17 @@ fn command_line_of_gdrcopy() {
     assert_eq!((r.code, r.stdout.as_str()), (0, "gdrcopy 2.6.0\n"));
     let r = run(Setup::Full, "gdrcopy", &["--help"], &[]);
     assert_eq!(r.code, 0);
-    assert!(r.stdout.contains("doctor [--json]") && r.stdout.contains("GDRCOPY_DOCTOR_PROC_DEVICES"));
+    assert!(
+        r.stdout.contains("doctor [--json]") && r.stdout.contains("GDRCOPY_DOCTOR_PROC_DEVICES")
+    );
     for args in [&[][..], &["frobnicate"][..], &["doctor", "--yaml"][..]] {
         let r = run(Setup::Full, "gdrcopy", args, &[]);
         assert_eq!(r.code, 2, "{args:?}");
-        assert!(r.stderr.contains("Usage: gdrcopy"), "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("Usage: gdrcopy"),
+            "{args:?}: {}",
+            r.stderr
+        );
     }
 }
 
@@ -406,4 +491,27 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
     let r = run_on_tty(Setup::Full, "gdrcopy", &["doctor", "--json"], &[]);
     assert!(!r.stdout.contains('\x1b'));
     json::parse(r.stdout.trim()).expect("JSON on a terminal");
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn failing_pin_or_map_fails_the_round_trip_with_the_errno() {
+    let d = doctor(Setup::Full, &[("GDRSIM_FAIL", "PIN_BUFFER_V2:1:ENOMEM")]);
+    assert_eq!(d.code, 1, "{}", d.text);
+    assert_eq!(d.status("device_node"), "pass");
+    assert_eq!(d.status("roundtrip"), "fail");
+    let err = d.detail("roundtrip", "error").as_str().unwrap();
+    assert!(
+        err.starts_with("gdr_pin_buffer failed: ") && err.contains("errno 12"),
+        "{err}"
+    );
+    assert!(d.fix("roundtrip").contains("GDRCOPY_ENABLE_LOGGING=1"));
+
+    let d = doctor(Setup::Full, &[("GDRSIM_FAIL", "mmap:1:EAGAIN")]);
+    assert_eq!(d.code, 1, "{}", d.text);
+    let err = d.detail("roundtrip", "error").as_str().unwrap();
+    assert!(
+        err.starts_with("gdr_map failed: ") && err.contains("errno 11"),
+        "{err}"
+    );
 }

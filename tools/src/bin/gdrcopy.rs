@@ -49,7 +49,8 @@ fn main() -> ExitCode {
         }
         Some("doctor") => {
             let mut json = false;
-            let mut colour = report::want_colour(is_tty(1), std::env::var("NO_COLOR").ok().as_deref());
+            let mut colour =
+                report::want_colour(is_tty(1), std::env::var("NO_COLOR").ok().as_deref());
             for a in &args[1..] {
                 match a.as_str() {
                     "--json" => json = true,

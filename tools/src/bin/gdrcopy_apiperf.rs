@@ -70,15 +70,29 @@ fn parse(args: &[String]) -> Result<Parsed<Opts>, CliError> {
 fn histogram(samples: &[f64]) -> Vec<(f64, f64, usize)> {
     let min = samples.iter().copied().fold(f64::INFINITY, f64::min);
     let max = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let (min, max) = if min.is_finite() { (min, max) } else { (0.0, 0.0) };
+    let (min, max) = if min.is_finite() {
+        (min, max)
+    } else {
+        (0.0, 0.0)
+    };
     let width = (max - min) / NUM_BINS as f64;
     let mut counts = [0usize; NUM_BINS];
     for &s in samples {
-        let i = if width > 0.0 { ((s - min) / width) as usize } else { 0 };
+        let i = if width > 0.0 {
+            ((s - min) / width) as usize
+        } else {
+            0
+        };
         counts[i.min(NUM_BINS - 1)] += 1;
     }
     (0..NUM_BINS)
-        .map(|j| (min + width * j as f64, min + width * (j + 1) as f64, counts[j]))
+        .map(|j| {
+            (
+                min + width * j as f64,
+                min + width * (j + 1) as f64,
+                counts[j],
+            )
+        })
         .collect()
 }
 
@@ -135,7 +149,10 @@ fn run(o: Opts) -> Result<(), Fatal> {
         let m: Vec<f64> = sums.iter().map(|s| s / o.iters as f64).collect();
         progress.clear();
         println!("Size(B)\tpin.Time(us)\tmap.Time(us)\tget_info.Time(us)\tunmap.Time(us)\tunpin.Time(us)");
-        println!("{n}\t{:.6}\t{:.6}\t{:.6}\t{:.6}\t{:.6}", m[0], m[1], m[2], m[3], m[4]);
+        println!(
+            "{n}\t{:.6}\t{:.6}\t{:.6}\t{:.6}\t{:.6}",
+            m[0], m[1], m[2], m[3], m[4]
+        );
         println!("Histogram of gdr_pin_buffer latency for {n} bytes");
         for (lo, hi, count) in histogram(&pin_lat) {
             println!("[{lo:.6}\t-\t{hi:.6}]\t{count}");

@@ -92,10 +92,15 @@ fn parse(args: &[String]) -> Result<Parsed<Opts>, CliError> {
             i <<= 1;
         }
     } else {
-        o.copy_sizes.push(if copy_bound == 0 { o.size } else { copy_bound });
+        o.copy_sizes
+            .push(if copy_bound == 0 { o.size } else { copy_bound });
     }
     if o.offset % 4 != 0 {
-        return Err(CliError::BadValue('o', o.offset.to_string(), "a multiple of 4 bytes"));
+        return Err(CliError::BadValue(
+            'o',
+            o.offset.to_string(),
+            "a multiple of 4 bytes",
+        ));
     }
     if o.copy_sizes
         .iter()
@@ -140,13 +145,19 @@ fn run(o: Opts) -> Result<(), Fatal> {
     println!("info.wc_mapping: {}", info.wc_mapping());
     let off = d_a.wrapping_sub(info.va) as usize;
     println!("page offset: {off}");
-    println!("user-space pointer:{}", fmt_ptr(map.ptr() as u64 + off as u64));
+    println!(
+        "user-space pointer:{}",
+        fmt_ptr(map.ptr() as u64 + off as u64)
+    );
 
     let mut progress = Progress::new("gdrcopy_copybw");
     let total = o.copy_sizes.len();
     for (i, &n) in o.copy_sizes.iter().enumerate() {
         let at = off + o.offset;
-        println!("writing test, size={n} offset={} num_iters={}", o.offset, o.write_iters);
+        println!(
+            "writing test, size={n} offset={} num_iters={}",
+            o.offset, o.write_iters
+        );
         progress.update(&format!("writing {n} B"), i, total);
         let t = Instant::now();
         for _ in 0..o.write_iters {
@@ -159,7 +170,10 @@ fn run(o: Opts) -> Result<(), Fatal> {
         map.copy_from(at, &mut dst.as_mut_slice()[..n])?;
         tool::compare_words(&src.as_slice()[..n], &dst.as_slice()[..n]);
 
-        println!("reading test, size={n} offset={} num_iters={}", o.offset, o.read_iters);
+        println!(
+            "reading test, size={n} offset={} num_iters={}",
+            o.offset, o.read_iters
+        );
         progress.update(&format!("reading {n} B"), i, total);
         let t = Instant::now();
         for _ in 0..o.read_iters {

@@ -88,7 +88,10 @@ fn parse(args: &[String]) -> Result<Parsed<Opts>, CliError> {
 /// Runs `bucket(k)` (which times `k` calls and returns the total in microseconds) for
 /// `min(iters, 100)` buckets of `iters / buckets` calls; returns (median, min) of the
 /// per-call means, in microseconds, as upstream does.
-fn measure(iters: usize, mut bucket: impl FnMut(usize) -> Result<f64, Fatal>) -> Result<(f64, f64), Fatal> {
+fn measure(
+    iters: usize,
+    mut bucket: impl FnMut(usize) -> Result<f64, Fatal>,
+) -> Result<(f64, f64), Fatal> {
     let buckets = iters.min(MAX_BUCKETS);
     let per = iters / buckets;
     let mut lat = Vec::with_capacity(buckets);
@@ -132,7 +135,10 @@ fn run(o: Opts) -> Result<(), Fatal> {
 
     if o.cumemcpy {
         let (s_addr, h_addr) = (src.addr(), dst.addr());
-        for (name, iters, h2d) in [("cuMemcpy_H2D", write_iters, true), ("cuMemcpy_D2H", read_iters, false)] {
+        for (name, iters, h2d) in [
+            ("cuMemcpy_H2D", write_iters, true),
+            ("cuMemcpy_D2H", read_iters, false),
+        ] {
             println!();
             println!("{name} num iters for each size: {iters}");
             println!("Test \t\t Size(B) \t Median Time(us) \t Min. Time(us)");
@@ -167,8 +173,14 @@ fn run(o: Opts) -> Result<(), Fatal> {
     println!("info.wc_mapping: {}", info.wc_mapping());
     let off = d_a.wrapping_sub(info.va) as usize;
     println!("page offset: {off}");
-    println!("user-space pointer: {}", fmt_ptr(map.ptr() as u64 + off as u64));
-    println!("use cold cache: {}", if o.cold_cache { "yes" } else { "no" });
+    println!(
+        "user-space pointer: {}",
+        fmt_ptr(map.ptr() as u64 + off as u64)
+    );
+    println!(
+        "use cold cache: {}",
+        if o.cold_cache { "yes" } else { "no" }
+    );
     if o.cold_cache && info.mapping_type != MAPPING_TYPE_CACHING {
         return Err(Fatal(
             "Cold cache has no effect on other mappings except cache mapping".into(),

@@ -66,10 +66,16 @@ pub fn device_node(st: &mut State, paths: &Paths) -> Check {
     let dev = &paths.device;
     let stat = system::stat(dev);
     let proc_devices = system::read_file(&paths.proc_devices).ok();
-    let major = proc_devices.as_deref().and_then(|t| system::char_major(t, "gdrdrv"));
+    let major = proc_devices
+        .as_deref()
+        .and_then(|t| system::char_major(t, "gdrdrv"));
     // Some systems (and emulators) answer open but not stat: trust open when stat says ENOENT.
     let open = Fd::open(dev, libc::O_RDWR);
-    let present = stat.is_ok() || !matches!(open, Err(libc::ENOENT) | Err(libc::ENXIO) | Err(libc::ENODEV));
+    let present = stat.is_ok()
+        || !matches!(
+            open,
+            Err(libc::ENOENT) | Err(libc::ENXIO) | Err(libc::ENODEV)
+        );
     st.node_present = present;
     let base = |c: Check| {
         c.detail("path", dev.as_str())
@@ -138,7 +144,10 @@ pub fn device_node(st: &mut State, paths: &Paths) -> Check {
             "inside a container ({rt}): load the module on the host and pass the node in: docker run --device /dev/gdrdrv ... (or NVIDIA_GDRCOPY=enabled)"
         ));
     }
-    base(c.detail("present", false).detail("module_loaded", major.is_some()))
+    base(
+        c.detail("present", false)
+            .detail("module_loaded", major.is_some()),
+    )
 }
 
 fn mknod_fix(major: Option<u32>) -> String {
@@ -194,7 +203,11 @@ pub fn device_access(st: &mut State, paths: &Paths) -> Check {
 /// Driver version (GET_VERSION) against the library's.
 pub fn driver_version(st: &mut State) -> Check {
     let Some(fd) = &st.node_fd else {
-        return Check::new("driver_version", Status::Skip, "the device node cannot be opened");
+        return Check::new(
+            "driver_version",
+            Status::Skip,
+            "the device node cannot be opened",
+        );
     };
     let lib = st
         .lib_version
@@ -266,7 +279,9 @@ pub fn driver_version(st: &mut State) -> Check {
         return base(Check::new(
             "driver_version",
             Status::Warn,
-            format!("gdrdrv {drv_s} is newer than libgdrapi {lib_s}; newer driver features are unused"),
+            format!(
+                "gdrdrv {drv_s} is newer than libgdrapi {lib_s}; newer driver features are unused"
+            ),
         ))
         .fix(format!("upgrade libgdrapi to {drv_s}"));
     }
@@ -289,7 +304,10 @@ pub fn driver_params(st: &State, paths: &Paths) -> Check {
         return Check::new(
             "driver_params",
             Status::Skip,
-            format!("{} is not readable and the driver cannot be asked", paths.params),
+            format!(
+                "{} is not readable and the driver cannot be asked",
+                paths.params
+            ),
         )
         .detail("params_file", paths.params.as_str());
     }
@@ -303,7 +321,10 @@ pub fn driver_params(st: &State, paths: &Paths) -> Check {
         .detail("persistent_mapping", persistent)
         .detail("params_file", paths.params.as_str())
         .detail("params_file_readable", params.is_some())
-        .detail("params_version", params.as_deref().and_then(system::params_version))
+        .detail(
+            "params_version",
+            params.as_deref().and_then(system::params_version),
+        )
 }
 
 /// CUDA driver: loadable, initialises, version and GPU count.
@@ -381,7 +402,10 @@ pub fn gpu(st: &State, ordinal: i32) -> Check {
     })();
     let (name, bus, rdma, dmabuf) = match info {
         Ok(v) => v,
-        Err(e) => return Check::new("gpu", Status::Fail, format!("GPU {ordinal}: {e}")).detail("index", ordinal),
+        Err(e) => {
+            return Check::new("gpu", Status::Fail, format!("GPU {ordinal}: {e}"))
+                .detail("index", ordinal)
+        }
     };
     let version = st.cuda_version.unwrap_or(0);
     let dmabuf_ok = dmabuf == Some(1);
@@ -392,7 +416,10 @@ pub fn gpu(st: &State, ordinal: i32) -> Check {
     } else if !dmabuf_ok {
         "no (no DMA-BUF support)".to_string()
     } else {
-        format!("no (needs CUDA 13.3, driver has {})", cuda::version_string(version))
+        format!(
+            "no (needs CUDA 13.3, driver has {})",
+            cuda::version_string(version)
+        )
     };
     let rdma_text = match rdma {
         Some(v) => yn(v != 0).to_string(),
@@ -503,7 +530,9 @@ fn roundtrip_inner(c: &Cuda, g: &Gdr, ordinal: i32) -> Result<Check, String> {
     let mut src = HostBuffer::alloc(c, n).map_err(|e| s(&e))?;
     let mut back = HostBuffer::alloc(c, n).map_err(|e| s(&e))?;
     for (i, b) in src.as_mut_slice().iter_mut().enumerate() {
-        *b = (i as u32).wrapping_mul(2_654_435_761).rotate_right(ordinal as u32 + 7) as u8;
+        *b = (i as u32)
+            .wrapping_mul(2_654_435_761)
+            .rotate_right(ordinal as u32 + 7) as u8;
     }
     let session = g.open().map_err(|e| s(&e))?;
     let dmabuf = session.attribute(gdr::ATTR_USING_DMA_BUF_MMAP).unwrap_or(0) != 0;
@@ -515,7 +544,9 @@ fn roundtrip_inner(c: &Cuda, g: &Gdr, ordinal: i32) -> Result<Check, String> {
     map.copy_to(off, src.as_slice()).map_err(|e| s(&e))?;
     map.copy_from(off, back.as_mut_slice()).map_err(|e| s(&e))?;
     if let Some(i) = first_diff(src.as_slice(), back.as_slice()) {
-        return Err(format!("data read back through the mapping differs at byte {i}"));
+        return Err(format!(
+            "data read back through the mapping differs at byte {i}"
+        ));
     }
     // The GPU must see what the CPU wrote through the mapping.
     back.as_mut_slice().fill(0);
@@ -527,7 +558,8 @@ fn roundtrip_inner(c: &Cuda, g: &Gdr, ordinal: i32) -> Result<Check, String> {
         ));
     }
     let write = bandwidth(|| map.copy_to(off, src.as_slice()).map(|_| n)).map_err(|e| s(&e))?;
-    let read = bandwidth(|| map.copy_from(off, back.as_mut_slice()).map(|_| n)).map_err(|e| s(&e))?;
+    let read =
+        bandwidth(|| map.copy_from(off, back.as_mut_slice()).map(|_| n)).map_err(|e| s(&e))?;
     let kind = match info.mapping_type {
         1 => "write-combining",
         2 => "caching",

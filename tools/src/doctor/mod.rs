@@ -45,20 +45,27 @@ pub fn run(paths: &system::Paths) -> Report {
     out.extend(trips);
     if dmabuf_only {
         // gdrdrv problems do not stop copies when the library fell back to DMA-BUF mmap.
-        for c in out
-            .iter_mut()
-            .filter(|c| matches!(c.id, "device_node" | "device_access" | "driver_version" | "container"))
-        {
+        for c in out.iter_mut().filter(|c| {
+            matches!(
+                c.id,
+                "device_node" | "device_access" | "driver_version" | "container"
+            )
+        }) {
             if c.status == Status::Fail {
                 c.status = Status::Warn;
-                c.summary.push_str("; copies use the DMA-BUF backend instead");
+                c.summary
+                    .push_str("; copies use the DMA-BUF backend instead");
             }
         }
     }
     let verdict = if ok {
         format!("GPUDirect copies work on {} GPU(s).", gpus.len())
     } else {
-        let failed: Vec<&str> = out.iter().filter(|c| c.status == Status::Fail).map(|c| c.id).collect();
+        let failed: Vec<&str> = out
+            .iter()
+            .filter(|c| c.status == Status::Fail)
+            .map(|c| c.id)
+            .collect();
         format!(
             "GPUDirect copies do NOT work. Failed: {}.",
             if failed.is_empty() {

@@ -154,7 +154,12 @@ impl Report {
             ));
             for (i, line) in c.fix.iter().enumerate() {
                 let lead = if i == 0 { "fix:" } else { "    " };
-                out.push_str(&format!("       {:<15} {} {}\n", "", paint(lead, "\x1b[1m"), line));
+                out.push_str(&format!(
+                    "       {:<15} {} {}\n",
+                    "",
+                    paint(lead, "\x1b[1m"),
+                    line
+                ));
             }
         }
         let verdict_colour = if self.ok { "\x1b[1;32m" } else { "\x1b[1;31m" };
@@ -198,7 +203,10 @@ mod tests {
         let v = crate::json::parse(&sample(false).to_json().to_json()).unwrap();
         assert_eq!(v.get("ok").and_then(Value::as_bool), Some(false));
         let checks = v.get("checks").and_then(Value::as_array).unwrap();
-        assert_eq!(checks[1].get("status").and_then(Value::as_str), Some("fail"));
+        assert_eq!(
+            checks[1].get("status").and_then(Value::as_str),
+            Some("fail")
+        );
         assert_eq!(
             checks[1].get("fix").and_then(Value::as_str),
             Some("sudo modprobe gdrdrv")

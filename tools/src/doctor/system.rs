@@ -25,7 +25,8 @@ pub struct Paths {
 impl Paths {
     /// The real paths, each replaced by its environment variable when that is set.
     pub fn from_env() -> Paths {
-        let get = |var: &str, default: &str| std::env::var(var).unwrap_or_else(|_| default.to_string());
+        let get =
+            |var: &str, default: &str| std::env::var(var).unwrap_or_else(|_| default.to_string());
         Paths {
             device: "/dev/gdrdrv".into(),
             proc_devices: get("GDRCOPY_DOCTOR_PROC_DEVICES", "/proc/devices"),
@@ -39,7 +40,9 @@ impl Paths {
 
 /// The current thread's errno.
 fn errno() -> c_int {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }
 
 /// What `stat` says about a path.
@@ -234,7 +237,10 @@ pub fn cgroup_container(cgroup: &str) -> Option<&'static str> {
         ("containerd", "containerd"),
         ("lxc", "lxc"),
     ];
-    MARKERS.iter().find(|(m, _)| cgroup.contains(m)).map(|(_, n)| *n)
+    MARKERS
+        .iter()
+        .find(|(m, _)| cgroup.contains(m))
+        .map(|(_, n)| *n)
 }
 
 /// Detects a container: `/.dockerenv`, `/run/.containerenv`, or a runtime in PID 1's cgroup.
@@ -303,7 +309,10 @@ mod tests {
 
     #[test]
     fn cgroup_markers_and_versions() {
-        assert_eq!(cgroup_container("0::/kubepods/besteffort/pod1/abc"), Some("kubernetes"));
+        assert_eq!(
+            cgroup_container("0::/kubepods/besteffort/pod1/abc"),
+            Some("kubernetes")
+        );
         assert_eq!(cgroup_container("12:cpu:/docker/0123abcd"), Some("docker"));
         assert_eq!(cgroup_container("0::/init.scope"), None);
         assert_eq!(version_word(0x0002_0006), "2.6");
@@ -311,7 +320,10 @@ mod tests {
 
     #[test]
     fn libc_helpers_report_errno() {
-        assert_eq!(stat("/nonexistent/gdrcopy-doctor").unwrap_err(), libc::ENOENT);
+        assert_eq!(
+            stat("/nonexistent/gdrcopy-doctor").unwrap_err(),
+            libc::ENOENT
+        );
         let st = stat("/dev/null").unwrap();
         assert!(st.is_char_device());
         assert_eq!((st.rdev_major, st.rdev_minor), (1, 3));

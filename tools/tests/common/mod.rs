@@ -37,7 +37,10 @@ pub struct Run {
 impl Run {
     /// Lines of stdout starting with `prefix`.
     pub fn lines_with(&self, prefix: &str) -> Vec<&str> {
-        self.stdout.lines().filter(|l| l.starts_with(prefix)).collect()
+        self.stdout
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .collect()
     }
 }
 
@@ -80,9 +83,15 @@ fn run_with(setup: Setup, bin: &str, args: &[&str], env: &[(&str, &str)], tty: b
             cmd.env(keep, v);
         }
     }
-    cmd.env("GDRCOPY_DOCTOR_DOCKERENV", "/nonexistent/gdrcopy-test/dockerenv")
-        .env("GDRCOPY_DOCTOR_CONTAINERENV", "/nonexistent/gdrcopy-test/containerenv")
-        .env("GDRCOPY_DOCTOR_CGROUP", "/nonexistent/gdrcopy-test/cgroup");
+    cmd.env(
+        "GDRCOPY_DOCTOR_DOCKERENV",
+        "/nonexistent/gdrcopy-test/dockerenv",
+    )
+    .env(
+        "GDRCOPY_DOCTOR_CONTAINERENV",
+        "/nonexistent/gdrcopy-test/containerenv",
+    )
+    .env("GDRCOPY_DOCTOR_CGROUP", "/nonexistent/gdrcopy-test/cgroup");
     let path = |dirs: &[&PathBuf]| {
         dirs.iter()
             .map(|d| d.display().to_string())
@@ -105,7 +114,9 @@ fn run_with(setup: Setup, bin: &str, args: &[&str], env: &[(&str, &str)], tty: b
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {bin}: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {bin}: {e}"));
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -122,7 +133,8 @@ impl TempFile {
     pub fn new(name: &str, content: &str) -> TempFile {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("gdrcopy-tools-test-{}-{n}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("gdrcopy-tools-test-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let path = dir.join(name);
         std::fs::write(&path, content).expect("temp file");
