@@ -71,14 +71,38 @@ fn is_device_path(path: *const c_char) -> bool {
     unsafe { CStr::from_ptr(path) }.to_bytes() == b"/dev/gdrdrv"
 }
 
+/// The seals every emulated device file carries; together with its empty size and (where
+/// `/proc` is mounted) its memfd name they identify a device fd from another process.
+const DEVICE_SEALS: c_int =
+    libc::F_SEAL_WRITE | libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL;
+
 /// Whether `fd` (unknown to this process's table) is an emulated device file opened by some
 /// other process, e.g. received over a unix socket.
 fn is_foreign_device(fd: c_int) -> bool {
+    let saved = real::errno();
+    let found = looks_like_device(fd);
+    real::set_errno_value(saved);
+    found
+}
+
+fn looks_like_device(fd: c_int) -> bool {
+    // SAFETY: F_GET_SEALS only reads the seals of `fd` (EINVAL for anything but a memfd).
+    if unsafe { libc::fcntl(fd, libc::F_GET_SEALS) } != DEVICE_SEALS {
+        return false;
+    }
+    // SAFETY: fstat writes only into the zeroed buffer we pass.
+    let empty = unsafe {
+        let mut sb: libc::stat = std::mem::zeroed();
+        libc::fstat(fd, &mut sb) == 0 && sb.st_size == 0
+    };
+    if !empty {
+        return false;
+    }
     let link = format!("/proc/self/fd/{fd}\0");
     let mut buf = [0u8; 64];
     // SAFETY: link is NUL-terminated and buf is writable for its length.
     let n = unsafe { libc::readlink(link.as_ptr().cast(), buf.as_mut_ptr().cast(), buf.len()) };
-    n > 0 && buf[..n as usize].starts_with(b"/memfd:gdrdrv ")
+    n <= 0 || buf[..n as usize].starts_with(b"/memfd:gdrdrv ")
 }
 
 fn device_open(flags: c_int) -> c_int {
@@ -106,13 +130,7 @@ fn device_open(flags: c_int) -> c_int {
         // Sealed against writes: a process that gets this fd without our table (over a unix
         // socket) cannot mmap it writable, and we answer EACCES as the driver would.
         // SAFETY: fcntl on the fd just created.
-        unsafe {
-            libc::fcntl(
-                fd,
-                libc::F_ADD_SEALS,
-                libc::F_SEAL_WRITE | libc::F_SEAL_GROW | libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL,
-            )
-        };
+        unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, DEVICE_SEALS) };
         let Some(ino) = driver::inode_of(fd) else {
             // SAFETY: closing the memfd made just above.
             unsafe { real::close(fd) };
