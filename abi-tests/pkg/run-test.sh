@@ -9,6 +9,8 @@
 #    installed file; check what dpkg-shlibdeps derives from the symbols file.
 # 3. make install into temporary prefixes (prefix=, DESTDIR=, libdir=): include/ and exactly
 #    one of lib/ or lib64/, a gdrapi.pc that works; make uninstall leaves the prefix empty.
+#    With the default prefix (/usr/local, under a private tmpfs), uninstall keeps the
+#    system's directories.
 # 4. dpkg --purge; every file the packages had installed is gone, ldconfig forgets the library.
 # 5. Moving between NVIDIA's packages and these: with stand-ins for NVIDIA's libgdrapi and
 #    gdrcopy-tests 2.6-1 (same files, same names) and a program's package that depends on
@@ -26,6 +28,7 @@ cd "$(dirname "$0")/../.."
 : "${BUILD_DIR:?}" "${LIB_DIR:?}" "${SIM_DIR:?}"
 CC=${CC:-cc}
 MAKE=${MAKE:-make}
+export BUILD_DIR LIB_DIR SIM_DIR MAKE
 DEB_DIR=$BUILD_DIR/deb
 PACKAGES=(libgdrapi2 libgdrapi-dev gdrcopy-tools)
 # Every package whose files ours would replace (NVIDIA's included).
@@ -298,6 +301,25 @@ expect "DESTDIR install: gdrapi.pc names the final prefix, not DESTDIR" \
 expect "make uninstall with the same DESTDIR/prefix/libdir" \
     make_q uninstall DESTDIR="$D" prefix=/opt/gdr libdir=/opt/gdr/lib64
 expect "after make uninstall <tmp>/opt/gdr is empty" test -z "$(ls -A "$D/opt/gdr")"
+
+# The default prefix, /usr/local, in a private mount namespace with a tmpfs over it (cargo is
+# not run in there: the toolchain may live under /usr/local).
+if unshare -m true 2>/dev/null; then
+    expect "make install / uninstall with the default prefix /usr/local removes the files and keeps the system's directories" \
+        unshare -m bash -c 'set -e
+            mount -t tmpfs gdrapi-test /usr/local
+            mkdir /usr/local/bin /usr/local/include /usr/local/lib
+            mk() { "$MAKE" --no-print-directory -o lib -o tools -o "$LIB_DIR/libgdrapi.so.2.6" \
+                       BUILD_DIR="$BUILD_DIR" "$@" >/dev/null; }
+            mk install
+            test -f /usr/local/lib/libgdrapi.so.2.6 -a -f /usr/local/include/gdrapi.h
+            grep -qx "prefix=/usr/local" /usr/local/lib/pkgconfig/gdrapi.pc
+            mk uninstall
+            test -z "$(find /usr/local ! -type d)"
+            test -d /usr/local/bin -a -d /usr/local/include -a -d /usr/local/lib'
+else
+    echo "test-pkg: note: unshare -m is not allowed here; the default-prefix check did not run"
+fi
 
 # ---------------------------------------------------------------------------------------
 # 4. Purge; nothing may be left behind.
