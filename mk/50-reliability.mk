@@ -1,0 +1,68 @@
+# Reliability (RELIABILITY.md): the fuzz target (fuzz/), fault injection at every driver call,
+# thread and fork stress, and memory-error and race checks of C programs (abi-tests/reliability).
+#
+# make test-fuzz         short fuzz smoke run: fixed seed and corpus, FUZZ_SMOKE_RUNS inputs
+# make fuzz              long run: FUZZ_TIME seconds (default 600), corpus kept in $(BUILD_DIR)/fuzz/corpus
+# make test-faults       every driver call the library makes failed with every errno the driver returns
+# make test-stress       threads (one gdr_t, separate ones), fork during activity; bounded by timeouts
+# make test-memcheck     valgrind memcheck on the reliability programs and the C ABI suite's programs
+# make test-races        ThreadSanitizer build of the stress program, plus helgrind
+#
+# The fuzz target uses libFuzzer from clang (Debian: clang, libclang-rt-*-dev): the library is
+# rebuilt with SanitizerCoverage through stable rustc flags (-Cpasses=sancov-module), so libFuzzer
+# sees coverage of the Rust code; no nightly toolchain is involved.
+
+REL_SRC := abi-tests/reliability
+REL_OUT := $(BUILD_DIR)/reliability
+REL_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -O1 -g -Iinclude -Iabi-tests/c -Iabi-tests/gdrsim/include
+REL_LIBS := -L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda -lpthread -ldl
+REL_TIMEOUT ?= 300
+
+FUZZ_OUT := $(BUILD_DIR)/fuzz
+FUZZ_CC ?= clang
+FUZZ_TIME ?= 600
+FUZZ_SMOKE_RUNS ?= 30000
+FUZZ_HOST := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
+FUZZ_RUSTFLAGS := -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+	-Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
+	-Cllvm-args=-sanitizer-coverage-trace-compares -Cdebug-assertions=on -Coverflow-checks=on \
+	-Clink-arg=-L$(FUZZ_OUT)/lib -Clink-arg=-Wl,--no-as-needed -Clink-arg=-lsancov_stub
+FUZZ_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(FUZZ_OUT)/lib:$(SIM_DIR)
+FUZZ_FLAGS := -timeout=10 -rss_limit_mb=2048 -max_len=1024 -print_final_stats=1 \
+	-artifact_prefix=$(FUZZ_OUT)/crash-
+
+$(FUZZ_OUT)/lib/libsancov_stub.so: fuzz/sancov_stub.c
+	@mkdir -p $(@D)
+	$(CC) -O1 -fPIC -shared -Wl,-soname,libsancov_stub.so $< -o $@
+
+# The library with coverage instrumentation, in its own cargo target directory.
+.PHONY: $(FUZZ_OUT)/lib/libgdrapi.so.2
+$(FUZZ_OUT)/lib/libgdrapi.so.2: $(FUZZ_OUT)/lib/libsancov_stub.so
+	@test -n "$(FUZZ_HOST)" || { echo "rustc -vV gave no host triple"; exit 1; }
+	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR)/fuzz RUSTFLAGS="$(FUZZ_RUSTFLAGS)" \
+		$(CARGO) build --release --locked -p gdrapi --target $(FUZZ_HOST) $(CARGO_FLAGS)
+	install -m 755 $(CARGO_TARGET_DIR)/fuzz/$(FUZZ_HOST)/release/libgdrapi.so $@
+	ln -sfn libgdrapi.so.2 $(@D)/libgdrapi.so
+
+$(FUZZ_OUT)/gdrapi_calls: fuzz/gdrapi_calls.c $(FUZZ_OUT)/lib/libgdrapi.so.2 include/gdrapi.h \
+		abi-tests/gdrsim/include/gdrsim.h | sim
+	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
+	$(FUZZ_CC) -g -O1 -fsanitize=fuzzer -Wall -Wextra -Werror -Iinclude -I$(CUDA_INCLUDE) \
+		-Iabi-tests/gdrsim/include $< -o $@ -rdynamic -L$(FUZZ_OUT)/lib -Wl,-rpath-link,$(FUZZ_OUT)/lib \
+		-lgdrapi -L$(SIM_DIR) -lcuda -ldl
+
+fuzz-build: $(FUZZ_OUT)/gdrapi_calls
+
+# Smoke: a fixed seed over the committed corpus (a scratch copy: libFuzzer adds to it).
+test-fuzz: fuzz-build
+	rm -rf $(FUZZ_OUT)/smoke && mkdir -p $(FUZZ_OUT)/smoke && cp fuzz/corpus/* $(FUZZ_OUT)/smoke/
+	$(FUZZ_ENV) timeout 300 $(FUZZ_OUT)/gdrapi_calls -seed=1 -runs=$(FUZZ_SMOKE_RUNS) $(FUZZ_FLAGS) \
+		$(FUZZ_OUT)/smoke
+
+# Long run: FUZZ_TIME seconds; the corpus grows in $(FUZZ_OUT)/corpus across runs.
+fuzz: fuzz-build
+	mkdir -p $(FUZZ_OUT)/corpus && cp -n fuzz/corpus/* $(FUZZ_OUT)/corpus/
+	$(FUZZ_ENV) $(FUZZ_OUT)/gdrapi_calls -max_total_time=$(FUZZ_TIME) $(FUZZ_FLAGS) $(FUZZ_OUT)/corpus
+
+TEST_TARGETS += test-fuzz
+.PHONY: fuzz fuzz-build test-fuzz
