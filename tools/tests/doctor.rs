@@ -515,3 +515,39 @@ fn failing_pin_or_map_fails_the_round_trip_with_the_errno() {
         "{err}"
     );
 }
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn an_old_library_is_named_with_its_path() {
+    // A libgdrapi.so.2 from before 2.5: no gdr_map_v2, no gdr_get_attribute.
+    let src = TempFile::new(
+        "old.c",
+        "void *gdr_open(void) { return 0; }\nvoid gdr_runtime_get_version(int *a, int *b) { *a = 2; *b = 3; }\n",
+    );
+    let dir = src.path.parent().unwrap().to_path_buf();
+    let so = dir.join("libgdrapi.so.2");
+    let st = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&so)
+        .arg(&src.path)
+        .status()
+        .expect("cc runs");
+    assert!(st.success());
+    let sim = std::env::var("GDRCOPY_TEST_SIM_DIR").unwrap();
+    let path = format!("{}:{sim}", dir.display());
+    let d = doctor(Setup::NoLibrary, &[("LD_LIBRARY_PATH", &path)]);
+    let _ = std::fs::remove_file(&so);
+    assert_eq!(d.code, 1, "{}", d.text);
+    assert_eq!(d.status("library"), "fail");
+    let p = d.detail("library", "path").as_str().unwrap();
+    assert!(
+        p.ends_with("/libgdrapi.so.2") && p.contains("gdrcopy-tools-test-"),
+        "{p}"
+    );
+    assert!(
+        d.line("library").contains("does not export gdr_"),
+        "{}",
+        d.text
+    );
+    assert!(d.fix("library").contains("ldconfig -p | grep libgdrapi"));
+}

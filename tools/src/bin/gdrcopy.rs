@@ -12,7 +12,8 @@ Commands:
                  Check libgdrapi, /dev/gdrdrv, the gdrdrv driver, the CUDA driver and
                  each GPU, then pin, map, copy and verify a buffer on every GPU.
                  Prints a pass or a failure with its fix for each check.
-                 Exit status: 0 when GPUDirect copies work, 1 when they do not.
+                 Exit status: 0 when GPUDirect copies work, 1 when they do not,
+                 2 for a usage error.
     --json       Print the findings as JSON (fields: ok, verdict, checks[].id, .status
                  (pass|warn|fail|skip), .summary, .fix, .details).
     --no-color   No colours (also when NO_COLOR is set, or stdout is not a terminal).

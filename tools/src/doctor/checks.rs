@@ -53,6 +53,23 @@ pub fn library(st: &mut State) -> Check {
             .detail("path", path)
             .detail("version", format!("{major}.{minor}"))
         }
+        Err(e @ crate::dl::DlError::Symbol { .. }) => {
+            // Loaded, but too old (or not libgdrapi): say which file it was.
+            let lib = crate::dl::Library::open(gdr::LIBGDRAPI).ok();
+            let path = lib.as_ref().and_then(|l| l.path_of("gdr_open"));
+            Check::new(
+                "library",
+                Status::Fail,
+                format!(
+                    "{} is not a usable libgdrapi 2.5+: {e}",
+                    path.clone().unwrap_or_else(|| gdr::LIBGDRAPI.into())
+                ),
+            )
+            .fix("install libgdrapi 2.6 and make sure it comes first: ldconfig -p | grep libgdrapi")
+            .detail("soname", gdr::LIBGDRAPI)
+            .detail("path", path)
+            .detail("error", e.to_string())
+        }
         Err(e) => Check::new("library", Status::Fail, format!("libgdrapi cannot be used: {e}"))
             .fix("install libgdrapi (package libgdrapi / gdrcopy), then run `sudo ldconfig`")
             .fix("or point the loader at it: export LD_LIBRARY_PATH=<dir containing libgdrapi.so.2>:$LD_LIBRARY_PATH")
