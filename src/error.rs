@@ -36,8 +36,13 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl Error {
     /// Builds [`Error::Sys`] from the calling thread's current `errno`.
     pub fn last_os(call: &'static str) -> Error {
-        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
-        Error::Sys { call, errno: if errno == 0 { libc::EIO } else { errno } }
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
+        Error::Sys {
+            call,
+            errno: if errno == 0 { libc::EIO } else { errno },
+        }
     }
 
     /// The positive errno value returned to C for this error.
@@ -58,16 +63,22 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Error::Sys { call, errno } => {
-                write!(f, "{call} failed (errno={errno}/{})", std::io::Error::from_raw_os_error(errno))
+                write!(
+                    f,
+                    "{call} failed (errno={errno}/{})",
+                    std::io::Error::from_raw_os_error(errno)
+                )
             }
             Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
-            Error::InvalidHandle => f.write_str("handle was not issued by this library or is no longer live"),
+            Error::InvalidHandle => {
+                f.write_str("handle was not issued by this library or is no longer live")
+            }
             Error::AlreadyMapped => f.write_str("mh is mapped already"),
             Error::NotMapped => f.write_str("mh is not mapped yet"),
             Error::MappingRefused => f.write_str("mh is not mapped"),
-            Error::ForeignProcess => {
-                f.write_str("gdr_t used in a process other than the one that opened it (after fork?)")
-            }
+            Error::ForeignProcess => f.write_str(
+                "gdr_t used in a process other than the one that opened it (after fork?)",
+            ),
             Error::NoMemory => f.write_str("out of memory"),
             Error::NotSupported(what) => write!(f, "not supported: {what}"),
             Error::NoDevice(what) => write!(f, "no device: {what}"),
@@ -88,6 +99,13 @@ mod tests {
         assert_eq!(Error::NotMapped.errno(), libc::EINVAL);
         assert_eq!(Error::InvalidHandle.errno(), libc::EINVAL);
         assert_eq!(Error::NotSupported("x").errno(), 95);
-        assert_eq!(Error::Sys { call: "ioctl", errno: libc::EACCES }.errno(), libc::EACCES);
+        assert_eq!(
+            Error::Sys {
+                call: "ioctl",
+                errno: libc::EACCES
+            }
+            .errno(),
+            libc::EACCES
+        );
     }
 }
