@@ -63,7 +63,7 @@ pub fn mapping_destroyed(kind: MappingType) {
 #[inline]
 pub unsafe fn to_mapping(kind: MappingType, dev: *mut u8, host: *const u8, n: usize) {
     // SAFETY: forwarded caller contract; `select::store_fn` holds a kernel this CPU runs.
-    unsafe { to_mapping_via(select::store_fn(), kind, dev, host, n) }
+    unsafe { to_mapping_via(select::store_fn, kind, dev, host, n) }
 }
 
 /// Copies `n` bytes from a mapping of type `kind` to host memory, then fences.
@@ -73,12 +73,14 @@ pub unsafe fn to_mapping(kind: MappingType, dev: *mut u8, host: *const u8, n: us
 #[inline]
 pub unsafe fn from_mapping(kind: MappingType, host: *mut u8, dev: *const u8, n: usize) {
     // SAFETY: as in `to_mapping`.
-    unsafe { from_mapping_via(select::load_fn(), kind, host, dev, n) }
+    unsafe { from_mapping_via(select::load_fn, kind, host, dev, n) }
 }
 
+/// The device-bound copy; `store` gives the write-combining copy, asked only when the inline
+/// small path does not apply.
 #[inline(always)]
 unsafe fn to_mapping_via(
-    store: CopyFn,
+    store: impl FnOnce() -> CopyFn,
     kind: MappingType,
     dev: *mut u8,
     host: *const u8,
@@ -92,7 +94,7 @@ unsafe fn to_mapping_via(
     unsafe {
         match kind {
             MappingType::WriteCombining if n <= wc::SMALL => wc::store_small(dev, host, n),
-            MappingType::WriteCombining => store(dev, host.cast_mut(), n),
+            MappingType::WriteCombining => store()(dev, host.cast_mut(), n),
             MappingType::Device => access::device::<ToDev>(dev, host.cast_mut(), n),
             MappingType::Caching | MappingType::None => {
                 core::ptr::copy_nonoverlapping(host, dev, n)
@@ -102,9 +104,10 @@ unsafe fn to_mapping_via(
     fence::after_store(kind);
 }
 
+/// The host-bound copy; `load` gives the write-combining copy.
 #[inline(always)]
 unsafe fn from_mapping_via(
-    load: CopyFn,
+    load: impl FnOnce() -> CopyFn,
     kind: MappingType,
     host: *mut u8,
     dev: *const u8,
@@ -116,7 +119,7 @@ unsafe fn from_mapping_via(
     // SAFETY: as in `to_mapping_via`.
     unsafe {
         match kind {
-            MappingType::WriteCombining => load(dev.cast_mut(), host, n),
+            MappingType::WriteCombining => load()(dev.cast_mut(), host, n),
             MappingType::Device => access::device::<FromDev>(dev.cast_mut(), host, n),
             MappingType::Caching | MappingType::None => {
                 core::ptr::copy_nonoverlapping(dev, host, n)
@@ -156,7 +159,7 @@ impl Engine {
     #[inline]
     pub unsafe fn to_mapping(&self, kind: MappingType, dev: *mut u8, host: *const u8, n: usize) {
         // SAFETY: forwarded; the kernels were checked supported in `Engine::new`.
-        unsafe { to_mapping_via(self.kernels.store, kind, dev, host, n) }
+        unsafe { to_mapping_via(|| self.kernels.store, kind, dev, host, n) }
     }
 
     /// As [`from_mapping`], with this engine's kernels.
@@ -166,6 +169,6 @@ impl Engine {
     #[inline]
     pub unsafe fn from_mapping(&self, kind: MappingType, host: *mut u8, dev: *const u8, n: usize) {
         // SAFETY: as in `to_mapping`.
-        unsafe { from_mapping_via(self.kernels.load, kind, host, dev, n) }
+        unsafe { from_mapping_via(|| self.kernels.load, kind, host, dev, n) }
     }
 }
