@@ -30,7 +30,6 @@ CC=${CC:-cc}
 MAKE=${MAKE:-make}
 export BUILD_DIR LIB_DIR SIM_DIR MAKE
 DEB_DIR=$BUILD_DIR/deb
-PACKAGES=(libgdrapi2 libgdrapi-dev gdrcopy-tools)
 # Every package whose files ours would replace (NVIDIA's included).
 CONFLICTING=(libgdrapi2 libgdrapi-dev gdrcopy-tools libgdrapi gdrcopy-tests gdrapi-rs-test-consumer)
 TOOLS=(gdrcopy_copybw gdrcopy_copylat gdrcopy_apiperf gdrcopy)
@@ -66,6 +65,16 @@ done
 if /sbin/ldconfig -p | grep -q 'libgdrapi\.so'; then
     fail "a libgdrapi is already known to ld.so (ldconfig -p: $(/sbin/ldconfig -p | grep libgdrapi |
         tr -s ' \n' ' ')); the test could not tell it from the packaged one. Remove it first."
+fi
+
+stray=()
+for f in /usr/lib/*/libgdrapi.so* /usr/include/gdrapi.h /usr/include/gdrconfig.h \
+    /usr/bin/{gdrcopy_copybw,gdrcopy_copylat,gdrcopy_apiperf,gdrcopy,copybw,copylat,apiperf}; do
+    if [ -e "$f" ] || [ -L "$f" ]; then stray+=("$f"); fi
+done
+if [ ${#stray[@]} -gt 0 ]; then
+    fail "files the packages would own already exist, outside any package: ${stray[*]};" \
+        "the test would overwrite and then delete them. Remove them first."
 fi
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/test-pkg.XXXXXX")
