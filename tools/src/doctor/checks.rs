@@ -7,6 +7,7 @@ use super::system::{self, Fd, Paths};
 use crate::cuda::{self, Cuda};
 use crate::gdr::{self, Gdr};
 use crate::gpumem::{AllocFn, DeviceBuffer, HostBuffer};
+use crate::json::Value;
 use std::time::Instant;
 
 /// The udev rule that gives everyone read/write access to the node.
@@ -98,15 +99,8 @@ pub fn device_node(st: &mut State, paths: &Paths) -> Check {
         c.detail("path", dev.as_str())
             .detail("module_major", major.map(|m| m as i64))
     };
-    if let Ok(fd) = open {
-        st.node_fd = Some(fd);
-    } else if let Err(e) = open {
-        if present {
-            // Access problems are reported by the next check.
-            st.node_fd = None;
-            let _ = e;
-        }
-    }
+    // Access problems (EACCES, ...) are reported by the next check.
+    st.node_fd = open.ok();
     if present {
         let mut c = Check::new("device_node", Status::Pass, format!("{dev} is present"));
         if let Ok(fi) = stat {
@@ -481,8 +475,6 @@ pub fn memlock() -> Check {
         Err(e) => Check::new("memlock", Status::Warn, format!("getrlimit failed: {}", system::errno_text(e))),
     }
 }
-
-use crate::json::Value;
 
 /// Container detection; in a container without the node, say how to pass it in.
 pub fn container(st: &State, paths: &Paths) -> Check {
