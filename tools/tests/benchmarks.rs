@@ -418,3 +418,28 @@ fn old_cuda_checks_support_with_a_trial_pin_and_errors_name_the_call() {
         r.stderr
     );
 }
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn programs_do_not_link_cuda_or_libgdrapi() {
+    let bin_dir =
+        std::path::PathBuf::from(std::env::var("GDRCOPY_TEST_BIN_DIR").expect("make test-tools"));
+    for bin in [
+        "gdrcopy_copybw",
+        "gdrcopy_copylat",
+        "gdrcopy_apiperf",
+        "gdrcopy",
+    ] {
+        let out = std::process::Command::new("readelf")
+            .arg("-d")
+            .arg(bin_dir.join(bin))
+            .output()
+            .expect("readelf runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("(NEEDED)"), "{bin}: {text}");
+        assert!(
+            !text.contains("libcuda") && !text.contains("libgdrapi"),
+            "{bin} links: {text}"
+        );
+    }
+}
