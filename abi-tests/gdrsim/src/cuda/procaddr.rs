@@ -1,9 +1,47 @@
 //! `cuGetProcAddress`: hands out the emulator's functions by their base names (as `cuda.h`
 //! callers ask, e.g. `cuMemAlloc` for `cuMemAlloc_v2`) or by their exported names.
 
+use super::device::*;
+use super::dmabuf::*;
 use super::legacy::*;
+use super::memory::*;
+use super::vmm::*;
 use super::*;
 use std::ffi::CStr;
+
+/// `cuGetProcAddress` (the 4-argument ABI; a fifth argument is ignored).
+#[no_mangle]
+pub unsafe extern "C" fn cuGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+) -> CUresult {
+    // SAFETY: the caller's pointers, under the same contract; no status pointer.
+    unsafe {
+        procaddr::lookup(
+            "cuGetProcAddress",
+            symbol,
+            pfn,
+            version,
+            flags,
+            std::ptr::null_mut(),
+        )
+    }
+}
+
+/// `cuGetProcAddress_v2` (with the symbol status out-parameter).
+#[no_mangle]
+pub unsafe extern "C" fn cuGetProcAddress_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+    status: *mut c_int,
+) -> CUresult {
+    // SAFETY: the caller's pointers, under the same contract.
+    unsafe { procaddr::lookup("cuGetProcAddress_v2", symbol, pfn, version, flags, status) }
+}
 
 /// (name asked for, function).
 fn table() -> Vec<(&'static str, usize)> {

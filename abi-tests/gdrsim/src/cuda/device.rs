@@ -1,0 +1,187 @@
+//! Initialisation, the device, contexts, streams and error strings.
+
+use super::*;
+
+/// `cuInit`.
+#[no_mangle]
+pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
+    entry("cuInit", || {
+        if flags != 0 {
+            return Err(cu::INVALID_VALUE);
+        }
+        STATE.lock().init_gpu()
+    })
+}
+
+/// `cuDriverGetVersion`: `GDRSIM_CUDA_VERSION`.
+#[no_mangle]
+pub unsafe extern "C" fn cuDriverGetVersion(v: *mut c_int) -> CUresult {
+    entry("cuDriverGetVersion", || out(v, config::get().cuda_version))
+}
+
+/// `cuDeviceGetCount`: one device.
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGetCount(n: *mut c_int) -> CUresult {
+    entry("cuDeviceGetCount", || {
+        initialized(&STATE.lock())?;
+        out(n, 1)
+    })
+}
+
+/// `cuDeviceGet`: ordinal 0 only.
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGet(dev: *mut CUdevice, ordinal: c_int) -> CUresult {
+    entry("cuDeviceGet", || {
+        initialized(&STATE.lock())?;
+        check_dev(ordinal)?;
+        out(dev, 0)
+    })
+}
+
+/// `cuDeviceGetName`.
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult {
+    entry("cuDeviceGetName", || {
+        initialized(&STATE.lock())?;
+        check_dev(dev)?;
+        if name.is_null() || len <= 0 {
+            return Err(cu::INVALID_VALUE);
+        }
+        let text = b"gdrsim emulated GPU";
+        let n = text.len().min(len as usize - 1);
+        // SAFETY: the caller gave `len` writable bytes at `name`; we write n + 1 <= len.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), name.cast::<u8>(), n);
+            *name.add(n) = 0;
+        }
+        Ok(())
+    })
+}
+
+/// `cuDeviceGetAttribute`: values per profile (see `attrs`).
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGetAttribute(
+    pi: *mut c_int,
+    attr: c_int,
+    dev: CUdevice,
+) -> CUresult {
+    entry("cuDeviceGetAttribute", || {
+        initialized(&STATE.lock())?;
+        check_dev(dev)?;
+        let v = attrs::value(config::get(), attr).ok_or(cu::INVALID_VALUE)?;
+        out(pi, v)
+    })
+}
+
+/// `cuDeviceTotalMem_v2`: the size of fake VRAM.
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut size_t, dev: CUdevice) -> CUresult {
+    entry("cuDeviceTotalMem_v2", || {
+        initialized(&STATE.lock())?;
+        check_dev(dev)?;
+        out(bytes, config::get().vram_size as size_t)
+    })
+}
+
+/// `cuDevicePrimaryCtxRetain`.
+#[no_mangle]
+pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, dev: CUdevice) -> CUresult {
+    entry("cuDevicePrimaryCtxRetain", || {
+        initialized(&STATE.lock())?;
+        check_dev(dev)?;
+        out(ctx, primary())
+    })
+}
+
+fn primary_release(name: &str, dev: CUdevice) -> CUresult {
+    entry(name, || {
+        initialized(&STATE.lock())?;
+        check_dev(dev)
+    })
+}
+
+/// `cuDevicePrimaryCtxRelease_v2`.
+#[no_mangle]
+pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
+    primary_release("cuDevicePrimaryCtxRelease_v2", dev)
+}
+
+/// `cuDevicePrimaryCtxRelease` (the pre-11.0 ABI name).
+#[no_mangle]
+pub unsafe extern "C" fn cuDevicePrimaryCtxRelease(dev: CUdevice) -> CUresult {
+    primary_release("cuDevicePrimaryCtxRelease", dev)
+}
+
+/// `cuCtxSetCurrent`: the primary context or NULL, per thread.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
+    entry("cuCtxSetCurrent", || {
+        initialized(&STATE.lock())?;
+        if !ctx.is_null() && ctx != primary() {
+            return Err(cu::INVALID_CONTEXT);
+        }
+        CURRENT.with(|c| c.set(ctx as usize));
+        Ok(())
+    })
+}
+
+/// `cuCtxGetCurrent`: this thread's context (NULL if none).
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxGetCurrent(ctx: *mut CUcontext) -> CUresult {
+    entry("cuCtxGetCurrent", || {
+        initialized(&STATE.lock())?;
+        out(ctx, current() as CUcontext)
+    })
+}
+
+/// `cuCtxGetDevice`.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
+    entry("cuCtxGetDevice", || {
+        need_ctx()?;
+        out(dev, 0)
+    })
+}
+
+/// `cuCtxSynchronize`: nothing runs asynchronously, so it returns at once.
+#[no_mangle]
+pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
+    entry("cuCtxSynchronize", need_ctx)
+}
+
+/// `cuStreamQuery`: always idle.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamQuery(_stream: *mut c_void) -> CUresult {
+    entry("cuStreamQuery", || Ok(()))
+}
+
+/// `cuStreamSynchronize`: always idle.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamSynchronize(_stream: *mut c_void) -> CUresult {
+    entry("cuStreamSynchronize", || Ok(()))
+}
+
+/// `cuGetErrorName`.
+#[no_mangle]
+pub unsafe extern "C" fn cuGetErrorName(code: CUresult, s: *mut *const c_char) -> CUresult {
+    error_text(code, s)
+}
+
+/// `cuGetErrorString` (the emulator describes each code by its name).
+#[no_mangle]
+pub unsafe extern "C" fn cuGetErrorString(code: CUresult, s: *mut *const c_char) -> CUresult {
+    error_text(code, s)
+}
+
+fn error_text(code: CUresult, s: *mut *const c_char) -> CUresult {
+    if s.is_null() {
+        return cu::INVALID_VALUE;
+    }
+    let (name, rc) = match cu::name_of(code) {
+        Some(n) => (n.as_ptr().cast::<c_char>(), cu::SUCCESS),
+        None => (std::ptr::null(), cu::INVALID_VALUE),
+    };
+    // SAFETY: s is a non-NULL out-pointer from the caller.
+    unsafe { *s = name };
+    rc
+}

@@ -1,0 +1,57 @@
+//! DMA-BUF export of device memory.
+
+use super::*;
+
+/// `cuMemGetHandleForAddressRange`: exports `[dptr, dptr + size)` as a dma-buf fd (an fd of
+/// the VRAM file whose mmap the emulator translates to the exported range).
+#[no_mangle]
+pub unsafe extern "C" fn cuMemGetHandleForAddressRange(
+    handle: *mut c_void,
+    dptr: CUdeviceptr,
+    size: size_t,
+    handle_type: c_int,
+    flags: c_ulonglong,
+) -> CUresult {
+    entry("cuMemGetHandleForAddressRange", || {
+        let mut st = STATE.lock();
+        let g = st.gpu().ok_or(cu::NOT_INITIALIZED)?;
+        if !config::get().dmabuf {
+            return Err(cu::NOT_SUPPORTED);
+        }
+        let page = 1u64 << crate::driver::page_shift();
+        let size = size as u64;
+        if handle.is_null()
+            || handle_type != 1
+            || flags & !1 != 0
+            || size == 0
+            || dptr % page != 0
+            || size % page != 0
+        {
+            return Err(cu::INVALID_VALUE);
+        }
+        if !g.in_live_allocation(dptr) {
+            return Err(cu::INVALID_VALUE);
+        }
+        let segs = g.translate(dptr, size).ok_or(cu::INVALID_VALUE)?;
+        let (memfd, gen) = (g.memfd, g.gen);
+        // SAFETY: F_DUPFD_CLOEXEC on our own VRAM memfd.
+        let fd = unsafe { libc::fcntl(memfd, libc::F_DUPFD_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(cu::OUT_OF_MEMORY);
+        }
+        let ino = crate::driver::inode_of(fd).unwrap_or(0);
+        st.dmabufs.insert(
+            fd,
+            Dmabuf {
+                segs,
+                size,
+                memfd,
+                gen,
+                pid: pid(),
+                ino,
+            },
+        );
+        set_kind(fd, KIND_DMABUF);
+        out(handle.cast::<c_int>(), fd)
+    })
+}

@@ -1,0 +1,309 @@
+//! Device and host memory: allocation, copies, memsets, pointer attributes.
+
+use super::*;
+
+/// `cuMemAlloc_v2`: 256-byte aligned fake device memory; needs a current context.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: size_t) -> CUresult {
+    entry("cuMemAlloc_v2", || {
+        let mut st = STATE.lock();
+        initialized(&st)?;
+        need_ctx()?;
+        if dptr.is_null() {
+            return Err(cu::INVALID_VALUE);
+        }
+        let va = st
+            .gpu_mut()
+            .ok_or(cu::NOT_INITIALIZED)?
+            .mem_alloc(size as u64)?;
+        out(dptr, va)
+    })
+}
+
+/// `cuMemFree_v2`: non-persistent pins of the memory are invalidated; persistent pins keep
+/// its pages until unpinned.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
+    entry("cuMemFree_v2", || {
+        let mut st = STATE.lock();
+        initialized(&st)?;
+        if dptr == 0 {
+            return Ok(());
+        }
+        let (va, size) = st.gpu_mut().ok_or(cu::NOT_INITIALIZED)?.mem_free(dptr)?;
+        st.invalidate(va, size);
+        st.reclaim();
+        Ok(())
+    })
+}
+
+/// `cuMemGetInfo_v2`.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut size_t, total: *mut size_t) -> CUresult {
+    entry("cuMemGetInfo_v2", || {
+        let st = STATE.lock();
+        let (f, t) = st.gpu().ok_or(cu::NOT_INITIALIZED)?.mem_info();
+        out(free, f as size_t)?;
+        out(total, t as size_t)
+    })
+}
+
+/// `cuMemGetAddressRange_v2`.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemGetAddressRange_v2(
+    base: *mut CUdeviceptr,
+    size: *mut size_t,
+    dptr: CUdeviceptr,
+) -> CUresult {
+    entry("cuMemGetAddressRange_v2", || {
+        let st = STATE.lock();
+        let (b, s) = st
+            .gpu()
+            .ok_or(cu::NOT_INITIALIZED)?
+            .allocation_of(dptr)
+            .ok_or(cu::NOT_FOUND)?;
+        if !base.is_null() {
+            out(base, b)?;
+        }
+        if !size.is_null() {
+            out(size, s as size_t)?;
+        }
+        Ok(())
+    })
+}
+
+fn host_alloc(pp: *mut *mut c_void, size: size_t) -> Result<(), CUresult> {
+    let mut st = STATE.lock();
+    initialized(&st)?;
+    if pp.is_null() || size == 0 {
+        return Err(cu::INVALID_VALUE);
+    }
+    let len = (size as u64).checked_add(4095).ok_or(cu::OUT_OF_MEMORY)? & !4095;
+    // SAFETY: a fresh private anonymous mapping chosen by the kernel.
+    let p = unsafe {
+        real::mmap(
+            std::ptr::null_mut(),
+            len as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(cu::OUT_OF_MEMORY);
+    }
+    st.host.insert(p as u64, len);
+    out(pp, p)
+}
+
+/// `cuMemAllocHost_v2`: page-aligned host memory.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: size_t) -> CUresult {
+    entry("cuMemAllocHost_v2", || host_alloc(pp, size))
+}
+
+/// `cuMemHostAlloc`: page-aligned host memory (flags accepted and ignored).
+#[no_mangle]
+pub unsafe extern "C" fn cuMemHostAlloc(
+    pp: *mut *mut c_void,
+    size: size_t,
+    _flags: c_uint,
+) -> CUresult {
+    entry("cuMemHostAlloc", || host_alloc(pp, size))
+}
+
+/// `cuMemFreeHost`.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
+    entry("cuMemFreeHost", || {
+        let mut st = STATE.lock();
+        let len = st.host.remove(&(p as u64)).ok_or(cu::INVALID_VALUE)?;
+        // SAFETY: [p, p+len) is a mapping cuMemAllocHost/cuMemHostAlloc made and handed out;
+        // the caller gives it back.
+        unsafe { real::munmap(p, len as usize) };
+        Ok(())
+    })
+}
+
+/// `cuMemHostGetDevicePointer_v2`: host memory is addressed identically by the device.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
+    dptr: *mut CUdeviceptr,
+    p: *mut c_void,
+    flags: c_uint,
+) -> CUresult {
+    entry("cuMemHostGetDevicePointer_v2", || {
+        let st = STATE.lock();
+        initialized(&st)?;
+        if flags != 0 {
+            return Err(cu::INVALID_VALUE);
+        }
+        let a = p as u64;
+        let inside = st
+            .host
+            .range(..=a)
+            .next_back()
+            .is_some_and(|(&b, &l)| a < b + l);
+        if !inside {
+            return Err(cu::INVALID_VALUE);
+        }
+        out(dptr, a)
+    })
+}
+
+fn copy(dst: u64, src: u64, n: u64) -> Result<(), CUresult> {
+    if n == 0 {
+        return Ok(());
+    }
+    if dst == 0 || src == 0 {
+        return Err(cu::INVALID_VALUE);
+    }
+    // SAFETY: both ranges were checked to be fake VRAM, or are host memory the caller vouches
+    // for (as with the real driver); memmove tolerates overlap.
+    unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, n as usize) };
+    Ok(())
+}
+
+/// `cuMemcpy` (unified addressing: either side may be host or device memory).
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: size_t) -> CUresult {
+    entry("cuMemcpy", || copy(dst, src, n as u64))
+}
+
+/// `cuMemcpyHtoD_v2`.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyHtoD_v2(
+    dst: CUdeviceptr,
+    src: *const c_void,
+    n: size_t,
+) -> CUresult {
+    entry("cuMemcpyHtoD_v2", || {
+        device_range(dst, n as u64)?;
+        copy(dst, src as u64, n as u64)
+    })
+}
+
+/// `cuMemcpyDtoH_v2`.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyDtoH_v2(
+    dst: *mut c_void,
+    src: CUdeviceptr,
+    n: size_t,
+) -> CUresult {
+    entry("cuMemcpyDtoH_v2", || {
+        device_range(src, n as u64)?;
+        copy(dst as u64, src, n as u64)
+    })
+}
+
+/// `cuMemcpyDtoD_v2`.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyDtoD_v2(
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    n: size_t,
+) -> CUresult {
+    entry("cuMemcpyDtoD_v2", || {
+        device_range(src, n as u64)?;
+        device_range(dst, n as u64)?;
+        copy(dst, src, n as u64)
+    })
+}
+
+/// `cuMemsetD8_v2`.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: size_t) -> CUresult {
+    entry("cuMemsetD8_v2", || {
+        device_range(dst, n as u64)?;
+        // SAFETY: [dst, dst+n) is fake VRAM mapped in this process (checked above).
+        unsafe { std::ptr::write_bytes(dst as *mut u8, v, n) };
+        Ok(())
+    })
+}
+
+/// `cuMemsetD32_v2`.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemsetD32_v2(dst: CUdeviceptr, v: c_uint, n: size_t) -> CUresult {
+    entry("cuMemsetD32_v2", || {
+        if dst % 4 != 0 {
+            return Err(cu::INVALID_VALUE);
+        }
+        device_range(dst, (n as u64).checked_mul(4).ok_or(cu::INVALID_VALUE)?)?;
+        for i in 0..n {
+            // SAFETY: [dst, dst+4n) is fake VRAM mapped in this process (checked above) and
+            // dst is 4-byte aligned.
+            unsafe { (dst as *mut u32).add(i).write(v) };
+        }
+        Ok(())
+    })
+}
+
+/// `cuPointerSetAttribute`: SYNC_MEMOPS (6) on device memory is accepted.
+#[no_mangle]
+pub unsafe extern "C" fn cuPointerSetAttribute(
+    _value: *const c_void,
+    attr: c_int,
+    ptr: CUdeviceptr,
+) -> CUresult {
+    entry("cuPointerSetAttribute", || {
+        device_range(ptr, 1)?;
+        if attr == 6 {
+            Ok(())
+        } else {
+            Err(cu::INVALID_VALUE)
+        }
+    })
+}
+
+/// `cuPointerGetAttribute` for CONTEXT, MEMORY_TYPE, DEVICE_POINTER, HOST_POINTER,
+/// P2P_TOKENS, SYNC_MEMOPS, BUFFER_ID, DEVICE_ORDINAL, RANGE_START_ADDR, RANGE_SIZE, MAPPED.
+#[no_mangle]
+pub unsafe extern "C" fn cuPointerGetAttribute(
+    data: *mut c_void,
+    attr: c_int,
+    ptr: CUdeviceptr,
+) -> CUresult {
+    entry("cuPointerGetAttribute", || {
+        let st = STATE.lock();
+        let g = st.gpu().ok_or(cu::NOT_INITIALIZED)?;
+        let dev = g.allocation_of(ptr);
+        let host = st
+            .host
+            .range(..=ptr)
+            .next_back()
+            .filter(|(&b, &l)| ptr < b + l)
+            .map(|(&b, &l)| (b, l));
+        let (start, size, is_dev) = match (dev, host) {
+            (Some((b, s)), _) => (b, s, true),
+            (None, Some((b, l))) => (b, l, false),
+            (None, None) => return Err(cu::INVALID_VALUE),
+        };
+        let gen = g.gen;
+        match attr {
+            1 => out(data.cast::<CUcontext>(), primary()),
+            2 => out(data.cast::<c_uint>(), if is_dev { 2 } else { 1 }),
+            3 => out(data.cast::<u64>(), ptr),
+            4 if !is_dev => out(data.cast::<u64>(), ptr),
+            5 if is_dev => {
+                out(data.cast::<u64>(), 0x6764_7273_0000_0000 | gen)?;
+                // SAFETY: CUDA_POINTER_ATTRIBUTE_P2P_TOKENS is {u64 p2pToken; u32 vaSpaceToken};
+                // data is non-NULL (checked by `out` above).
+                unsafe {
+                    data.cast::<u8>()
+                        .add(8)
+                        .cast::<u32>()
+                        .write_unaligned(pid() as u32)
+                };
+                Ok(())
+            }
+            6 => out(data.cast::<c_int>(), 1),
+            7 => out(data.cast::<u64>(), start),
+            9 => out(data.cast::<c_int>(), 0),
+            11 => out(data.cast::<u64>(), start),
+            12 => out(data.cast::<size_t>(), size as size_t),
+            13 => out(data.cast::<c_int>(), 1),
+            _ => Err(cu::INVALID_VALUE),
+        }
+    })
+}

@@ -1,0 +1,164 @@
+//! The virtual memory management calls (`cuMemCreate`, `cuMemMap`, ...).
+
+use super::*;
+
+fn check_prop(prop: *const MemAllocationProp) -> Result<(), CUresult> {
+    if prop.is_null() {
+        return Err(cu::INVALID_VALUE);
+    }
+    // SAFETY: non-NULL pointer to a CUmemAllocationProp supplied by the caller.
+    let p = unsafe { &*prop };
+    if p.kind != 1 || p.location.kind != 1 {
+        return Err(cu::INVALID_VALUE);
+    }
+    check_dev(p.location.id)
+}
+
+/// `cuMemGetAllocationGranularity`: 2 MiB for pinned device memory.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemGetAllocationGranularity(
+    g: *mut size_t,
+    prop: *const MemAllocationProp,
+    _option: c_int,
+) -> CUresult {
+    entry("cuMemGetAllocationGranularity", || {
+        initialized(&STATE.lock())?;
+        check_prop(prop)?;
+        out(g, VMM_GRANULARITY as size_t)
+    })
+}
+
+/// `cuMemCreate`: physical fake VRAM in multiples of the granularity.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemCreate(
+    handle: *mut u64,
+    size: size_t,
+    prop: *const MemAllocationProp,
+    flags: c_ulonglong,
+) -> CUresult {
+    entry("cuMemCreate", || {
+        let mut st = STATE.lock();
+        initialized(&st)?;
+        check_prop(prop)?;
+        if flags != 0 || handle.is_null() {
+            return Err(cu::INVALID_VALUE);
+        }
+        let h = st
+            .gpu_mut()
+            .ok_or(cu::NOT_INITIALIZED)?
+            .vmm_create(size as u64)?;
+        out(handle, h)
+    })
+}
+
+/// `cuMemRelease`: the memory lives on while mapped or pinned.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemRelease(handle: u64) -> CUresult {
+    entry("cuMemRelease", || {
+        let mut st = STATE.lock();
+        st.gpu_mut()
+            .ok_or(cu::NOT_INITIALIZED)?
+            .vmm_release(handle)?;
+        st.reclaim();
+        Ok(())
+    })
+}
+
+/// `cuMemAddressReserve`.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAddressReserve(
+    ptr: *mut CUdeviceptr,
+    size: size_t,
+    align: size_t,
+    _addr: CUdeviceptr,
+    flags: c_ulonglong,
+) -> CUresult {
+    entry("cuMemAddressReserve", || {
+        let mut st = STATE.lock();
+        if flags != 0 || ptr.is_null() {
+            return Err(cu::INVALID_VALUE);
+        }
+        let va = st
+            .gpu_mut()
+            .ok_or(cu::NOT_INITIALIZED)?
+            .vmm_reserve(size as u64, align as u64)?;
+        out(ptr, va)
+    })
+}
+
+fn after_unmap(st: &mut State, removed: Vec<(u64, u64)>) {
+    for (va, len) in removed {
+        st.invalidate(va, len);
+    }
+    st.reclaim();
+}
+
+/// `cuMemAddressFree`.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: size_t) -> CUresult {
+    entry("cuMemAddressFree", || {
+        let mut st = STATE.lock();
+        let removed = st
+            .gpu_mut()
+            .ok_or(cu::NOT_INITIALIZED)?
+            .vmm_address_free(ptr, size as u64)?;
+        after_unmap(&mut st, removed);
+        Ok(())
+    })
+}
+
+/// `cuMemMap`.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemMap(
+    ptr: CUdeviceptr,
+    size: size_t,
+    offset: size_t,
+    handle: u64,
+    flags: c_ulonglong,
+) -> CUresult {
+    entry("cuMemMap", || {
+        let mut st = STATE.lock();
+        if flags != 0 {
+            return Err(cu::INVALID_VALUE);
+        }
+        st.gpu_mut()
+            .ok_or(cu::NOT_INITIALIZED)?
+            .vmm_map(ptr, size as u64, offset as u64, handle)
+    })
+}
+
+/// `cuMemUnmap`: non-persistent pins of the range are invalidated.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: size_t) -> CUresult {
+    entry("cuMemUnmap", || {
+        let mut st = STATE.lock();
+        let removed = st
+            .gpu_mut()
+            .ok_or(cu::NOT_INITIALIZED)?
+            .vmm_unmap(ptr, size as u64)?;
+        after_unmap(&mut st, removed);
+        Ok(())
+    })
+}
+
+/// `cuMemSetAccess`: the range must be mapped; access is always read-write.
+#[no_mangle]
+pub unsafe extern "C" fn cuMemSetAccess(
+    ptr: CUdeviceptr,
+    size: size_t,
+    desc: *const MemAccessDesc,
+    count: size_t,
+) -> CUresult {
+    entry("cuMemSetAccess", || {
+        if desc.is_null() || count == 0 {
+            return Err(cu::INVALID_VALUE);
+        }
+        // SAFETY: the caller passes `count` >= 1 descriptors at `desc`, non-NULL.
+        let d = unsafe { &*desc };
+        if d.location.kind != 1 {
+            return Err(cu::INVALID_VALUE);
+        }
+        check_dev(d.location.id)?;
+        device_range(ptr, size as u64)
+    })
+}
