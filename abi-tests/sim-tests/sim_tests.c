@@ -74,7 +74,7 @@ static int device_blocked(void)
     return env_is("GDRSIM_NO_DEVICE", "1") || getenv("GDRSIM_DEVICE_MODE") || getenv("GDRSIM_FAIL");
 }
 
-/* ---- driver helpers: 0 or the errno ---- */
+/* ---- driver calls: 0 or the errno ---- */
 
 static int xioctl(int fd, unsigned long req, void *arg) { return ioctl(fd, req, arg) == 0 ? 0 : errno; }
 
@@ -145,7 +145,7 @@ static struct gdrsim_counters counters(void)
     return c;
 }
 
-/* ---- CUDA helpers ---- */
+/* ---- CUDA shorthands ---- */
 
 #define CU(call) CHECK_EQ((call), CUDA_SUCCESS)
 
