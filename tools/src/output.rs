@@ -60,6 +60,14 @@ pub fn fmt_ptr(p: u64) -> String {
     }
 }
 
+/// Restores the default SIGPIPE action, so `tool | head` ends the tool quietly (as a C
+/// program would) instead of failing on a write error.
+pub fn default_sigpipe() {
+    // SAFETY: installing SIG_DFL for SIGPIPE has no memory-safety preconditions; called at the
+    // start of main, before any thread is spawned.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 /// True when file descriptor `fd` is a terminal.
 pub fn is_tty(fd: i32) -> bool {
     // SAFETY: isatty only inspects the descriptor number.

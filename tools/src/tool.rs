@@ -39,6 +39,7 @@ pub fn main_with<T>(
     usage: impl Fn(&str) -> String,
     run: impl FnOnce(T) -> Result<(), Fatal>,
 ) -> ExitCode {
+    crate::output::default_sigpipe();
     let argv: Vec<String> = std::env::args().collect();
     let prog = argv.first().cloned().unwrap_or_else(|| "gdrcopy".into());
     match parse(argv.get(1..).unwrap_or(&[])) {

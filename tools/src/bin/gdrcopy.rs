@@ -1,7 +1,7 @@
 //! `gdrcopy`: the gdrcopy command; `gdrcopy doctor` diagnoses GPUDirect copy problems.
 
 use gdrcopy_tools::doctor::{self, report, system::Paths};
-use gdrcopy_tools::output::is_tty;
+use gdrcopy_tools::output::{default_sigpipe, is_tty};
 use std::process::ExitCode;
 
 const USAGE: &str = "\
@@ -37,6 +37,7 @@ fn usage_error(msg: &str) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    default_sigpipe();
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         None => usage_error("missing command"),
