@@ -10,8 +10,8 @@ $(SIM_DIR)/libcuda.so.1:
 	ln -sfn libcuda.so.1 $(SIM_DIR)/libcuda.so
 
 SIM_TESTS_DIR := $(BUILD_DIR)/sim-tests
-SIM_TESTS_SRC := abi-tests/sim-tests/sim_tests.c abi-tests/sim-tests/harness.c
-SIM_TESTS_DEPS := $(SIM_TESTS_SRC) abi-tests/sim-tests/harness.h abi-tests/gdrsim/include/gdrsim.h
+SIM_TESTS_SRC := $(wildcard abi-tests/sim-tests/*.c)
+SIM_TESTS_DEPS := $(SIM_TESTS_SRC) $(wildcard abi-tests/sim-tests/*.h) abi-tests/gdrsim/include/gdrsim.h
 
 $(SIM_TESTS_DIR)/sim_tests: $(SIM_TESTS_DEPS) $(SIM_DIR)/libcuda.so.1
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
