@@ -19,28 +19,46 @@ use std::collections::BTreeMap;
 /// One pinned region.
 #[derive(Debug)]
 struct Mr {
+    /// Start of the rounded range (64 KiB aligned).
     va: u64,
+    /// Length of the rounded range.
     mapped_size: u64,
+    /// `addr & 0xFFFF` at pin time; a region with a non-zero offset cannot be mapped.
     offset: u64,
+    /// The VRAM behind the range, fixed at pin time (kept alive while pinned).
     segs: Vec<Seg>,
+    /// The VRAM memfd `segs` refer to.
     memfd: c_int,
+    /// GPU generation `segs` belong to.
     gen: u64,
+    /// Pinned with FORCE_PCIE: never mapped cached.
     force_pcie: bool,
+    /// Mapping type asked for by REQ_MAPPING_TYPE (used by the next mmap).
     req: u32,
+    /// Current CPU mapping type (NONE when not mapped or invalidated).
     cur: u32,
+    /// Start of the CPU mapping, while one exists and still shows the region.
     map_addr: Option<u64>,
+    /// The invalidation callback has run (non-persistent mode).
     invalidated: bool,
+    /// TSC ticks the pin took.
     tm_cycles: u64,
 }
 
 /// One open file of the device.
 #[derive(Debug)]
 struct File {
+    /// The process that opened it; any other gets EACCES.
     pid: pid_t,
+    /// The handle the next pin gets.
     next_handle: u64,
+    /// The handle counter overflowed: every later pin fails with ENOMEM.
     exhausted: bool,
+    /// Pinned regions by handle.
     mrs: BTreeMap<u64, Mr>,
+    /// The fd is still open (else only mappings keep the file alive).
     fd_open: bool,
+    /// Number of CPU mappings of this file.
     vmas: u32,
     /// `O_ACCMODE` bits the file was opened with.
     accmode: c_int,
@@ -49,17 +67,24 @@ struct File {
 /// One CPU mapping of the device (a VMA), which holds its file open.
 #[derive(Debug)]
 struct Vma {
+    /// The file it maps.
     file: u64,
+    /// The region it was made for (it may have been unpinned since).
     handle: u64,
+    /// Length in bytes (page-rounded).
     len: u64,
+    /// The process it belongs to (forked children do not inherit it).
     pid: pid_t,
 }
 
 /// All files and mappings of the emulated device known to this process.
 #[derive(Debug, Default)]
 pub struct Driver {
+    /// Open files by id (a file outlives its fd while mapped).
     files: BTreeMap<u64, File>,
+    /// fd -> (file id, inode of the fd's memfd).
     fds: BTreeMap<c_int, (u64, u64)>,
+    /// CPU mappings by start address.
     vmas: BTreeMap<u64, Vma>,
     next_file: u64,
 }
