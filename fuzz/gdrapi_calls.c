@@ -42,6 +42,7 @@ typedef int (*legacy_info_fn)(gdr_t, gdr_mh_t, void *);
 struct grec {
     gdr_t g;
     int live;  /* opened and not closed */
+    int dmabuf; /* on the DMA-BUF backend (a failed device open falls back to it) */
 };
 
 struct hrec {
@@ -238,6 +239,7 @@ static void op_open(void)
     if (S.g[i].live)
         return;
     gdr_t g = gdr_open();
+    TRACE("open slot=%d -> %p\n", i, (void *)g);
     if (g == NULL) {
         if (!S.faults)
             fail("gdr_open returned NULL", 0);
@@ -245,6 +247,9 @@ static void op_open(void)
     }
     S.g[i].g = g;
     S.g[i].live = 1;
+    S.g[i].dmabuf = 0;
+    if (gdr_get_attribute(g, GDR_ATTR_USING_DMA_BUF_MMAP, &S.g[i].dmabuf) != 0 && !S.faults)
+        fail("gdr_get_attribute(GDR_ATTR_USING_DMA_BUF_MMAP) on a new gdr_t", 0);
 }
 
 static void op_close(void)
@@ -273,6 +278,7 @@ static void op_alloc(void)
     size_t size = sizes[k % 8];
     CUdeviceptr p = 0;
     CUresult r = cuMemAlloc_v2(&p, size);
+    TRACE("cuMemAlloc %d %#zx -> %d %#llx\n", i, size, (int)r, (unsigned long long)p);
     if (r != CUDA_SUCCESS) {
         if (!S.faults)
             fail("cuMemAlloc_v2 failed", (int)r);
@@ -289,6 +295,7 @@ static void op_free(void)
     if (!S.a[i].live)
         return;
     CUresult r = cuMemFree_v2(S.a[i].p);
+    TRACE("cuMemFree %d %#llx -> %d\n", i, (unsigned long long)S.a[i].p, (int)r);
     if (r != CUDA_SUCCESS)
         fail("cuMemFree_v2 failed", (int)r);
     S.a[i].live = 0; /* persistent pins keep the pages until unpinned */
@@ -453,10 +460,15 @@ static void op_info(void)
         if (rc != 0)
             return;
         struct hrec *h = &S.h[r];
-        if (info.va != (h->addr & GPU_PAGE_MASK))
+        if (info.va != (h->addr & GPU_PAGE_MASK) && !(S.g[gs].dmabuf && info.va == (h->addr & ~4095UL)))
             fail("info.va is not the aligned start of the pin", 0);
-        if (info.page_size != GPU_PAGE_SIZE || info.mapped_size % GPU_PAGE_SIZE)
+        /* The DMA-BUF backend reports the host page as the pin's granule (as upstream does). */
+        uint32_t granule = S.g[gs].dmabuf ? 4096 : GPU_PAGE_SIZE;
+        if (info.page_size != granule || info.mapped_size % granule) {
+            fprintf(stderr, "va=%#llx mapped_size=%#llx page_size=%u\n", (unsigned long long)info.va,
+                    (unsigned long long)info.mapped_size, info.page_size);
             fail("info page size / mapped size", 0);
+        }
         if (info.mapped != (unsigned)h->mapped)
             fail("info.mapped disagrees with the model", info.mapped);
         if (legacy && memcmp((unsigned char *)&info + 40, canary + 40, sizeof(info) - 40))
@@ -523,7 +535,8 @@ static void op_map(int v2)
         return;
     if (va == NULL || ((uintptr_t)va & 4095))
         fail("map returned a NULL or unaligned pointer", rc);
-    if (size == 0 || size > pinned || (h->addr & GPU_PAGE_OFFSET))
+    unsigned long align = S.g[h->g].dmabuf ? 4095 : GPU_PAGE_OFFSET;
+    if (size == 0 || size > pinned || (h->addr & align))
         fail("map accepted a size of 0, beyond the pin, or an unaligned pin", (int)(size > pinned));
     if (flags == GDR_MAP_FLAG_REQ_CACHE_MAPPING || flags == GDR_MAP_FLAG_REQ_DEVICE_MAPPING ||
         flags < 0 || flags > 3)
@@ -704,6 +717,7 @@ static void op_fault(void)
     char spec[96];
     uint8_t k = u8();
     snprintf(spec, sizeof(spec), "%s:%u:%s", names[k % 12], 1u + (u8() % 4), errs[(k >> 4) % 8]);
+    TRACE("fault %s\n", spec);
     if (gdrsim_set_fail(spec) != 0)
         fail("gdrsim_set_fail refused a valid spec", 0);
     S.faults = 1;

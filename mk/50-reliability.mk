@@ -66,3 +66,28 @@ fuzz: fuzz-build
 
 TEST_TARGETS += test-fuzz
 .PHONY: fuzz fuzz-build test-fuzz
+
+# ---- fault injection ----
+
+$(REL_OUT)/%: $(REL_SRC)/%.c abi-tests/c/check.h abi-tests/c/gpu.h include/gdrapi.h \
+		abi-tests/gdrsim/include/gdrsim.h | lib sim
+	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
+	@mkdir -p $(@D)
+	$(CC) $(REL_CFLAGS) -I$(CUDA_INCLUDE) $< -o $@ $(REL_LIBS)
+
+# Each emulator setting that changes which driver calls the library makes.
+REL_FAULT_CONFIGS := "" "GDRSIM_DRIVER_VERSION=2.4" "GDRSIM_DRIVER_VERSION=2.3" "GDRSIM_DMABUF=0" \
+	"GDRSIM_PERSISTENT=0" "GDRSIM_PROFILE=coherent" "GDRSIM_NO_DEVICE=1 dmabuf"
+
+test-faults: $(REL_OUT)/faults
+	@fail=0; for cfg in $(REL_FAULT_CONFIGS); do set -- $$cfg; \
+		case "$$1" in GDRSIM_*) envs=$$1; shift;; *) envs=;; esac; \
+		echo "== faults $${envs:-default} $$*"; \
+		env GDRAPI_TEST_OURS=1 $(SIM_ENV) $$envs timeout $(REL_TIMEOUT) $(REL_OUT)/faults "$$@" \
+			> $(REL_OUT)/faults.log 2>&1; rc=$$?; \
+		grep -A1 FAILED $(REL_OUT)/faults.log | head -20; grep -E '^faults:|passed' $(REL_OUT)/faults.log; \
+		[ $$rc -eq 0 ] || { echo "   -> FAILED (exit $$rc)"; fail=1; }; \
+	done; exit $$fail
+
+TEST_TARGETS += test-faults
+.PHONY: test-faults

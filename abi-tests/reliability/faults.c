@@ -1,0 +1,282 @@
+/*
+ * faults.c - a fault at every driver call the library makes.
+ *
+ * A fixed workload uses every function that reaches the driver: gdr_open, gdr_driver_get_version,
+ * gdr_get_attribute (three attributes), gdr_pin_buffer_v2, gdr_pin_buffer, gdr_get_callback_flag,
+ * gdr_get_info_v2, the legacy gdr_get_info, gdr_map, gdr_map_v2, copies both ways, gdr_unmap,
+ * gdr_unpin_buffer and gdr_close (which also unmaps and unpins a second buffer left mapped).
+ * For every call NAME the emulator can fail (each ioctl, open, mmap, munmap, close and each CUDA
+ * function the library may call), every errno (or CUresult) the driver can return, and the Nth
+ * such call for N = 1..MAX_NTH, the workload runs with the rule "NAME:N:ERR" armed
+ * (gdrsim_set_fail). A run in which some result differs from the fault-free run is a fault that
+ * was injected. Every run checks:
+ *   - each public function returned 0 or exactly the injected error (gdr_open: NULL);
+ *   - the failed call, repeated once the fault is spent, succeeds: the gdr_t stays usable
+ *     (except gdr_unpin_buffer and gdr_close, after which the handle / gdr_t is gone by contract:
+ *     then the handle must be refused with EINVAL);
+ *   - a copy that succeeded reads back what was written;
+ *   - after the workload the emulator counts no pin, no mapping, no open device file, no dma-buf.
+ *
+ * argv[1]: "gdrdrv" (default) or "dmabuf" (run with GDRSIM_NO_DEVICE=1: the DMA-BUF backend).
+ * Prints the number of faults injected per call name and in total.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "check.h"
+#include "gdrapi.h"
+#include "gdrsim.h"
+#include "gpu.h"
+
+#define MAX_NTH 8
+
+enum {
+    S_OPEN, S_DRV_VERSION, S_ATTR1, S_ATTR2, S_ATTR3, S_PIN_V2, S_PIN_V1, S_CB_FLAG, S_INFO_V2,
+    S_INFO_V1, S_MAP, S_MAP_V2, S_COPY_TO, S_COPY_FROM, S_UNMAP, S_UNPIN, S_CLOSE, S_BACKEND,
+    S_COUNT
+};
+static const char *const step_names[S_COUNT] = {
+    "gdr_open", "gdr_driver_get_version", "gdr_get_attribute(1)", "gdr_get_attribute(2)",
+    "gdr_get_attribute(3)", "gdr_pin_buffer_v2", "gdr_pin_buffer", "gdr_get_callback_flag",
+    "gdr_get_info_v2", "gdr_get_info", "gdr_map", "gdr_map_v2", "gdr_copy_to_mapping",
+    "gdr_copy_from_mapping", "gdr_unmap", "gdr_unpin_buffer", "gdr_close",
+    "backend (GDR_ATTR_USING_DMA_BUF_MMAP)",
+};
+
+#define SKIPPED (-1000) /* the step's precondition (a handle, a mapping) was missing */
+
+typedef int (*legacy_info_fn)(gdr_t, gdr_mh_t, void *);
+static legacy_info_fn legacy_info;
+static unsigned long base;
+static int dmabuf_mode;
+
+/* The errno a failed CUDA call comes back as: the library's documented CUresult table
+ * (src/cuda/result.rs), for the codes injected here. */
+static int errno_of_curesult(int r)
+{
+    switch (r) {
+    case 1: case 201: return EINVAL;
+    case 2: return ENOMEM;
+    case 3: case 100: case 101: return ENODEV;
+    case 801: return ENOTSUP;
+    default: return EIO;
+    }
+}
+
+/* The current run's fault, for the messages. */
+static const char *cur_spec = "";
+static int cur_err;
+
+static void bad(const char *step, const char *what, int rc)
+{
+    check_report(0, __FILE__, __LINE__, what);
+    printf("    with %s: %s returned %d\n", cur_spec, step, rc);
+}
+
+/* rc must be 0 or the injected error. */
+static int ok_or_injected(int step, int rc)
+{
+    /* The DMA-BUF backend reports the kernel-internal ENOTSUPP (524) from mmap as ENOTSUP
+     * (documented in src/backend/dmabuf.rs). */
+    int translated = dmabuf_mode && cur_err == 524 && rc == ENOTSUP;
+    if (rc != 0 && rc != cur_err && !translated) {
+        bad(step_names[step], "result is neither 0 nor the injected error", rc);
+        return 0;
+    }
+    check_passed_count++;
+    return 1;
+}
+
+/* Runs the workload; rc[step] gets each first result. Returns the number of repeated calls. */
+static void workload(int rc[S_COUNT])
+{
+    gdr_t g;
+    gdr_mh_t mh1 = {0}, mh2 = {0};
+    void *va1 = NULL, *va2 = NULL;
+    int have1 = 0, have2 = 0, map1 = 0, map2 = 0, v, major, minor, flag, r;
+    gdr_info_v2_t info;
+    unsigned char out[256], in[256];
+
+    for (int i = 0; i < S_COUNT; i++)
+        rc[i] = SKIPPED;
+
+    g = gdr_open();
+    rc[S_OPEN] = g ? 0 : 1;
+    if (!g) {
+        g = gdr_open(); /* the fault is spent: must work now */
+        if (!g) {
+            bad("gdr_open", "gdr_open fails again after the fault", 0);
+            return;
+        }
+    }
+
+#define STEP(id, call)                                                                         \
+    do {                                                                                       \
+        r = (call);                                                                            \
+        rc[id] = r;                                                                            \
+        if (ok_or_injected(id, r) && r != 0) {                                                 \
+            r = (call);                                                                        \
+            if (r != 0)                                                                        \
+                bad(step_names[id], "the call fails again once the fault is spent", r);        \
+        }                                                                                      \
+    } while (0)
+
+    STEP(S_DRV_VERSION, gdr_driver_get_version(g, &major, &minor));
+    STEP(S_ATTR1, gdr_get_attribute(g, GDR_ATTR_USE_PERSISTENT_MAPPING, &v));
+    STEP(S_ATTR2, gdr_get_attribute(g, GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE, &v));
+    STEP(S_ATTR3, gdr_get_attribute(g, GDR_ATTR_USING_DMA_BUF_MMAP, &v));
+    /* A failed open of the device falls back to the DMA-BUF backend: part of the outcome. */
+    rc[S_BACKEND] = r == 0 ? v : SKIPPED;
+    STEP(S_PIN_V2, gdr_pin_buffer_v2(g, base, 2 * GPU_PAGE_SIZE, 0, &mh1));
+    have1 = r == 0;
+    STEP(S_PIN_V1, gdr_pin_buffer(g, base + 2 * GPU_PAGE_SIZE, GPU_PAGE_SIZE, 0, 0, &mh2));
+    have2 = r == 0;
+    if (have1) {
+        STEP(S_CB_FLAG, gdr_get_callback_flag(g, mh1, &flag));
+        STEP(S_INFO_V2, gdr_get_info_v2(g, mh1, &info));
+    }
+    if (have2)
+        STEP(S_INFO_V1, legacy_info(g, mh2, &info));
+    if (have1) {
+        STEP(S_MAP, gdr_map(g, mh1, &va1, 2 * GPU_PAGE_SIZE));
+        map1 = r == 0;
+    }
+    if (have2) {
+        STEP(S_MAP_V2, gdr_map_v2(g, mh2, &va2, GPU_PAGE_SIZE, GDR_MAP_FLAG_DEFAULT));
+        map2 = r == 0;
+    }
+    if (map1) {
+        for (int i = 0; i < (int)sizeof(out); i++)
+            out[i] = (unsigned char)(i * 13 + cur_err);
+        memset(in, 0, sizeof(in));
+        STEP(S_COPY_TO, gdr_copy_to_mapping(mh1, (char *)va1 + 100, out, sizeof(out)));
+        STEP(S_COPY_FROM, gdr_copy_from_mapping(mh1, in, (char *)va1 + 100, sizeof(in)));
+        if (r == 0)
+            CHECK(memcmp(in, out, sizeof(in)) == 0);
+        STEP(S_UNMAP, gdr_unmap(g, mh1, va1, 2 * GPU_PAGE_SIZE));
+    }
+    if (have1) {
+        /* An unpin that fails still gives the handle up (the library forgets it, as
+         * upstream does): no repetition, but the handle must be gone. */
+        r = gdr_unpin_buffer(g, mh1);
+        rc[S_UNPIN] = r;
+        ok_or_injected(S_UNPIN, r);
+        CHECK_EQ(gdr_get_info_v2(g, mh1, &info), EINVAL);
+    }
+    (void)map2;
+    (void)va2;
+    /* mh2 stays pinned and mapped: gdr_close removes both. */
+    r = gdr_close(g);
+    rc[S_CLOSE] = r;
+    ok_or_injected(S_CLOSE, r);
+    CHECK_EQ(gdr_close(g), EINVAL); /* closed even when it reported an error */
+#undef STEP
+}
+
+static struct gdrsim_counters before;
+
+static void snapshot(void)
+{
+    memset(&before, 0, sizeof(before));
+    gdrsim_get_counters(&before, sizeof(before));
+}
+
+/* What the last run left behind, compared with the snapshot taken before it (so that one leak
+ * is counted once, not in every later run). */
+static int leaks(const char *name)
+{
+    struct gdrsim_counters c;
+    memset(&c, 0, sizeof(c));
+    gdrsim_get_counters(&c, sizeof(c));
+    c.live_pins -= before.live_pins;
+    c.live_mappings -= before.live_mappings;
+    c.open_files -= before.open_files;
+    c.live_dmabufs -= before.live_dmabufs;
+    /* A failed close(2) on Linux still releases the descriptor; the emulator keeps it open
+     * (its failed calls have no effect), so an injected close failure leaves one open file that
+     * is not the library's: not counted as a leak. */
+    uint64_t files = strcmp(name, "close") == 0 ? 0 : c.open_files;
+    if (c.live_pins || c.live_mappings || files || c.live_dmabufs) {
+        check_report(0, __FILE__, __LINE__, "leak after the workload");
+        printf("    with %s: live_pins=%llu live_mappings=%llu open_files=%llu live_dmabufs=%llu\n",
+               cur_spec, (unsigned long long)c.live_pins, (unsigned long long)c.live_mappings,
+               (unsigned long long)c.open_files, (unsigned long long)c.live_dmabufs);
+        return 1;
+    }
+    check_passed_count++;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const sys_names[] = {
+        "GET_VERSION", "GET_ATTR", "PIN_BUFFER_V2", "PIN_BUFFER", "UNPIN_BUFFER", "GET_CB_FLAG",
+        "GET_INFO", "GET_INFO_V2", "REQ_MAPPING_TYPE", "open", "mmap", "munmap", "close",
+    };
+    /* Every errno the driver, the kernel's mmap/munmap/close paths and NVIDIA's p2p layer can
+     * give (reference A.2): 524 is the kernel-internal ENOTSUPP. */
+    static const int errnos[] = {EINVAL, EACCES, ENOTTY, EFAULT, ENOMEM, EIO, EBUSY, ENODEV,
+                                 524, EOPNOTSUPP, EAGAIN, EPERM, ENOENT, ENXIO, EMFILE, EINTR};
+    static const char *const cuda_names[] = {
+        "cuInit", "cuDriverGetVersion", "cuDeviceGet", "cuDeviceGetCount", "cuDeviceGetAttribute",
+        "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease", "cuCtxGetCurrent",
+        "cuCtxSetCurrent", "cuPointerGetAttribute", "cuMemGetHandleForAddressRange",
+    };
+    /* CUDA_ERROR_INVALID_VALUE, OUT_OF_MEMORY, NOT_INITIALIZED, NO_DEVICE, INVALID_DEVICE,
+     * INVALID_CONTEXT, NOT_SUPPORTED, UNKNOWN. */
+    static const int cuerrs[] = {1, 2, 3, 100, 101, 201, 801, 999};
+    const int nsys = sizeof(sys_names) / sizeof(sys_names[0]);
+    const int ncuda = sizeof(cuda_names) / sizeof(cuda_names[0]);
+    int baseline[S_COUNT], rc[S_COUNT];
+    long runs = 0, injected = 0, total_leaks = 0;
+    char spec[128];
+
+    dmabuf_mode = argc > 1 && strcmp(argv[1], "dmabuf") == 0;
+    gpu_init();
+    base = gpu_aligned(gpu_alloc(4 * GPU_PAGE_SIZE));
+    legacy_info = (legacy_info_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "gdr_get_info");
+    REQUIRE(legacy_info != NULL);
+
+    cur_spec = "(none)";
+    cur_err = 0;
+    snapshot();
+    workload(baseline);
+    for (int i = 0; i < S_COUNT; i++)
+        if (baseline[i] != 0 && i != S_BACKEND) {
+            printf("fault-free run: %s returned %d\n", step_names[i], baseline[i]);
+            CHECK(baseline[i] == 0);
+        }
+    REQUIRE(leaks("") == 0);
+
+    for (int n = 0; n < nsys + ncuda; n++) {
+        int cuda = n >= nsys;
+        const char *name = cuda ? cuda_names[n - nsys] : sys_names[n];
+        const int *errs = cuda ? cuerrs : errnos;
+        int nerr = cuda ? (int)(sizeof(cuerrs) / sizeof(cuerrs[0]))
+                        : (int)(sizeof(errnos) / sizeof(errnos[0]));
+        long fired = 0;
+        for (int e = 0; e < nerr; e++) {
+            for (int nth = 1; nth <= MAX_NTH; nth++) {
+                snprintf(spec, sizeof(spec), "%s:%d:%d", name, nth, errs[e]);
+                cur_spec = spec;
+                cur_err = cuda ? errno_of_curesult(errs[e]) : errs[e];
+                snapshot();
+                REQUIRE(gdrsim_set_fail(spec) == 0);
+                workload(rc);
+                gdrsim_set_fail(NULL);
+                runs++;
+                if (memcmp(rc, baseline, sizeof(rc)) != 0)
+                    fired++;
+                total_leaks += leaks(name);
+            }
+        }
+        printf("%-32s %4ld faults injected\n", name, fired);
+        injected += fired;
+    }
+    printf("faults: %s backend, %ld runs, %ld faults injected, %ld runs with a leak\n",
+           dmabuf_mode ? "dma-buf" : "gdrdrv", runs, injected, total_leaks);
+    return check_done(dmabuf_mode ? "faults (dma-buf)" : "faults (gdrdrv)");
+}
