@@ -77,6 +77,16 @@ if [ ${#stray[@]} -gt 0 ]; then
         "the test would overwrite and then delete them. Remove them first."
 fi
 
+shadow=()
+for f in /usr/local/lib/pkgconfig/gdrapi.pc /usr/local/lib/*/pkgconfig/gdrapi.pc \
+    /usr/local/include/gdrapi.h /usr/local/lib/libgdrapi.so*; do
+    if [ -e "$f" ] || [ -L "$f" ]; then shadow+=("$f"); fi
+done
+if [ ${#shadow[@]} -gt 0 ]; then
+    fail "an installation in /usr/local would shadow the packages (${shadow[*]});" \
+        "remove it first (make uninstall)."
+fi
+
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/test-pkg.XXXXXX")
 we_installed=()
 cleanup() {
@@ -237,7 +247,7 @@ expect "dlopen-only program on the emulator: same through both names" \
 
 if [ $with_tools = 1 ]; then
     expect "installed gdrcopy --version says 2.6.0" \
-        bash -c '[[ "$(gdrcopy --version)" == "gdrcopy 2.6.0" ]]'
+        bash -c '[[ "$(/usr/bin/gdrcopy --version)" == "gdrcopy 2.6.0" ]]'
     for t in copybw copylat apiperf; do
         expect "compat name $t runs (-h)" \
             bash -c '"$1" -h | grep -q "^Usage: "' _ "/usr/bin/$t"
