@@ -94,10 +94,39 @@ int t_cuda_basics(void)
     CU(cuStreamQuery(0));
     CU(cuStreamSynchronize(0));
     CU(cuCtxSynchronize());
+    /* the rest of what a program commonly asks */
+    char bus[32];
+    CU(cuDeviceGetPCIBusId(bus, sizeof(bus), dev));
+    CHECK(strcmp(bus, "0000:41:00.0") == 0);
+    CUuuid uuid;
+    CU(cuDeviceGetUuid(&uuid, dev));
+    unsigned int flags = 9;
+    int active = 0;
+    CU(cuDevicePrimaryCtxGetState(dev, &flags, &active));
+    CHECK_EQ(flags, 0);
+    CHECK_EQ(active, 1);
+    CUstream stream;
+    CU(cuStreamCreate(&stream, 0));
+    CU(cuMemcpyHtoDAsync(p, host, 16, stream));
+    CU(cuMemsetD8Async(p, 0x5e, 1, stream));
+    CU(cuMemcpyDtoHAsync(back, p, 16, stream));
+    CU(cuStreamSynchronize(stream));
+    CHECK_EQ((unsigned char)back[0], 0x5e);
+    CHECK_EQ(back[15], host[15]);
+    CU(cuStreamDestroy(stream));
+    CUpointer_attribute which[2] = {CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_MEMORY_TYPE};
+    int o = -1;
+    unsigned int mt = 0;
+    void *vals[2] = {&o, &mt};
+    CU(cuPointerGetAttributes(2, which, vals, p));
+    CHECK_EQ(o, 0);
+    CHECK_EQ(mt, CU_MEMORYTYPE_DEVICE);
     CU(cuMemFree(p));
     CHECK_EQ(cuMemFree(p), CUDA_ERROR_INVALID_VALUE);
     CU(cuCtxSetCurrent(NULL));
     CU(cuDevicePrimaryCtxRelease(dev));
+    CU(cuDevicePrimaryCtxGetState(dev, &flags, &active));
+    CHECK_EQ(active, 0);
     return PASS;
 }
 

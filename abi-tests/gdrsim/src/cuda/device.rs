@@ -1,6 +1,21 @@
 //! Initialisation, the device, contexts, streams and error strings.
 
 use super::*;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+/// Copies `text` (truncated) and a NUL into the caller's buffer of `len` bytes.
+fn copy_string(buf: *mut c_char, len: c_int, text: &[u8]) -> Result<(), CUresult> {
+    if buf.is_null() || len <= 0 {
+        return Err(cu::INVALID_VALUE);
+    }
+    let n = text.len().min(len as usize - 1);
+    // SAFETY: the caller gave `len` writable bytes at `buf`; we write n + 1 <= len.
+    unsafe {
+        std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n);
+        *buf.add(n) = 0;
+    }
+    Ok(())
+}
 
 /// `cuInit`.
 #[no_mangle]
@@ -44,17 +59,7 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUd
     entry("cuDeviceGetName", || {
         initialized(&STATE.lock())?;
         check_dev(dev)?;
-        if name.is_null() || len <= 0 {
-            return Err(cu::INVALID_VALUE);
-        }
-        let text = b"gdrsim emulated GPU";
-        let n = text.len().min(len as usize - 1);
-        // SAFETY: the caller gave `len` writable bytes at `name`; we write n + 1 <= len.
-        unsafe {
-            std::ptr::copy_nonoverlapping(text.as_ptr(), name.cast::<u8>(), n);
-            *name.add(n) = 0;
-        }
-        Ok(())
+        copy_string(name, len, b"gdrsim emulated GPU")
     })
 }
 
@@ -89,15 +94,98 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, dev: CUde
     entry("cuDevicePrimaryCtxRetain", || {
         initialized(&STATE.lock())?;
         check_dev(dev)?;
-        out(ctx, primary())
+        out(ctx, primary())?;
+        PRIMARY_RETAINS.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     })
 }
+
+/// How many retains of the primary context are outstanding (for `cuDevicePrimaryCtxGetState`).
+static PRIMARY_RETAINS: AtomicI64 = AtomicI64::new(0);
 
 fn primary_release(name: &str, dev: CUdevice) -> CUresult {
     entry(name, || {
         initialized(&STATE.lock())?;
-        check_dev(dev)
+        check_dev(dev)?;
+        let _ = PRIMARY_RETAINS.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n > 0).then(|| n - 1)
+        });
+        Ok(())
     })
+}
+
+/// `cuDevicePrimaryCtxGetState`: flags 0; active while retained.
+#[no_mangle]
+pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(
+    dev: CUdevice,
+    flags: *mut c_uint,
+    active: *mut c_int,
+) -> CUresult {
+    entry("cuDevicePrimaryCtxGetState", || {
+        initialized(&STATE.lock())?;
+        check_dev(dev)?;
+        out(flags, 0)?;
+        out(
+            active,
+            (PRIMARY_RETAINS.load(Ordering::Relaxed) > 0) as c_int,
+        )
+    })
+}
+
+/// `cuDeviceGetPCIBusId`: the bus id the PCI attributes describe.
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGetPCIBusId(
+    bus_id: *mut c_char,
+    len: c_int,
+    dev: CUdevice,
+) -> CUresult {
+    entry("cuDeviceGetPCIBusId", || {
+        initialized(&STATE.lock())?;
+        check_dev(dev)?;
+        let cfg = config::get();
+        let field = |a| attrs::value(cfg, a).unwrap_or(0);
+        let text = format!("{:04x}:{:02x}:{:02x}.0", field(50), field(33), field(34));
+        copy_string(bus_id, len, text.as_bytes())
+    })
+}
+
+/// The emulated device's UUID.
+const UUID: [u8; 16] = *b"gdrsim-device-00";
+
+/// `cuDeviceGetUuid`.
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGetUuid(uuid: *mut [u8; 16], dev: CUdevice) -> CUresult {
+    entry("cuDeviceGetUuid", || {
+        initialized(&STATE.lock())?;
+        check_dev(dev)?;
+        out(uuid, UUID)
+    })
+}
+
+/// `cuDeviceGetUuid_v2`.
+#[no_mangle]
+pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut [u8; 16], dev: CUdevice) -> CUresult {
+    entry("cuDeviceGetUuid_v2", || {
+        initialized(&STATE.lock())?;
+        check_dev(dev)?;
+        out(uuid, UUID)
+    })
+}
+
+/// `cuStreamCreate`: streams are a name only; everything runs synchronously.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamCreate(stream: *mut *mut c_void, _flags: c_uint) -> CUresult {
+    entry("cuStreamCreate", || {
+        initialized(&STATE.lock())?;
+        need_ctx()?;
+        out(stream, primary())
+    })
+}
+
+/// `cuStreamDestroy_v2`.
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamDestroy_v2(_stream: *mut c_void) -> CUresult {
+    entry("cuStreamDestroy_v2", || Ok(()))
 }
 
 /// `cuDevicePrimaryCtxRelease_v2`.

@@ -307,3 +307,81 @@ pub unsafe extern "C" fn cuPointerGetAttribute(
         }
     })
 }
+
+/// `cuPointerGetAttributes`: [`cuPointerGetAttribute`] for each attribute in turn.
+#[no_mangle]
+pub unsafe extern "C" fn cuPointerGetAttributes(
+    n: c_uint,
+    attrs: *const c_int,
+    data: *mut *mut c_void,
+    ptr: CUdeviceptr,
+) -> CUresult {
+    if n > 0 && (attrs.is_null() || data.is_null()) {
+        return cu::INVALID_VALUE;
+    }
+    for i in 0..n as usize {
+        // SAFETY: the caller passes `n` attributes and `n` data pointers.
+        let (a, d) = unsafe { (*attrs.add(i), *data.add(i)) };
+        // SAFETY: each data pointer is valid for its attribute, per the same contract.
+        let r = unsafe { cuPointerGetAttribute(d, a, ptr) };
+        if r != cu::SUCCESS {
+            return r;
+        }
+    }
+    cu::SUCCESS
+}
+
+/// `cuMemcpyAsync` (runs synchronously).
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyAsync(
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    n: size_t,
+    _s: *mut c_void,
+) -> CUresult {
+    entry("cuMemcpyAsync", || copy(dst, src, n as u64))
+}
+
+/// `cuMemcpyHtoDAsync_v2` (runs synchronously).
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
+    dst: CUdeviceptr,
+    src: *const c_void,
+    n: size_t,
+    _s: *mut c_void,
+) -> CUresult {
+    entry("cuMemcpyHtoDAsync_v2", || {
+        device_range(dst, n as u64)?;
+        copy(dst, src as u64, n as u64)
+    })
+}
+
+/// `cuMemcpyDtoHAsync_v2` (runs synchronously).
+#[no_mangle]
+pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
+    dst: *mut c_void,
+    src: CUdeviceptr,
+    n: size_t,
+    _s: *mut c_void,
+) -> CUresult {
+    entry("cuMemcpyDtoHAsync_v2", || {
+        device_range(src, n as u64)?;
+        copy(dst as u64, src, n as u64)
+    })
+}
+
+/// `cuMemsetD8Async` (runs synchronously).
+#[no_mangle]
+pub unsafe extern "C" fn cuMemsetD8Async(
+    dst: CUdeviceptr,
+    v: u8,
+    n: size_t,
+    _s: *mut c_void,
+) -> CUresult {
+    entry("cuMemsetD8Async", || {
+        device_range(dst, n as u64)?;
+        // SAFETY: [dst, dst+n) is fake VRAM mapped in this process (checked above).
+        unsafe { std::ptr::write_bytes(dst as *mut u8, v, n) };
+        Ok(())
+    })
+}
