@@ -224,6 +224,10 @@ expect "a program that only dlopens builds with \$(pkg-config --cflags gdrapi)" 
 expect "the program records DT_NEEDED libgdrapi.so.2" \
     bash -c 'readelf -d "$1" | grep -q "NEEDED.*\[libgdrapi\.so\.2\]"' _ "$TMP/smoke"
 
+expect "the package's autopkgtest (debian/tests/smoke) passes" \
+    bash -c 'AUTOPKGTEST_TMP="$1" CC="$2" debian/tests/smoke >"$1/autopkgtest.log" 2>&1 ||
+             { cat "$1/autopkgtest.log" >&2; exit 1; }' _ "$(mkdir -p "$TMP/apt" && echo "$TMP/apt")" "$CC"
+
 real=$libdir/libgdrapi.so.2.6
 # Without the emulator, gdr_open must fail on a machine with no driver (CI); elsewhere the
 # test does not know what the machine has.
