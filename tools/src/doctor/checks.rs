@@ -99,6 +99,7 @@ pub fn device_node(st: &mut State, paths: &Paths) -> Check {
         c.detail("path", dev.as_str())
             .detail("module_major", major.map(|m| m as i64))
     };
+    let open_failed_nxio = matches!(open, Err(libc::ENXIO) | Err(libc::ENODEV));
     // Access problems (EACCES, ...) are reported by the next check.
     st.node_fd = open.ok();
     if present {
@@ -118,6 +119,18 @@ pub fn device_node(st: &mut State, paths: &Paths) -> Check {
                 c.status = Status::Fail;
                 c.summary = format!("{dev} exists but is not a character device");
                 c = c.fix(format!("sudo rm {dev}")).fix(mknod_fix(major));
+            } else if open_failed_nxio && major.is_none() {
+                c.status = Status::Fail;
+                c.summary = format!(
+                    "{dev} exists (major {}) but no driver answers it: the gdrdrv module is not loaded",
+                    fi.rdev_major
+                );
+                c = c
+                    .fix("sudo modprobe gdrdrv   (packaged installs: sudo systemctl start gdrcopy)")
+                    .fix(format!(
+                        "then recreate the node: sudo rm {dev} && {}",
+                        mknod_fix(None)
+                    ));
             } else if let Some(m) = major {
                 if m != fi.rdev_major {
                     c.status = Status::Fail;
@@ -198,6 +211,11 @@ pub fn device_access(st: &mut State, paths: &Paths) -> Check {
             )
             .fix(format!("sudo chmod 0666 {dev}"))
             .fix(format!("make it permanent: {UDEV_RULE}")),
+            Err(e) if e == libc::ENXIO || e == libc::ENODEV => Check::new(
+                "device_access",
+                Status::Skip,
+                format!("no driver answers {dev} (see device_node)"),
+            ),
             Err(e) => Check::new("device_access", Status::Fail, format!("cannot open {dev}: {}", system::errno_text(e)))
                 .fix("check `dmesg | grep gdrdrv` for errors from the module; reload it: sudo rmmod gdrdrv && sudo modprobe gdrdrv"),
             Ok(fd) => {
