@@ -87,24 +87,57 @@ pub fn device_node(st: &mut State, paths: &Paths) -> Check {
     let major = proc_devices
         .as_deref()
         .and_then(|t| system::char_major(t, "gdrdrv"));
-    // Some systems (and emulators) answer open but not stat: trust open when stat says ENOENT.
     let open = Fd::open(dev, libc::O_RDWR);
-    let present = stat.is_ok()
-        || !matches!(
-            open,
-            Err(libc::ENOENT) | Err(libc::ENXIO) | Err(libc::ENODEV)
-        );
-    st.node_present = present;
-    let base = |c: Check| {
-        c.detail("path", dev.as_str())
-            .detail("module_major", major.map(|m| m as i64))
+    let facts = NodeFacts {
+        dev,
+        proc_devices: &paths.proc_devices,
+        stat: stat.ok(),
+        open_error: open.as_ref().err().copied(),
+        module_major: major,
+        container: st.container.as_deref(),
     };
-    let open_failed_nxio = matches!(open, Err(libc::ENXIO) | Err(libc::ENODEV));
+    let c = diagnose_node(&facts);
+    st.node_present = c.get("present").and_then(Value::as_bool) == Some(true);
     // Access problems (EACCES, ...) are reported by the next check.
     st.node_fd = open.ok();
+    c
+}
+
+/// What the system said about the device node, for [`diagnose_node`].
+pub struct NodeFacts<'a> {
+    /// The node's path.
+    pub dev: &'a str,
+    /// Where the module list was read from.
+    pub proc_devices: &'a str,
+    /// `stat` of the node, when it succeeded.
+    pub stat: Option<system::FileInfo>,
+    /// errno of `open(O_RDWR)`, when it failed.
+    pub open_error: Option<i32>,
+    /// gdrdrv's major in `/proc/devices` (the module is loaded).
+    pub module_major: Option<u32>,
+    /// The container we run in, if any.
+    pub container: Option<&'a str>,
+}
+
+/// The device-node finding from the facts. Some systems (and emulators) answer `open` but
+/// not `stat`: the node counts as present unless both say it is absent.
+pub fn diagnose_node(f: &NodeFacts) -> Check {
+    let dev = f.dev;
+    let major = f.module_major;
+    let no_driver = matches!(f.open_error, Some(libc::ENXIO) | Some(libc::ENODEV));
+    let present = f.stat.is_some() || !(no_driver || f.open_error == Some(libc::ENOENT));
+    let base = |c: Check| {
+        c.detail("path", dev)
+            .detail("present", present)
+            .detail(
+                "module_loaded",
+                major.is_some() || (present && f.open_error.is_none()),
+            )
+            .detail("module_major", major.map(|m| m as i64))
+    };
     if present {
         let mut c = Check::new("device_node", Status::Pass, format!("{dev} is present"));
-        if let Ok(fi) = stat {
+        if let Some(fi) = f.stat {
             c.summary = format!(
                 "{dev} is present (char {}:{}, mode {:04o})",
                 fi.rdev_major,
@@ -119,7 +152,7 @@ pub fn device_node(st: &mut State, paths: &Paths) -> Check {
                 c.status = Status::Fail;
                 c.summary = format!("{dev} exists but is not a character device");
                 c = c.fix(format!("sudo rm {dev}")).fix(mknod_fix(major));
-            } else if open_failed_nxio && major.is_none() {
+            } else if no_driver && major.is_none() {
                 c.status = Status::Fail;
                 c.summary = format!(
                     "{dev} exists (major {}) but no driver answers it: the gdrdrv module is not loaded",
@@ -131,47 +164,55 @@ pub fn device_node(st: &mut State, paths: &Paths) -> Check {
                         "then recreate the node: sudo rm {dev} && {}",
                         mknod_fix(None)
                     ));
-            } else if let Some(m) = major {
-                if m != fi.rdev_major {
-                    c.status = Status::Fail;
-                    c.summary = format!(
-                        "{dev} has major {} but the loaded gdrdrv module uses major {m} (stale node)",
-                        fi.rdev_major
-                    );
-                    c = c.fix(format!("sudo rm {dev}")).fix(mknod_fix(Some(m)));
-                }
+            } else if let Some(m) = major.filter(|&m| m != fi.rdev_major) {
+                c.status = Status::Fail;
+                c.summary = format!(
+                    "{dev} has major {} but the loaded gdrdrv module uses major {m} (stale node)",
+                    fi.rdev_major
+                );
+                c = c.fix(format!("sudo rm {dev}")).fix(mknod_fix(Some(m)));
             }
         }
-        return base(
-            c.detail("present", true)
-                .detail("module_loaded", major.is_some() || st.node_fd.is_some()),
-        );
+        return base(c);
     }
     let mut c = match major {
         Some(m) => Check::new(
             "device_node",
             Status::Fail,
-            format!("{dev} is missing, but the gdrdrv module is loaded (major {m}): only the device node was not created"),
+            format!(
+                "{dev} is missing, but the gdrdrv module is loaded (major {m}): \
+                 only the device node was not created"
+            ),
         )
         .fix(mknod_fix(Some(m))),
         None => Check::new(
             "device_node",
             Status::Fail,
-            format!("{dev} is missing and the gdrdrv kernel module is not loaded ({} has no gdrdrv)", paths.proc_devices),
+            format!(
+                "{dev} is missing and the gdrdrv kernel module is not loaded ({} has no gdrdrv)",
+                f.proc_devices
+            ),
         )
-        .fix("sudo modprobe gdrdrv   (packaged installs: sudo systemctl start gdrcopy, or sudo /etc/init.d/gdrcopy start)")
-        .fix("if modprobe cannot find it, install the gdrdrv-dkms package (or build gdrdrv and load it with insmod.sh)")
-        .fix(format!("then create the node if it is still missing: {}", mknod_fix(None))),
+        .fix(
+            "sudo modprobe gdrdrv   (packaged installs: sudo systemctl start gdrcopy, \
+             or sudo /etc/init.d/gdrcopy start)",
+        )
+        .fix(
+            "if modprobe cannot find it, install the gdrdrv-dkms package \
+             (or build gdrdrv and load it with insmod.sh)",
+        )
+        .fix(format!(
+            "then create the node if it is still missing: {}",
+            mknod_fix(None)
+        )),
     };
-    if let Some(rt) = &st.container {
+    if let Some(rt) = f.container {
         c = c.fix(format!(
-            "inside a container ({rt}): load the module on the host and pass the node in: docker run --device /dev/gdrdrv ... (or NVIDIA_GDRCOPY=enabled)"
+            "inside a container ({rt}): load the module on the host and pass the node in: \
+             docker run --device /dev/gdrdrv ... (or NVIDIA_GDRCOPY=enabled)"
         ));
     }
-    base(
-        c.detail("present", false)
-            .detail("module_loaded", major.is_some()),
-    )
+    base(c)
 }
 
 fn mknod_fix(major: Option<u32>) -> String {
@@ -630,4 +671,96 @@ fn bandwidth<E>(mut op: impl FnMut() -> Result<usize, E>) -> Result<f64, E> {
     }
     let secs = t.elapsed().as_secs_f64().max(1e-9);
     Ok(bytes as f64 / secs / (1024.0 * 1024.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(
+        stat: Option<(u32, u32, u32)>,
+        open_error: Option<i32>,
+        module_major: Option<u32>,
+    ) -> Check {
+        let stat = stat.map(|(kind, major, perms)| system::FileInfo {
+            mode: kind | perms,
+            rdev_major: major,
+            rdev_minor: 0,
+            uid: 0,
+            gid: 0,
+        });
+        diagnose_node(&NodeFacts {
+            dev: "/dev/gdrdrv",
+            proc_devices: "/proc/devices",
+            stat,
+            open_error,
+            module_major,
+            container: None,
+        })
+    }
+
+    #[test]
+    fn healthy_node_reports_its_numbers_and_mode() {
+        let c = node(Some((libc::S_IFCHR, 237, 0o666)), None, Some(237));
+        assert_eq!(c.status, Status::Pass);
+        assert_eq!(c.summary, "/dev/gdrdrv is present (char 237:0, mode 0666)");
+        assert_eq!(c.get("mode").and_then(Value::as_str), Some("0666"));
+        // Emulators may answer open but not stat.
+        let c = node(None, None, None);
+        assert_eq!(c.status, Status::Pass);
+        assert_eq!(c.get("present").and_then(Value::as_bool), Some(true));
+        let c = node(None, Some(libc::EACCES), None);
+        assert_eq!(
+            c.status,
+            Status::Pass,
+            "access is the next check's business"
+        );
+    }
+
+    #[test]
+    fn stale_or_wrong_nodes_fail_with_the_recreate_fix() {
+        let c = node(Some((libc::S_IFCHR, 235, 0o666)), None, Some(237));
+        assert_eq!(c.status, Status::Fail);
+        assert!(
+            c.summary.contains("major 235") && c.summary.contains("uses major 237"),
+            "{}",
+            c.summary
+        );
+        assert_eq!(
+            c.fix,
+            vec![
+                "sudo rm /dev/gdrdrv",
+                "sudo mknod /dev/gdrdrv c 237 0 && sudo chmod 0666 /dev/gdrdrv"
+            ]
+        );
+
+        let c = node(Some((libc::S_IFCHR, 235, 0o666)), Some(libc::ENXIO), None);
+        assert_eq!(c.status, Status::Fail);
+        assert!(c.summary.contains("no driver answers it"), "{}", c.summary);
+        assert!(c.fix[0].starts_with("sudo modprobe gdrdrv"));
+        assert_eq!(c.get("module_loaded").and_then(Value::as_bool), Some(false));
+
+        let c = node(
+            Some((libc::S_IFREG, 0, 0o644)),
+            Some(libc::ENOTTY),
+            Some(237),
+        );
+        assert_eq!(c.status, Status::Fail);
+        assert!(c.summary.contains("not a character device"));
+    }
+
+    #[test]
+    fn missing_node_distinguishes_loaded_module_from_none() {
+        let c = node(None, Some(libc::ENOENT), Some(511));
+        assert_eq!(c.status, Status::Fail);
+        assert_eq!(
+            c.fix,
+            vec!["sudo mknod /dev/gdrdrv c 511 0 && sudo chmod 0666 /dev/gdrdrv"]
+        );
+        assert_eq!(c.get("module_loaded").and_then(Value::as_bool), Some(true));
+        let c = node(None, Some(libc::ENOENT), None);
+        assert!(c.summary.contains("module is not loaded"));
+        assert!(c.fix[0].starts_with("sudo modprobe gdrdrv"));
+        assert_eq!(c.get("present").and_then(Value::as_bool), Some(false));
+    }
 }
