@@ -91,3 +91,15 @@ test-faults: $(REL_OUT)/faults
 
 TEST_TARGETS += test-faults
 .PHONY: test-faults
+
+# ---- threads and fork ----
+
+STRESS_ROUNDS ?= 300
+STRESS_THREADS ?= 8
+
+test-stress: $(REL_OUT)/stress
+	GDRAPI_TEST_OURS=1 $(SIM_ENV) timeout $(REL_TIMEOUT) $(REL_OUT)/stress $(STRESS_ROUNDS) $(STRESS_THREADS)
+	GDRAPI_TEST_OURS=1 GDRSIM_NO_DEVICE=1 $(SIM_ENV) timeout $(REL_TIMEOUT) $(REL_OUT)/stress $(STRESS_ROUNDS) $(STRESS_THREADS)
+
+TEST_TARGETS += test-stress
+.PHONY: test-stress
