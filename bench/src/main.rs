@@ -18,6 +18,7 @@ mod timing;
 use std::ffi::c_void;
 use std::process::ExitCode;
 
+use gdrapi::backend::MappingType;
 use gdrapi::copy::{self, Engine, Impl};
 
 use target::{Plain, Target};
@@ -35,6 +36,7 @@ usage: gdrapi-bench [--quick] [--rounds N] [--batch-us US] [--max BYTES] [--size
   --host-offset N host-side offset from a 64-byte boundary (default 0)
   --impls LIST    comma-separated kernel families for mode 1 (default: all supported)
   --sizes LIST    comma-separated sizes instead of the default set
+  --kind TYPE     mapping type mode 1 assumes: wc (default), caching or device
   --against PATH  mode 2: time this library against ours (run under the emulator's SIM_ENV)
   --ours PATH     our library for mode 2 (default build/lib/libgdrapi.so.2.6)";
 
@@ -47,6 +49,7 @@ struct Opts {
     host_offset: usize,
     impls: Option<Vec<Impl>>,
     sizes: Option<Vec<usize>>,
+    kind: MappingType,
     against: Option<String>,
     ours: String,
 }
@@ -73,6 +76,7 @@ fn parse_args() -> Result<Opts, String> {
         host_offset: 0,
         impls: None,
         sizes: None,
+        kind: MappingType::WriteCombining,
         against: None,
         ours: "build/lib/libgdrapi.so.2.6".into(),
     };
@@ -98,6 +102,14 @@ fn parse_args() -> Result<Opts, String> {
                 let v = val()?;
                 let list: Result<Vec<usize>, String> = v.split(',').map(parse_size).collect();
                 o.sizes = Some(list?);
+            }
+            "--kind" => {
+                o.kind = match val()?.as_str() {
+                    "wc" => MappingType::WriteCombining,
+                    "caching" => MappingType::Caching,
+                    "device" => MappingType::Device,
+                    other => return Err(format!("unknown mapping type {other:?}")),
+                }
             }
             "--against" => o.against = Some(val()?),
             "--ours" => o.ours = val()?,
@@ -407,7 +419,7 @@ fn main() -> ExitCode {
     };
     let result = match &o.against {
         Some(other) => mode_against(&o, other),
-        None => Plain::new(o.max + 8192).and_then(|t| mode_engines(&o, &t)),
+        None => Plain::new(o.max + 8192).and_then(|t| mode_engines(&o, &t.with_kind(o.kind))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -19,10 +19,12 @@ pub trait Target {
     fn kind(&self) -> MappingType;
 }
 
-/// Page-aligned anonymous memory, treated as a write-combining mapping.
+/// Page-aligned anonymous memory, treated as a mapping of a chosen type (write-combining
+/// unless [`Plain::with_kind`] says otherwise).
 pub struct Plain {
     ptr: NonNull<u8>,
     len: usize,
+    kind: MappingType,
 }
 
 impl Plain {
@@ -50,7 +52,17 @@ impl Plain {
         let ptr = NonNull::new(p.cast::<u8>()).ok_or("mmap returned NULL")?;
         // SAFETY: the mapping is writable for `len` bytes.
         unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0x5c, len) };
-        Ok(Plain { ptr, len })
+        Ok(Plain {
+            ptr,
+            len,
+            kind: MappingType::WriteCombining,
+        })
+    }
+
+    /// The same memory, treated as a mapping of type `kind`.
+    pub fn with_kind(mut self, kind: MappingType) -> Plain {
+        self.kind = kind;
+        self
     }
 
     /// The whole buffer as a slice.
@@ -82,6 +94,6 @@ impl Target for Plain {
         self.len
     }
     fn kind(&self) -> MappingType {
-        MappingType::WriteCombining
+        self.kind
     }
 }
