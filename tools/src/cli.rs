@@ -119,11 +119,14 @@ pub fn parse_int(s: &str) -> Option<i64> {
     Some(if neg { -v } else { v })
 }
 
-/// The argument of `opt` as a non-negative size.
+/// Largest size accepted on the command line (1 TiB): far above any GPU, far below overflow.
+pub const MAX_SIZE: i64 = 1 << 40;
+
+/// The argument of `opt` as a size in `0..=MAX_SIZE`.
 pub fn size_arg(opt: &Opt) -> Result<usize, CliError> {
     let s = opt.arg.clone().unwrap_or_default();
     match parse_int(&s) {
-        Some(v) if v >= 0 => Ok(v as usize),
+        Some(v) if (0..=MAX_SIZE).contains(&v) => Ok(v as usize),
         _ => Err(CliError::BadNumber(opt.name, s)),
     }
 }
@@ -255,6 +258,8 @@ mod tests {
         assert!(count_arg(&o("0")).is_err());
         assert!(count_arg(&o("-5")).is_err());
         assert!(size_arg(&o("-1")).is_err());
+        assert!(size_arg(&o("0x10000000000")).is_ok());
+        assert!(size_arg(&o("0x10000000001")).is_err());
         assert_eq!(map_flag_arg(&o("cache")), Ok(2));
         assert!(map_flag_arg(&o("uc")).is_err());
         assert!(alloc_fn_arg(&o("cuMemCreate")).is_ok());
