@@ -4,23 +4,32 @@
 //!
 //! - **Write-combining** (`GDR_MAPPING_TYPE_WC`): alignment is driven by the device pointer.
 //!   Naturally aligned 1/2/4/8-byte accesses up to a 16-byte boundary, then one SIMD kernel
-//!   for every whole 16-byte unit (16-byte units up to a 64-byte boundary, then whole lines
-//!   with streaming stores or streaming loads), then naturally aligned accesses for the rest
-//!   ([`wc`]). Stores of at most 64 bytes are done inline without any indirect call. A store
-//!   fence follows every store; a load fence and a store fence follow every load ([`fence`]).
+//!   for every whole 16-byte unit (16-byte units up to a 64-byte boundary, then whole 64-byte
+//!   lines), then naturally aligned accesses for the rest. Loads are streaming loads
+//!   (`MOVNTDQA`); whole lines are stored with streaming stores (or `MOVDIR64B`) from
+//!   [`kernels::STREAM_MIN`] bytes on and with ordinary stores below, which is the same thing
+//!   on write-combining memory and much faster on cached memory (see there). Stores of at most
+//!   64 bytes are done inline, without any indirect call.
 //! - **Device** (`GDR_MAPPING_TYPE_DEVICE`): naturally aligned device accesses, never wider
 //!   than 8 bytes, in both directions.
 //! - **Caching** (and anything else): plain `memcpy`.
 //!
-//! When mappings of more than one type are live in the process (counted through
-//! [`mapping_created`] and [`mapping_destroyed`]), every non-empty copy ends with a full fence.
-//! An empty copy does nothing, not even a fence.
+//! # Fences (see [`fence`])
+//!
+//! After every non-empty copy: a full fence when mappings of more than one type are live in
+//! the process (counted through [`mapping_created`] and [`mapping_destroyed`]); otherwise, for
+//! write-combining mappings, a store fence after stores and a load fence plus a store fence
+//! after loads (reads of write-combining memory are weakly ordered, so the load fence keeps a
+//! later read, of a flag or of the next buffer, from being satisfied before this copy's reads;
+//! upstream only issues the store fence). An empty copy does nothing, not even a fence.
 //!
 //! # Kernel choice
 //!
 //! The write-combining kernels are chosen once per process, on the first copy, from what the
-//! CPU offers ([`Impl::auto_store`], [`Impl::auto_load`]), and installed in a table of two
-//! atomic function pointers: later calls pay one load and one indirect call, no feature test.
+//! CPU offers ([`Impl::auto_store`]: MOVDIR64B, else AVX-512, AVX2, SSE4.1, NEON, portable;
+//! [`Impl::auto_load`]: AVX-512, else AVX2, SSE4.1, NEON, portable), and installed in a table
+//! of two atomic function pointers: later calls pay one load and one indirect call, no feature
+//! test and no lock.
 //!
 //! The environment variable **`GDRAPI_COPY_IMPL`** forces one family, for experiments and
 //! benchmarks: `portable`, `sse41`, `avx2`, `avx512`, `movdir64b` (stores; loads then use the
