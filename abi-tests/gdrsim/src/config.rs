@@ -11,6 +11,16 @@ pub enum Profile {
     Coherent,
 }
 
+/// What backs the emulated GPU's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// A sparse memfd in host memory (device pointers are host addresses).
+    Host,
+    /// Real VRAM seen through the PCIe BAR: one Vulkan allocation, shared with the real CUDA
+    /// driver (see `crate::vulkan`).
+    Vulkan,
+}
+
 /// All settings of one process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -32,6 +42,11 @@ pub struct Config {
     pub dmabuf: bool,
     /// `GDRSIM_VRAM_SIZE`: bytes of fake device memory per process.
     pub vram_size: u64,
+    /// `GDRSIM_BACKING`: where device memory lives.
+    pub backing: Backing,
+    /// `GDRSIM_REAL_LIBCUDA`: path of the real CUDA driver for the Vulkan backing (`none`:
+    /// no CUDA, device pointers are the arena's CPU addresses); unset: searched for.
+    pub real_libcuda: Option<String>,
 }
 
 impl Default for Config {
@@ -46,6 +61,8 @@ impl Default for Config {
             cuda_version: 13050,
             dmabuf: true,
             vram_size: 1 << 30,
+            backing: Backing::Host,
+            real_libcuda: None,
         }
     }
 }
@@ -132,6 +149,23 @@ impl Config {
                     "expected a size from 64M to 64T (suffix K, M, G or T)",
                 ),
             }
+        }
+        if let Some(v) = get("GDRSIM_BACKING") {
+            match v.trim() {
+                "host" => c.backing = Backing::Host,
+                "vulkan" => c.backing = Backing::Vulkan,
+                _ => bad("GDRSIM_BACKING", &v, "expected host or vulkan"),
+            }
+        }
+        if let Some(v) = get("GDRSIM_REAL_LIBCUDA") {
+            match v.trim() {
+                "" => bad("GDRSIM_REAL_LIBCUDA", &v, "expected a path or none"),
+                p => c.real_libcuda = Some(p.to_string()),
+            }
+        }
+        if c.backing == Backing::Vulkan {
+            // Device memory is not a file the emulator can hand out as a dma-buf.
+            c.dmabuf = false;
         }
         c
     }
@@ -220,6 +254,28 @@ mod tests {
             ("GDRSIM_VRAM_SIZE", "12"),
         ]);
         assert_eq!(w.len(), 4);
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn vulkan_backing_turns_dmabuf_off() {
+        let (c, w) = cfg(&[]);
+        assert!(w.is_empty());
+        assert_eq!(
+            (c.backing, c.real_libcuda.as_deref()),
+            (Backing::Host, None)
+        );
+        let (c, w) = cfg(&[
+            ("GDRSIM_BACKING", "vulkan"),
+            ("GDRSIM_REAL_LIBCUDA", "none"),
+            ("GDRSIM_DMABUF", "1"),
+        ]);
+        assert!(w.is_empty());
+        assert_eq!(c.backing, Backing::Vulkan);
+        assert_eq!(c.real_libcuda.as_deref(), Some("none"));
+        assert!(!c.dmabuf);
+        let (c, w) = cfg(&[("GDRSIM_BACKING", "vram"), ("GDRSIM_REAL_LIBCUDA", " ")]);
+        assert_eq!(w.len(), 2);
         assert_eq!(c, Config::default());
     }
 

@@ -174,6 +174,28 @@ impl Gpu {
         })
     }
 
+    /// A GPU whose `cuMemAlloc` memory is `size` bytes at device address `base` that the
+    /// emulator does not map itself (the Vulkan backing's arena; offsets are arena offsets).
+    /// It has no memfd and no `cuMemCreate` memory.
+    pub fn external(pid: pid_t, gen: u64, base: u64, size: u64) -> Gpu {
+        Gpu {
+            pid,
+            gen,
+            memfd: -1,
+            base,
+            total: size,
+            linear_size: size,
+            linear: RangeAlloc::new(0, size),
+            phys: RangeAlloc::new(size, 0),
+            allocs: BTreeMap::new(),
+            zombies: Vec::new(),
+            handles: HashMap::new(),
+            next_handle: 1,
+            reservations: BTreeMap::new(),
+            vmaps: BTreeMap::new(),
+        }
+    }
+
     /// `cuMemAlloc`: a 256-byte aligned device pointer.
     pub fn mem_alloc(&mut self, size: u64) -> Result<u64, u32> {
         if size == 0 {
@@ -291,6 +313,9 @@ impl Gpu {
 
     /// `cuMemCreate`: a handle for `size` bytes of VRAM.
     pub fn vmm_create(&mut self, size: u64) -> Result<u64, u32> {
+        if self.memfd < 0 {
+            return Err(cu::NOT_SUPPORTED);
+        }
         if size == 0 || size % VMM_GRANULARITY != 0 {
             return Err(cu::INVALID_VALUE);
         }

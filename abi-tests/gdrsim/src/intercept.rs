@@ -38,7 +38,7 @@ pub fn set_kind(fd: c_int, kind: u8) {
 fn kind(fd: c_int) -> u8 {
     match usize::try_from(fd) {
         Ok(i) if i < FD_TABLE => FD_KIND[i].load(Ordering::Acquire),
-        Ok(_) if HIGH_FDS.load(Ordering::Acquire) => {
+        Ok(_) if HIGH_FDS.load(Ordering::Acquire) && !crate::vulkan::in_driver() => {
             let st = STATE.lock();
             let mut k = 0;
             if st.drv.file_of(fd).is_some() {
@@ -388,7 +388,7 @@ pub unsafe extern "C" fn mmap64(
 /// `munmap(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
-    if !ANY_VMAS.load(Ordering::Acquire) {
+    if !ANY_VMAS.load(Ordering::Acquire) || crate::vulkan::in_driver() {
         return real::munmap(addr, len);
     }
     guard(fail(libc::EIO, -1), || {
@@ -397,8 +397,12 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
             if let Some(e) = crate::fail::check("munmap") {
                 return fail(e, -1);
             }
-            // SAFETY: the caller's own munmap, with its own arguments.
-            let r = unsafe { real::munmap(addr, len) };
+            let r = if crate::vulkan::arena::unmap(addr as u64, len as u64) {
+                0
+            } else {
+                // SAFETY: the caller's own munmap, with its own arguments.
+                unsafe { real::munmap(addr, len) }
+            };
             if r == 0 {
                 driver::munmap(&mut st, addr as u64, len as u64);
             }

@@ -20,3 +20,4 @@ mod real;
 mod state;
 mod testapi;
 mod uaccess;
+mod vulkan;

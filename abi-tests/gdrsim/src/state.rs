@@ -76,7 +76,11 @@ impl State {
             return Ok(());
         }
         self.gens += 1;
-        self.gpu = Some(Gpu::create(pid(), self.gens, config::get().vram_size)?);
+        let size = config::get().vram_size;
+        self.gpu = Some(match crate::vulkan::create_gpu(pid(), self.gens, size) {
+            Some(g) => g?,
+            None => Gpu::create(pid(), self.gens, size)?,
+        });
         Ok(())
     }
 

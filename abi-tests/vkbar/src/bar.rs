@@ -390,9 +390,15 @@ impl VkBar {
     }
 
     fn map(&self, memory: VkDeviceMemory) -> Result<*mut u8> {
+        self.map_range(memory, 0, VK_WHOLE_SIZE)
+    }
+
+    /// Maps `size` bytes of `memory` from `offset`; frees `memory` on failure.
+    fn map_range(&self, memory: VkDeviceMemory, offset: u64, size: u64) -> Result<*mut u8> {
         let mut p: *mut c_void = ptr::null_mut();
-        // SAFETY: `memory` is a live, host-visible, unmapped allocation of this device.
-        let r = unsafe { (self.fns.map_memory)(self.device, memory, 0, VK_WHOLE_SIZE, 0, &mut p) };
+        // SAFETY: `memory` is a live, host-visible, unmapped allocation of this device; the
+        // range was checked against its size by the callers.
+        let r = unsafe { (self.fns.map_memory)(self.device, memory, offset, size, 0, &mut p) };
         if r < 0 || p.is_null() {
             // SAFETY: `memory` is live, unmapped and freed once here.
             unsafe { (self.fns.free_memory)(self.device, memory, ptr::null()) };
@@ -447,8 +453,18 @@ impl VkBar {
     /// allocation of `len` bytes and maps it: a second CPU mapping of the same memory. The fd
     /// is consumed (Vulkan owns it on success; it is closed on failure).
     pub fn import_fd(&self, fd: OwnedFd, len: usize) -> Result<BarMemory<'_>> {
-        if len == 0 {
+        self.import_fd_range(fd, len, 0, len)
+    }
+
+    /// As [`VkBar::import_fd`] for an exported allocation of `len` bytes, but maps only
+    /// `map_len` bytes from `offset`: the result's pointer and length describe that range, and
+    /// dropping it unmaps the range and frees the imported allocation.
+    pub fn import_fd_range(&self, fd: OwnedFd, len: usize, offset: usize, map_len: usize) -> Result<BarMemory<'_>> {
+        if len == 0 || map_len == 0 {
             return Err(Error::Invalid("import of 0 bytes".into()));
+        }
+        if offset.checked_add(map_len).map_or(true, |end| end > len) {
+            return Err(Error::Invalid(format!("range {offset}+{map_len} past {len} bytes")));
         }
         if !self.info.external_fd {
             return Err(Error::MissingExtension(EXT_EXTERNAL_MEMORY_FD));
@@ -471,12 +487,12 @@ impl VkBar {
         check("vkAllocateMemory(import)", r)?; // `fd` is dropped (closed) on this path
                                                // Success: the implementation owns the descriptor now.
         let _ = fd.into_raw_fd();
-        let ptr = self.map(memory)?;
+        let ptr = self.map_range(memory, offset as u64, map_len as u64)?;
         Ok(BarMemory {
             bar: self,
             memory,
             ptr,
-            len,
+            len: map_len,
             exportable: false,
         })
     }

@@ -81,7 +81,13 @@ impl Cuda {
     /// Loads `libcuda.so.1`, initialises it and makes current the primary context of the device
     /// whose UUID is `want_uuid` (when given and found), else of device 0.
     pub fn open(want_uuid: Option<[u8; 16]>) -> Result<Cuda> {
-        let lib = Library::open("libcuda.so.1")?;
+        Cuda::open_at("libcuda.so.1", want_uuid)
+    }
+
+    /// As [`Cuda::open`], loading the driver from `library` (a soname or a path): a process
+    /// whose `libcuda.so.1` is something else (an emulator) names the real one by path.
+    pub fn open_at(library: &str, want_uuid: Option<[u8; 16]>) -> Result<Cuda> {
+        let lib = Library::open(library)?;
         // SAFETY (all `sym` calls): each type is the one `cuda.h` declares for that name.
         let init: unsafe extern "C" fn(c_uint) -> CuResult = unsafe { sym(&lib, "cuInit")? };
         let count: unsafe extern "C" fn(*mut c_int) -> CuResult = unsafe { sym(&lib, "cuDeviceGetCount")? };

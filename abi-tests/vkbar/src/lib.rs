@@ -8,6 +8,7 @@
 //! The `barbench` binary checks and times copies through such a mapping.
 
 pub mod bar;
+#[cfg(feature = "copy")]
 pub mod copiers;
 pub mod cuda;
 pub mod dl;
@@ -15,6 +16,7 @@ pub mod error;
 pub mod pattern;
 pub mod smaps;
 pub mod upstream;
+#[cfg(feature = "copy")]
 pub mod verify;
 pub mod vk;
 

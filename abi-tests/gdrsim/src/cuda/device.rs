@@ -20,6 +20,10 @@ fn copy_string(buf: *mut c_char, len: c_int, text: &[u8]) -> Result<(), CUresult
 /// `cuInit`.
 #[no_mangle]
 pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
+    match crate::vulkan::real_init(flags) {
+        Some(r) if r != cu::SUCCESS => return r,
+        _ => {}
+    }
     entry("cuInit", || {
         if flags != 0 {
             return Err(cu::INVALID_VALUE);
@@ -31,12 +35,14 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
 /// `cuDriverGetVersion`: `GDRSIM_CUDA_VERSION`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDriverGetVersion(v: *mut c_int) -> CUresult {
+    crate::vulkan::passthrough!(cuDriverGetVersion(v: *mut c_int));
     entry("cuDriverGetVersion", || out(v, config::get().cuda_version))
 }
 
 /// `cuDeviceGetCount`: one device.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetCount(n: *mut c_int) -> CUresult {
+    crate::vulkan::passthrough!(cuDeviceGetCount(n: *mut c_int));
     entry("cuDeviceGetCount", || {
         initialized(&STATE.lock())?;
         out(n, 1)
@@ -46,6 +52,7 @@ pub unsafe extern "C" fn cuDeviceGetCount(n: *mut c_int) -> CUresult {
 /// `cuDeviceGet`: ordinal 0 only.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGet(dev: *mut CUdevice, ordinal: c_int) -> CUresult {
+    crate::vulkan::passthrough!(cuDeviceGet(dev: *mut CUdevice, ordinal: c_int));
     entry("cuDeviceGet", || {
         initialized(&STATE.lock())?;
         check_dev(ordinal)?;
@@ -56,6 +63,7 @@ pub unsafe extern "C" fn cuDeviceGet(dev: *mut CUdevice, ordinal: c_int) -> CUre
 /// `cuDeviceGetName`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult {
+    crate::vulkan::passthrough!(cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevice));
     entry("cuDeviceGetName", || {
         initialized(&STATE.lock())?;
         check_dev(dev)?;
@@ -70,6 +78,7 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(
     attr: c_int,
     dev: CUdevice,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuDeviceGetAttribute(pi: *mut c_int, attr: c_int, dev: CUdevice));
     entry("cuDeviceGetAttribute", || {
         initialized(&STATE.lock())?;
         check_dev(dev)?;
@@ -81,6 +90,7 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(
 /// `cuDeviceTotalMem_v2`: the size of fake VRAM.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut size_t, dev: CUdevice) -> CUresult {
+    crate::vulkan::passthrough!(cuDeviceTotalMem_v2(bytes: *mut size_t, dev: CUdevice));
     entry("cuDeviceTotalMem_v2", || {
         initialized(&STATE.lock())?;
         check_dev(dev)?;
@@ -91,6 +101,7 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut size_t, dev: CUdevice) 
 /// `cuDevicePrimaryCtxRetain`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, dev: CUdevice) -> CUresult {
+    crate::vulkan::passthrough!(cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, dev: CUdevice));
     entry("cuDevicePrimaryCtxRetain", || {
         initialized(&STATE.lock())?;
         check_dev(dev)?;
@@ -121,6 +132,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(
     flags: *mut c_uint,
     active: *mut c_int,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuDevicePrimaryCtxGetState(dev: CUdevice, flags: *mut c_uint, active: *mut c_int));
     entry("cuDevicePrimaryCtxGetState", || {
         initialized(&STATE.lock())?;
         check_dev(dev)?;
@@ -139,6 +151,7 @@ pub unsafe extern "C" fn cuDeviceGetPCIBusId(
     len: c_int,
     dev: CUdevice,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuDeviceGetPCIBusId(bus_id: *mut c_char, len: c_int, dev: CUdevice));
     entry("cuDeviceGetPCIBusId", || {
         initialized(&STATE.lock())?;
         check_dev(dev)?;
@@ -155,6 +168,7 @@ const UUID: [u8; 16] = *b"gdrsim-device-00";
 /// `cuDeviceGetUuid`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetUuid(uuid: *mut [u8; 16], dev: CUdevice) -> CUresult {
+    crate::vulkan::passthrough!(cuDeviceGetUuid(uuid: *mut [u8; 16], dev: CUdevice));
     entry("cuDeviceGetUuid", || {
         initialized(&STATE.lock())?;
         check_dev(dev)?;
@@ -165,6 +179,7 @@ pub unsafe extern "C" fn cuDeviceGetUuid(uuid: *mut [u8; 16], dev: CUdevice) -> 
 /// `cuDeviceGetUuid_v2`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut [u8; 16], dev: CUdevice) -> CUresult {
+    crate::vulkan::passthrough!(cuDeviceGetUuid_v2(uuid: *mut [u8; 16], dev: CUdevice));
     entry("cuDeviceGetUuid_v2", || {
         initialized(&STATE.lock())?;
         check_dev(dev)?;
@@ -175,6 +190,7 @@ pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut [u8; 16], dev: CUdevice) 
 /// `cuStreamCreate`: streams are a name only; everything runs synchronously.
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamCreate(stream: *mut *mut c_void, _flags: c_uint) -> CUresult {
+    crate::vulkan::passthrough!(cuStreamCreate(stream: *mut *mut c_void, _flags: c_uint));
     entry("cuStreamCreate", || {
         initialized(&STATE.lock())?;
         need_ctx()?;
@@ -185,24 +201,28 @@ pub unsafe extern "C" fn cuStreamCreate(stream: *mut *mut c_void, _flags: c_uint
 /// `cuStreamDestroy_v2`.
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamDestroy_v2(_stream: *mut c_void) -> CUresult {
+    crate::vulkan::passthrough!(cuStreamDestroy_v2(_stream: *mut c_void));
     entry("cuStreamDestroy_v2", || Ok(()))
 }
 
 /// `cuDevicePrimaryCtxRelease_v2`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
+    crate::vulkan::passthrough!(cuDevicePrimaryCtxRelease_v2(dev: CUdevice));
     primary_release("cuDevicePrimaryCtxRelease_v2", dev)
 }
 
 /// `cuDevicePrimaryCtxRelease` (the pre-11.0 ABI name).
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRelease(dev: CUdevice) -> CUresult {
+    crate::vulkan::passthrough!(cuDevicePrimaryCtxRelease(dev: CUdevice));
     primary_release("cuDevicePrimaryCtxRelease", dev)
 }
 
 /// `cuCtxSetCurrent`: the primary context or NULL, per thread.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
+    crate::vulkan::passthrough!(cuCtxSetCurrent(ctx: CUcontext));
     entry("cuCtxSetCurrent", || {
         initialized(&STATE.lock())?;
         if !ctx.is_null() && ctx != primary() {
@@ -216,6 +236,7 @@ pub unsafe extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
 /// `cuCtxGetCurrent`: this thread's context (NULL if none).
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxGetCurrent(ctx: *mut CUcontext) -> CUresult {
+    crate::vulkan::passthrough!(cuCtxGetCurrent(ctx: *mut CUcontext));
     entry("cuCtxGetCurrent", || {
         initialized(&STATE.lock())?;
         out(ctx, current() as CUcontext)
@@ -225,6 +246,7 @@ pub unsafe extern "C" fn cuCtxGetCurrent(ctx: *mut CUcontext) -> CUresult {
 /// `cuCtxGetDevice`.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
+    crate::vulkan::passthrough!(cuCtxGetDevice(dev: *mut CUdevice));
     entry("cuCtxGetDevice", || {
         need_ctx()?;
         out(dev, 0)
@@ -234,30 +256,35 @@ pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
 /// `cuCtxSynchronize`: nothing runs asynchronously, so it returns at once.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
+    crate::vulkan::passthrough!(cuCtxSynchronize());
     entry("cuCtxSynchronize", need_ctx)
 }
 
 /// `cuStreamQuery`: always idle.
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamQuery(_stream: *mut c_void) -> CUresult {
+    crate::vulkan::passthrough!(cuStreamQuery(_stream: *mut c_void));
     entry("cuStreamQuery", || Ok(()))
 }
 
 /// `cuStreamSynchronize`: always idle.
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamSynchronize(_stream: *mut c_void) -> CUresult {
+    crate::vulkan::passthrough!(cuStreamSynchronize(_stream: *mut c_void));
     entry("cuStreamSynchronize", || Ok(()))
 }
 
 /// `cuGetErrorName`.
 #[no_mangle]
 pub unsafe extern "C" fn cuGetErrorName(code: CUresult, s: *mut *const c_char) -> CUresult {
+    crate::vulkan::passthrough!(cuGetErrorName(code: CUresult, s: *mut *const c_char));
     error_text(code, s)
 }
 
 /// `cuGetErrorString` (the emulator describes each code by its name).
 #[no_mangle]
 pub unsafe extern "C" fn cuGetErrorString(code: CUresult, s: *mut *const c_char) -> CUresult {
+    crate::vulkan::passthrough!(cuGetErrorString(code: CUresult, s: *mut *const c_char));
     error_text(code, s)
 }
 

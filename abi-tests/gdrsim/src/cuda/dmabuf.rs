@@ -12,6 +12,7 @@ pub unsafe extern "C" fn cuMemGetHandleForAddressRange(
     handle_type: c_int,
     flags: c_ulonglong,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuMemGetHandleForAddressRange(handle: *mut c_void, dptr: CUdeviceptr, size: size_t, handle_type: c_int, flags: c_ulonglong));
     entry("cuMemGetHandleForAddressRange", || {
         let mut st = STATE.lock();
         let g = st.gpu().ok_or(cu::NOT_INITIALIZED)?;

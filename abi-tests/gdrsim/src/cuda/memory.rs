@@ -8,7 +8,7 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: size_t) -> 
     entry("cuMemAlloc_v2", || {
         let mut st = STATE.lock();
         initialized(&st)?;
-        need_ctx()?;
+        crate::vulkan::ctx_check().unwrap_or_else(need_ctx)?;
         if dptr.is_null() {
             return Err(cu::INVALID_VALUE);
         }
@@ -24,6 +24,9 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: size_t) -> 
 /// its pages until unpinned.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
+    if crate::vulkan::foreign(dptr) {
+        crate::vulkan::passthrough!(cuMemFree_v2(dptr: CUdeviceptr));
+    }
     entry("cuMemFree_v2", || {
         let mut st = STATE.lock();
         initialized(&st)?;
@@ -40,6 +43,7 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
 /// `cuMemGetInfo_v2`.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut size_t, total: *mut size_t) -> CUresult {
+    crate::vulkan::passthrough!(cuMemGetInfo_v2(free: *mut size_t, total: *mut size_t));
     entry("cuMemGetInfo_v2", || {
         let st = STATE.lock();
         let (f, t) = st.gpu().ok_or(cu::NOT_INITIALIZED)?.mem_info();
@@ -55,6 +59,9 @@ pub unsafe extern "C" fn cuMemGetAddressRange_v2(
     size: *mut size_t,
     dptr: CUdeviceptr,
 ) -> CUresult {
+    if crate::vulkan::foreign(dptr) {
+        crate::vulkan::passthrough!(cuMemGetAddressRange_v2(base: *mut CUdeviceptr, size: *mut size_t, dptr: CUdeviceptr));
+    }
     entry("cuMemGetAddressRange_v2", || {
         let st = STATE.lock();
         let (b, s) = st
@@ -100,6 +107,7 @@ fn host_alloc(pp: *mut *mut c_void, size: size_t) -> Result<(), CUresult> {
 /// `cuMemAllocHost_v2`: page-aligned host memory.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: size_t) -> CUresult {
+    crate::vulkan::passthrough!(cuMemAllocHost_v2(pp: *mut *mut c_void, size: size_t));
     entry("cuMemAllocHost_v2", || host_alloc(pp, size))
 }
 
@@ -110,12 +118,14 @@ pub unsafe extern "C" fn cuMemHostAlloc(
     size: size_t,
     _flags: c_uint,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuMemHostAlloc(pp: *mut *mut c_void, size: size_t, _flags: c_uint));
     entry("cuMemHostAlloc", || host_alloc(pp, size))
 }
 
 /// `cuMemFreeHost`.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
+    crate::vulkan::passthrough!(cuMemFreeHost(p: *mut c_void));
     entry("cuMemFreeHost", || {
         let mut st = STATE.lock();
         let len = st.host.remove(&(p as u64)).ok_or(cu::INVALID_VALUE)?;
@@ -133,6 +143,7 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
     p: *mut c_void,
     flags: c_uint,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuMemHostGetDevicePointer_v2(dptr: *mut CUdeviceptr, p: *mut c_void, flags: c_uint));
     entry("cuMemHostGetDevicePointer_v2", || {
         let st = STATE.lock();
         initialized(&st)?;
@@ -168,6 +179,7 @@ fn copy(dst: u64, src: u64, n: u64) -> Result<(), CUresult> {
 /// `cuMemcpy` (unified addressing: either side may be host or device memory).
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: size_t) -> CUresult {
+    crate::vulkan::passthrough!(cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: size_t));
     entry("cuMemcpy", || copy(dst, src, n as u64))
 }
 
@@ -178,6 +190,7 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(
     src: *const c_void,
     n: size_t,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, n: size_t));
     entry("cuMemcpyHtoD_v2", || {
         device_range(dst, n as u64)?;
         copy(dst, src as u64, n as u64)
@@ -191,6 +204,7 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(
     src: CUdeviceptr,
     n: size_t,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: size_t));
     entry("cuMemcpyDtoH_v2", || {
         device_range(src, n as u64)?;
         copy(dst as u64, src, n as u64)
@@ -204,6 +218,7 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2(
     src: CUdeviceptr,
     n: size_t,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: size_t));
     entry("cuMemcpyDtoD_v2", || {
         device_range(src, n as u64)?;
         device_range(dst, n as u64)?;
@@ -214,6 +229,7 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2(
 /// `cuMemsetD8_v2`.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: size_t) -> CUresult {
+    crate::vulkan::passthrough!(cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: size_t));
     entry("cuMemsetD8_v2", || {
         device_range(dst, n as u64)?;
         // SAFETY: [dst, dst+n) is fake VRAM mapped in this process (checked above).
@@ -225,6 +241,7 @@ pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: size_t) -> CU
 /// `cuMemsetD32_v2`.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemsetD32_v2(dst: CUdeviceptr, v: c_uint, n: size_t) -> CUresult {
+    crate::vulkan::passthrough!(cuMemsetD32_v2(dst: CUdeviceptr, v: c_uint, n: size_t));
     entry("cuMemsetD32_v2", || {
         if dst % 4 != 0 {
             return Err(cu::INVALID_VALUE);
@@ -246,6 +263,9 @@ pub unsafe extern "C" fn cuPointerSetAttribute(
     attr: c_int,
     ptr: CUdeviceptr,
 ) -> CUresult {
+    if crate::vulkan::foreign(ptr) {
+        crate::vulkan::passthrough!(cuPointerSetAttribute(_value: *const c_void, attr: c_int, ptr: CUdeviceptr));
+    }
     entry("cuPointerSetAttribute", || {
         device_range(ptr, 1)?;
         if attr == 6 {
@@ -264,6 +284,9 @@ pub unsafe extern "C" fn cuPointerGetAttribute(
     attr: c_int,
     ptr: CUdeviceptr,
 ) -> CUresult {
+    if crate::vulkan::forward_attribute(attr, ptr) {
+        crate::vulkan::passthrough!(cuPointerGetAttribute(data: *mut c_void, attr: c_int, ptr: CUdeviceptr));
+    }
     entry("cuPointerGetAttribute", || {
         let st = STATE.lock();
         let g = st.gpu().ok_or(cu::NOT_INITIALIZED)?;
@@ -339,6 +362,7 @@ pub unsafe extern "C" fn cuMemcpyAsync(
     n: size_t,
     _s: *mut c_void,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuMemcpyAsync(dst: CUdeviceptr, src: CUdeviceptr, n: size_t, _s: *mut c_void));
     entry("cuMemcpyAsync", || copy(dst, src, n as u64))
 }
 
@@ -350,6 +374,7 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
     n: size_t,
     _s: *mut c_void,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: size_t, _s: *mut c_void));
     entry("cuMemcpyHtoDAsync_v2", || {
         device_range(dst, n as u64)?;
         copy(dst, src as u64, n as u64)
@@ -364,6 +389,7 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
     n: size_t,
     _s: *mut c_void,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: size_t, _s: *mut c_void));
     entry("cuMemcpyDtoHAsync_v2", || {
         device_range(src, n as u64)?;
         copy(dst as u64, src, n as u64)
@@ -378,6 +404,7 @@ pub unsafe extern "C" fn cuMemsetD8Async(
     n: size_t,
     _s: *mut c_void,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuMemsetD8Async(dst: CUdeviceptr, v: u8, n: size_t, _s: *mut c_void));
     entry("cuMemsetD8Async", || {
         device_range(dst, n as u64)?;
         // SAFETY: [dst, dst+n) is fake VRAM mapped in this process (checked above).

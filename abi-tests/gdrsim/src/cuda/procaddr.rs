@@ -132,6 +132,12 @@ pub unsafe fn lookup(
     flags: u64,
     status: *mut c_int,
 ) -> CUresult {
+    // SAFETY: the caller's pointers, under the same contract.
+    if let Some(r) = unsafe {
+        crate::vulkan::get_proc_address(entry_name, symbol, pfn, _version, flags, status, find)
+    } {
+        return r;
+    }
     entry(entry_name, || {
         if symbol.is_null() || pfn.is_null() || flags > 2 {
             return Err(cu::INVALID_VALUE);

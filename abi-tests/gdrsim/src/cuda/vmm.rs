@@ -21,6 +21,7 @@ pub unsafe extern "C" fn cuMemGetAllocationGranularity(
     prop: *const MemAllocationProp,
     _option: c_int,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuMemGetAllocationGranularity(g: *mut size_t, prop: *const MemAllocationProp, _option: c_int));
     entry("cuMemGetAllocationGranularity", || {
         initialized(&STATE.lock())?;
         check_prop(prop)?;
@@ -36,6 +37,7 @@ pub unsafe extern "C" fn cuMemCreate(
     prop: *const MemAllocationProp,
     flags: c_ulonglong,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuMemCreate(handle: *mut u64, size: size_t, prop: *const MemAllocationProp, flags: c_ulonglong));
     entry("cuMemCreate", || {
         let mut st = STATE.lock();
         initialized(&st)?;
@@ -54,6 +56,7 @@ pub unsafe extern "C" fn cuMemCreate(
 /// `cuMemRelease`: the memory lives on while mapped or pinned.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemRelease(handle: u64) -> CUresult {
+    crate::vulkan::passthrough!(cuMemRelease(handle: u64));
     entry("cuMemRelease", || {
         let mut st = STATE.lock();
         st.gpu_mut()
@@ -73,6 +76,7 @@ pub unsafe extern "C" fn cuMemAddressReserve(
     _addr: CUdeviceptr,
     flags: c_ulonglong,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuMemAddressReserve(ptr: *mut CUdeviceptr, size: size_t, align: size_t, _addr: CUdeviceptr, flags: c_ulonglong));
     entry("cuMemAddressReserve", || {
         let mut st = STATE.lock();
         if flags != 0 || ptr.is_null() {
@@ -96,6 +100,7 @@ fn after_unmap(st: &mut State, removed: Vec<(u64, u64)>) {
 /// `cuMemAddressFree`.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: size_t) -> CUresult {
+    crate::vulkan::passthrough!(cuMemAddressFree(ptr: CUdeviceptr, size: size_t));
     entry("cuMemAddressFree", || {
         let mut st = STATE.lock();
         let removed = st
@@ -116,6 +121,7 @@ pub unsafe extern "C" fn cuMemMap(
     handle: u64,
     flags: c_ulonglong,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuMemMap(ptr: CUdeviceptr, size: size_t, offset: size_t, handle: u64, flags: c_ulonglong));
     entry("cuMemMap", || {
         let mut st = STATE.lock();
         if flags != 0 {
@@ -130,6 +136,7 @@ pub unsafe extern "C" fn cuMemMap(
 /// `cuMemUnmap`: non-persistent pins of the range are invalidated.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: size_t) -> CUresult {
+    crate::vulkan::passthrough!(cuMemUnmap(ptr: CUdeviceptr, size: size_t));
     entry("cuMemUnmap", || {
         let mut st = STATE.lock();
         let removed = st
@@ -149,6 +156,7 @@ pub unsafe extern "C" fn cuMemSetAccess(
     desc: *const MemAccessDesc,
     count: size_t,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuMemSetAccess(ptr: CUdeviceptr, size: size_t, desc: *const MemAccessDesc, count: size_t));
     entry("cuMemSetAccess", || {
         if desc.is_null() || count == 0 {
             return Err(cu::INVALID_VALUE);

@@ -144,7 +144,11 @@ pub fn mmap(
     } else {
         MR_WC
     };
-    let addr = map_segments(hint, rlen, prot, flags, m.memfd, &m.segs, 0)?;
+    let addr = match (m.memfd, m.segs.as_slice()) {
+        (-1, [s]) => crate::vulkan::arena::map(s.phys, rlen, prot, flags)?,
+        (-1, _) => return Err(libc::EINVAL),
+        _ => map_segments(hint, rlen, prot, flags, m.memfd, &m.segs, 0)?,
+    };
     crate::gpu::dontfork(addr, rlen);
     let me = pid();
     if let Ok(m) = mr_mut(st, file, handle) {

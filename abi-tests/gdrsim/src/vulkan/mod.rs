@@ -1,0 +1,265 @@
+//! `GDRSIM_BACKING=vulkan`: the emulated GPU's memory is real VRAM seen through the PCIe BAR.
+//!
+//! One Vulkan allocation of the BAR memory type (the arena, `GDRSIM_VRAM_SIZE` bytes) is
+//! sub-allocated by `cuMemAlloc`. With the real CUDA driver (found by path, see [`libcuda`];
+//! the default), the arena's opaque fd is imported into CUDA, device pointers are CUDA device
+//! addresses inside that import, and every CUDA function but the few that concern arena
+//! allocations is forwarded to the real driver. With `GDRSIM_REAL_LIBCUDA=none`, device
+//! pointers are the arena's CPU addresses and the emulator's own CUDA functions run on them
+//! (for machines without CUDA: Mesa's lavapipe then stands in for the GPU).
+//!
+//! The emulated `/dev/gdrdrv` is unchanged except for its mappings: an mmap of a pin imports a
+//! fresh fd of the arena into Vulkan and maps just the pin's range ([`arena`]); munmap frees
+//! that import. A zapped mapping is replaced in place as in the host backing.
+//!
+//! The emulator calls into Vulkan and CUDA with its state locked; those drivers call
+//! `munmap` and friends themselves, which the emulator interposes. [`with_driver`] marks such
+//! calls so that the interposed functions pass them straight to the C library.
+
+pub mod arena;
+pub mod libcuda;
+
+use crate::config::{self, Backing};
+use crate::cuda::errors as cu;
+use crate::cuda::CUresult;
+use crate::gpu::Gpu;
+use crate::state::STATE;
+use libc::{c_char, c_int, c_uint, c_void, pid_t};
+use std::cell::Cell;
+use std::ffi::CStr;
+use std::sync::Once;
+
+/// Whether the Vulkan backing is selected.
+pub fn active() -> bool {
+    config::get().backing == Backing::Vulkan
+}
+
+/// Whether CUDA calls go to the real driver (Vulkan backing, `GDRSIM_REAL_LIBCUDA` not `none`).
+pub fn forwarding() -> bool {
+    active() && config::get().real_libcuda.as_deref() != Some("none")
+}
+
+thread_local! {
+    static IN_DRIVER: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Whether this thread is inside a call the emulator made into Vulkan or CUDA: the
+/// interposed C library functions must then pass straight through.
+pub fn in_driver() -> bool {
+    IN_DRIVER.with(|c| c.get() != 0)
+}
+
+struct DriverScope;
+
+impl Drop for DriverScope {
+    fn drop(&mut self) {
+        IN_DRIVER.with(|c| c.set(c.get().saturating_sub(1)));
+    }
+}
+
+/// Runs `f` (a call into Vulkan or the real CUDA driver) marked as such for this thread.
+pub fn with_driver<T>(f: impl FnOnce() -> T) -> T {
+    IN_DRIVER.with(|c| c.set(c.get() + 1));
+    let _scope = DriverScope;
+    f()
+}
+
+/// Prints a failure of the backing's set-up once per process (the caller gets a CUresult).
+pub fn report(what: &str) {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| eprintln!("gdrsim: GDRSIM_BACKING=vulkan: {what}"));
+}
+
+/// `cuInit`'s GPU: the arena for the Vulkan backing, `None` for the host backing.
+pub fn create_gpu(pid: pid_t, gen: u64, size: u64) -> Option<Result<Gpu, u32>> {
+    active().then(|| arena::create(pid, gen, size, forwarding()))
+}
+
+/// Calls the real driver's function `name` (NUL-terminated) as type `F` through `call`;
+/// CUDA_ERROR_NOT_FOUND when the real driver is missing or lacks it.
+fn real_call<F: Copy>(name: &'static CStr, call: impl FnOnce(F) -> CUresult) -> CUresult {
+    let Some(p) = libcuda::get().ok().and_then(|r| r.symbol(name)) else {
+        return cu::NOT_FOUND;
+    };
+    // SAFETY: the callers name the `cuda.h` type of `name`; a code pointer is pointer-sized.
+    let f: F = unsafe { std::mem::transmute_copy::<usize, F>(&p) };
+    with_driver(|| call(f))
+}
+
+/// `cuInit` of the real driver when forwarding (`None` otherwise); CUDA_ERROR_NO_DEVICE with
+/// a message when no real driver can be loaded.
+pub fn real_init(flags: c_uint) -> Option<CUresult> {
+    if !forwarding() {
+        return None;
+    }
+    if let Err(why) = libcuda::get() {
+        report(&format!(
+            "no real libcuda.so.1 ({why}); set GDRSIM_REAL_LIBCUDA=<path>, or =none"
+        ));
+        return Some(100);
+    }
+    Some(real_call(
+        c"cuInit",
+        // SAFETY: cuInit(unsigned int).
+        |f: unsafe extern "C" fn(c_uint) -> CUresult| unsafe { f(flags) },
+    ))
+}
+
+/// When forwarding: `Some(Err(INVALID_CONTEXT))` unless the real driver has a context
+/// current on this thread; `None` for the emulator's own context check.
+pub fn ctx_check() -> Option<Result<(), CUresult>> {
+    if !forwarding() {
+        return None;
+    }
+    let mut ctx: *mut c_void = std::ptr::null_mut();
+    let r = real_call(
+        c"cuCtxGetCurrent",
+        // SAFETY: cuCtxGetCurrent(CUcontext *), given a writable slot.
+        |f: unsafe extern "C" fn(*mut *mut c_void) -> CUresult| unsafe { f(&mut ctx) },
+    );
+    Some(match (r, ctx.is_null()) {
+        (0, false) => Ok(()),
+        (0, true) => Err(cu::INVALID_CONTEXT),
+        (e, _) => Err(e),
+    })
+}
+
+/// When forwarding: whether `ptr` lies outside the arena, so the real driver must handle it.
+pub fn foreign(ptr: u64) -> bool {
+    forwarding()
+        && STATE
+            .lock()
+            .gpu()
+            .map_or(true, |g| g.translate(ptr, 1).is_none())
+}
+
+/// When forwarding: whether `cuPointerGetAttribute(attr, ptr)` goes to the real driver: for
+/// pointers outside the arena and for attributes the emulator does not answer itself (the
+/// context and the device ordinal come from the real driver, which knows the arena).
+pub fn forward_attribute(attr: c_int, ptr: u64) -> bool {
+    forwarding() && (!matches!(attr, 2 | 3 | 5 | 6 | 7 | 11 | 12 | 13) || foreign(ptr))
+}
+
+/// Functions `cuGetProcAddress` hands out from the emulator even when forwarding.
+const OWN_FUNCTIONS: [&str; 11] = [
+    "cuInit",
+    "cuMemAlloc",
+    "cuMemAlloc_v2",
+    "cuMemFree",
+    "cuMemFree_v2",
+    "cuMemGetAddressRange",
+    "cuPointerGetAttribute",
+    "cuPointerGetAttributes",
+    "cuPointerSetAttribute",
+    "cuGetProcAddress",
+    "cuGetProcAddress_v2",
+];
+
+/// When forwarding: `cuGetProcAddress` (`entry` names which ABI) answered by the real driver,
+/// except that the functions the emulator keeps ([`OWN_FUNCTIONS`]) come from `own`.
+///
+/// # Safety
+///
+/// As `cuGetProcAddress_v2`: `symbol` NULL or NUL-terminated, `pfn` and `status` NULL or
+/// writable.
+pub unsafe fn get_proc_address(
+    entry: &str,
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: c_int,
+    flags: u64,
+    status: *mut c_int,
+    own: fn(&str) -> Option<usize>,
+) -> Option<CUresult> {
+    if !forwarding() {
+        return None;
+    }
+    let r = if entry == "cuGetProcAddress_v2" {
+        type F = unsafe extern "C" fn(
+            *const c_char,
+            *mut *mut c_void,
+            c_int,
+            u64,
+            *mut c_int,
+        ) -> CUresult;
+        // SAFETY: the caller's arguments, under the same contract.
+        real_call(c"cuGetProcAddress_v2", |f: F| unsafe {
+            f(symbol, pfn, version, flags, status)
+        })
+    } else {
+        type F = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
+        // SAFETY: the caller's arguments, under the same contract.
+        real_call(c"cuGetProcAddress", |f: F| unsafe {
+            f(symbol, pfn, version, flags)
+        })
+    };
+    if r == cu::SUCCESS && !symbol.is_null() && !pfn.is_null() {
+        // SAFETY: symbol is a non-NULL NUL-terminated name from the caller.
+        let name = unsafe { CStr::from_ptr(symbol) }.to_str().unwrap_or("");
+        if OWN_FUNCTIONS.contains(&name) {
+            if let Some(f) = own(name) {
+                // SAFETY: pfn is non-NULL and writable (the real driver just wrote it).
+                unsafe { *pfn = f as *mut c_void };
+            }
+        }
+    }
+    Some(r)
+}
+
+/// In a CUDA function of the emulator: when forwarding, returns the real driver's result of
+/// the same function (by its exported name) with the same arguments; CUDA fault injection
+/// (`GDRSIM_FAIL`) still applies first.
+macro_rules! passthrough {
+    ($name:ident ( $($arg:ident : $ty:ty),* $(,)? )) => {
+        if $crate::vulkan::forwarding() {
+            if let Some(e) = $crate::fail::check(stringify!($name)) {
+                return e as $crate::cuda::CUresult;
+            }
+            static SLOT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let Some(p) = $crate::vulkan::libcuda::symbol_cached(
+                &SLOT,
+                concat!(stringify!($name), "\0").as_bytes(),
+            ) else {
+                return $crate::cuda::errors::NOT_FOUND;
+            };
+            // SAFETY: `p` is the real driver's function of this very name, whose C prototype
+            // is this function's own.
+            let f: unsafe extern "C" fn($($ty),*) -> $crate::cuda::CUresult =
+                unsafe { std::mem::transmute::<usize, _>(p) };
+            // SAFETY: the caller's arguments, under the contract of the same function.
+            return unsafe { f($($arg),*) };
+        }
+    };
+}
+pub(crate) use passthrough;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_scope_nests_and_unwinds() {
+        assert!(!in_driver());
+        with_driver(|| {
+            assert!(in_driver());
+            with_driver(|| assert!(in_driver()));
+            assert!(in_driver());
+        });
+        assert!(!in_driver());
+        let r = std::panic::catch_unwind(|| with_driver(|| panic!("driver call panicked")));
+        assert!(r.is_err());
+        assert!(!in_driver(), "a panic must not leave the mark set");
+    }
+
+    #[test]
+    fn host_backing_forwards_nothing() {
+        // Unit tests run with the default settings.
+        assert!(!active());
+        assert!(!forwarding());
+        assert!(create_gpu(1, 1, 64 << 20).is_none());
+        assert_eq!(real_init(0), None);
+        assert_eq!(ctx_check(), None);
+        assert!(!foreign(0));
+        assert!(!forward_attribute(1, 0));
+    }
+}
