@@ -222,9 +222,9 @@ macro_rules! passthrough {
             ) else {
                 return $crate::cuda::errors::NOT_FOUND;
             };
-            // SAFETY: `p` is the real driver's function of this very name, whose C prototype
-            // is this function's own.
             let f: unsafe extern "C" fn($($ty),*) -> $crate::cuda::CUresult =
+                // SAFETY: `p` is the real driver's function of this very name, whose C
+                // prototype is this function's own.
                 unsafe { std::mem::transmute::<usize, _>(p) };
             // SAFETY: the caller's arguments, under the contract of the same function.
             return unsafe { f($($arg),*) };
