@@ -81,7 +81,7 @@ impl fmt::Display for GdrError {
         if self.func == "gdr_open" {
             return write!(
                 f,
-                "gdr_open failed: is the gdrdrv driver installed and loaded? (run `gdrcopy doctor`)"
+                "gdr_open failed: neither gdrdrv nor CUDA DMA-BUF mmap is usable"
             );
         }
         write!(f, "{} failed: {}", self.func, errno_text(self.code))

@@ -356,6 +356,8 @@ fn without_cuda_or_gdrdrv_the_tools_say_why_in_one_line() {
     );
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("gdr_open failed"), "{}", r.stderr);
+    assert!(r.stderr.contains("run `gdrcopy doctor`"), "{}", r.stderr);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
     // A GPU that does not exist.
     let r = run(
         Setup::Full,
