@@ -103,3 +103,46 @@ test-stress: $(REL_OUT)/stress
 
 TEST_TARGETS += test-stress
 .PHONY: test-stress
+
+# ---- memory errors (valgrind memcheck) ----
+# The C ABI suite's api, handles and threads programs and the reliability programs; any error,
+# a definite leak, a crash or a timeout fails (failed assertions are left to the programs' own
+# targets). The fork programs are left out: valgrind's fork of a process with
+# the emulator's 1 GiB fake VRAM mapped takes about two minutes.
+
+REL_VALGRIND := valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+	--child-silent-after-fork=yes
+
+test-memcheck: $(REL_OUT)/faults $(REL_OUT)/stress $(ABI_OUT)/api $(ABI_OUT)/handles $(ABI_OUT)/threads
+	@fail=0; for p in "$(ABI_OUT)/api" "$(ABI_OUT)/handles" "$(ABI_OUT)/threads" \
+		"$(REL_OUT)/stress 20 4 0" "GDRSIM_NO_DEVICE=1 $(REL_OUT)/stress 20 4 0" \
+		"$(REL_OUT)/faults" "GDRSIM_NO_DEVICE=1 $(REL_OUT)/faults dmabuf"; do \
+		set -- $$p; case "$$1" in GDRSIM_*) envs=$$1; shift;; *) envs=;; esac; \
+		env GDRAPI_TEST_OURS=1 $(SIM_ENV) $$envs timeout $(REL_TIMEOUT) $(REL_VALGRIND) "$$@" \
+			> $(REL_OUT)/memcheck.log 2>&1; rc=$$?; \
+		printf '%-60s %s\n' "memcheck $$envs $$*" "$$(tail -1 $(REL_OUT)/memcheck.log)"; \
+		grep -E '^==[0-9]+==' $(REL_OUT)/memcheck.log | head -30; \
+		if [ $$rc -eq 99 ]; then echo "   -> valgrind found errors"; fail=1; \
+		elif [ $$rc -eq 1 ]; then echo "   -> (failed assertions: the suite's own target reports them)"; \
+		elif [ $$rc -ne 0 ]; then echo "   -> the program failed (exit $$rc)"; fail=1; fi; \
+	done; exit $$fail
+
+TEST_TARGETS += test-memcheck
+.PHONY: test-memcheck
+
+# ---- races (ThreadSanitizer on the C harness) ----
+# Only the C side is instrumented; see abi-tests/reliability/tsan.supp for why reports inside the
+# Rust libraries are suppressed. No forks here: ThreadSanitizer does not support fork in a
+# multithreaded process.
+
+$(REL_OUT)/stress-tsan: $(REL_SRC)/stress.c abi-tests/c/check.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(REL_CFLAGS) -fsanitize=thread -I$(CUDA_INCLUDE) $< -o $@ $(REL_LIBS)
+
+test-races: $(REL_OUT)/stress-tsan
+	GDRAPI_TEST_OURS=1 $(SIM_ENV) \
+		TSAN_OPTIONS="halt_on_error=1 exitcode=66 suppressions=$(CURDIR)/$(REL_SRC)/tsan.supp" \
+		timeout $(REL_TIMEOUT) $(REL_OUT)/stress-tsan 200 8 0
+
+TEST_TARGETS += test-races
+.PHONY: test-races

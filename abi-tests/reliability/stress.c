@@ -273,12 +273,13 @@ int main(int argc, char **argv)
     run_phase(1, "separate");
     run_phase(2, "contended");
 
-    /* Quiet now: a child's calls on the parent's gdr_t issue no ioctl. */
+    /* Quiet now: a child's calls on the parent's gdr_t issue no ioctl. (Forks per phase 0: no
+     * fork at all, for valgrind, whose fork of this process takes minutes.) */
     memset(&c0, 0, sizeof(c0));
     memset(&c1, 0, sizeof(c1));
     fflush(stdout);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
+    pid_t pid = forks_per_phase > 0 ? fork() : -2;
+    REQUIRE(pid >= 0 || pid == -2);
     if (pid == 0) {
         int major, minor, v;
         gdr_mh_t mh;
@@ -294,7 +295,8 @@ int main(int argc, char **argv)
         _exit(bad);
     }
     int status = 0;
-    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (pid > 0)
+        CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
     CHECK_EQ(gdr_close(shared_g), 0);
     memset(&c1, 0, sizeof(c1));
