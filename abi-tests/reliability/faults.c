@@ -25,6 +25,8 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "gdrapi.h"
@@ -210,6 +212,64 @@ static int leaks(const char *name)
     return 0;
 }
 
+/* The library loads and initialises the CUDA driver once per process, at the first gdr_open
+ * that needs it (the DMA-BUF backend), so faults in that path are injected in a fresh child for
+ * each rule: gdr_open must fail cleanly (NULL, nothing left open), and the next gdr_open, with
+ * the fault spent, must succeed. Returns the number of faults that made gdr_open fail. */
+static long init_faults(const char *const *names, int nnames, const int *errs, int nerrs)
+{
+    long fired = 0;
+    char spec[128];
+    for (int n = 0; n < nnames; n++)
+        for (int e = 0; e < nerrs; e++) {
+            snprintf(spec, sizeof(spec), "%s:1:%d", names[n], errs[e]);
+            fflush(stdout);
+            pid_t pid = fork();
+            if (pid < 0) {
+                CHECK(!"fork");
+                continue;
+            }
+            if (pid == 0) {
+                struct gdrsim_counters c;
+                int code = 0;
+                alarm(30);
+                if (gdrsim_set_fail(spec) != 0)
+                    _exit(8);
+                gdr_t g = gdr_open();
+                if (g == NULL)
+                    code |= 1; /* the fault made gdr_open fail */
+                else if (gdr_close(g) != 0)
+                    code |= 2;
+                memset(&c, 0, sizeof(c));
+                gdrsim_get_counters(&c, sizeof(c));
+                if (c.open_files || c.live_dmabufs)
+                    code |= 4;
+                g = gdr_open();
+                if (g == NULL || gdr_close(g) != 0)
+                    code |= 16;
+                _exit(code);
+            }
+            int status = 0;
+            if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+                check_report(0, __FILE__, __LINE__, "the child ended by a signal");
+                printf("    with %s (before the first gdr_open)\n", spec);
+                continue;
+            }
+            int code = WEXITSTATUS(status);
+            if (code & ~1) {
+                check_report(0, __FILE__, __LINE__, "gdr_open under an init fault");
+                printf("    with %s (before the first gdr_open): %s%s%s\n", spec,
+                       code & 2 ? "gdr_close failed; " : "",
+                       code & 4 ? "a file or dma-buf left open; " : "",
+                       code & 16 ? "gdr_open fails again once the fault is spent" : "");
+            } else {
+                check_passed_count++;
+            }
+            fired += code & 1;
+        }
+    return fired;
+}
+
 int main(int argc, char **argv)
 {
     static const char *const sys_names[] = {
@@ -240,6 +300,20 @@ int main(int argc, char **argv)
     legacy_info = (legacy_info_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "gdr_get_info");
     REQUIRE(legacy_info != NULL);
 
+    /* First, while this process has not loaded CUDA through the library: each child's first
+     * gdr_open is the library's first. */
+    if (dmabuf_mode) {
+        static const char *const init_names[] = {
+            "cuInit", "cuDriverGetVersion", "cuGetProcAddress", "cuDeviceGetCount", "cuDeviceGet",
+            "cuDeviceGetAttribute",
+        };
+        const int ninit = sizeof(init_names) / sizeof(init_names[0]);
+        long fired = init_faults(init_names, ninit, cuerrs, sizeof(cuerrs) / sizeof(cuerrs[0]));
+        printf("%-32s %4ld faults injected (first gdr_open, %d rules)\n", "CUDA initialisation",
+               fired, ninit * (int)(sizeof(cuerrs) / sizeof(cuerrs[0])));
+        injected += fired;
+        runs += ninit * (long)(sizeof(cuerrs) / sizeof(cuerrs[0]));
+    }
     cur_spec = "(none)";
     cur_err = 0;
     snapshot();
