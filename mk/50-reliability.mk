@@ -97,7 +97,8 @@ TEST_TARGETS += test-faults
 STRESS_ROUNDS ?= 300
 STRESS_THREADS ?= 8
 
-test-stress: $(REL_OUT)/stress
+test-stress: $(REL_OUT)/stress $(REL_OUT)/forkhold
+	GDRAPI_TEST_OURS=1 $(SIM_ENV) timeout $(REL_TIMEOUT) $(REL_OUT)/forkhold
 	GDRAPI_TEST_OURS=1 $(SIM_ENV) timeout $(REL_TIMEOUT) $(REL_OUT)/stress $(STRESS_ROUNDS) $(STRESS_THREADS)
 	GDRAPI_TEST_OURS=1 GDRSIM_NO_DEVICE=1 $(SIM_ENV) timeout $(REL_TIMEOUT) $(REL_OUT)/stress $(STRESS_ROUNDS) $(STRESS_THREADS)
 
