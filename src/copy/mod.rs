@@ -26,8 +26,8 @@
 //! # Kernel choice
 //!
 //! The write-combining kernels are chosen once per process, on the first copy, from what the
-//! CPU offers ([`Impl::auto_store`]: MOVDIR64B, else AVX-512, AVX2, SSE4.1, NEON, portable;
-//! [`Impl::auto_load`]: AVX-512, else AVX2, SSE4.1, NEON, portable), and installed in a table
+//! CPU offers ([`Impl::auto_store`] and [`Impl::auto_load`]: AVX-512, else AVX2, SSE4.1, NEON,
+//! portable; `MOVDIR64B` only when forced, as it measured slower), and installed in a table
 //! of two atomic function pointers: later calls pay one load and one indirect call, no feature
 //! test and no lock.
 //!
