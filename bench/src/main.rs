@@ -429,3 +429,25 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_suffixes() {
+        assert_eq!(parse_size("16M"), Ok(16 << 20));
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("1000003"), Ok(1_000_003));
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("").is_err());
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(1 << 20), "1M");
+        assert_eq!(human(4096), "4K");
+        assert_eq!(human(4097), "4097");
+        assert_eq!(human(1), "1");
+    }
+}

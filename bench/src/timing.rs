@@ -68,3 +68,34 @@ pub fn measure(plan: Plan, methods: &mut [&mut dyn FnMut(usize)]) -> Vec<Sample>
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_sample_per_method_and_slower_methods_measure_slower() {
+        let spin = |iters: u64| {
+            move |calls: usize| {
+                for _ in 0..calls {
+                    let mut x = 0u64;
+                    for i in 0..iters {
+                        x = std::hint::black_box(x.wrapping_add(i));
+                    }
+                    std::hint::black_box(x);
+                }
+            }
+        };
+        let (mut fast, mut slow) = (spin(10), spin(10_000));
+        let plan = Plan {
+            rounds: 5,
+            batch_ns: 20_000.0,
+        };
+        let s = measure(plan, &mut [&mut fast, &mut slow]);
+        assert_eq!(s.len(), 2);
+        for x in &s {
+            assert!(x.best_ns > 0.0 && x.best_ns <= x.median_ns);
+        }
+        assert!(s[1].best_ns > 10.0 * s[0].best_ns, "{s:?}");
+    }
+}
