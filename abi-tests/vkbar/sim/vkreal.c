@@ -2,7 +2,7 @@
  * vkreal.c - the emulator's Vulkan backing (GDRSIM_BACKING=vulkan), through the raw driver
  * interface and the CUDA API: a pin's mapping is its own Vulkan mapping of the arena and
  * shows the device's bytes both ways; a short mapping, a zap (SIGBUS, munmap still works),
- * no leak over many cycles, and refusals (memory the emulator did not allocate, MAP_FIXED,
+ * a forked child (no mapping, a clean exit), no leak over many cycles, and refusals (memory the emulator did not allocate, MAP_FIXED,
  * VMM memory). Runs on a GPU (real CUDA) or on lavapipe with GDRSIM_REAL_LIBCUDA=none.
  * Prints "N passed, N failed".
  */
@@ -17,6 +17,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -195,6 +197,58 @@ static void test_zap(int fd, CUdeviceptr d)
     CHECK_EQ(counters().live_mappings, 0);
 }
 
+/* A forked child does not inherit the mapping (touching it faults) and exits normally,
+ * running the exit handlers the GPU drivers registered. */
+static void test_fork(int fd, CUdeviceptr d)
+{
+    uint64_t h = 0;
+    CHECK_EQ(pin(fd, d, GPU_PAGE, &h), 0);
+    volatile unsigned char *m = map(fd, h, GPU_PAGE);
+    CHECK(m != MAP_FAILED);
+    if (m == MAP_FAILED)
+        return;
+    m[9] = 3;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct sigaction sa;
+        int faulted;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = bus_handler;
+        sigaction(SIGSEGV, &sa, NULL);
+        sigaction(SIGBUS, &sa, NULL);
+        if (sigsetjmp(on_bus, 1) == 0) {
+            (void)m[9];
+            faulted = 0;
+        } else {
+            faulted = 1;
+        }
+        exit(faulted ? 0 : 3);
+    }
+    CHECK(pid > 0);
+    int status = -1, waited = 0;
+    for (int i = 0; i < 200 && pid > 0; i++) {
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            waited = 1;
+            break;
+        }
+        struct timespec ts = { 0, 50 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    if (!waited && pid > 0) {
+        printf("fork: the child did not exit within 10 s\n");
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    CHECK(waited);
+    if (WIFSIGNALED(status))
+        printf("fork: the child died of signal %d\n", WTERMSIG(status));
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_EQ(m[9], 3);
+    CHECK_EQ(munmap((void *)m, GPU_PAGE), 0);
+    CHECK_EQ(unpin(fd, h), 0);
+}
+
 static void test_no_leak(int fd, CUdeviceptr d)
 {
     int fds = open_fds(), bad = 0;
@@ -289,6 +343,7 @@ int main(void)
     test_bytes_both_ways(fd, d);
     test_short_mapping(fd, d);
     test_zap(fd, d);
+    test_fork(fd, d);
     test_no_leak(fd, d);
     test_refusals(fd, d);
 

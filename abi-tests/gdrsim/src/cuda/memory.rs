@@ -229,7 +229,7 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2(
 /// `cuMemsetD8_v2`.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: size_t) -> CUresult {
-    crate::vulkan::passthrough!(cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: size_t));
+    crate::vulkan::passthrough!(sync cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: size_t));
     entry("cuMemsetD8_v2", || {
         device_range(dst, n as u64)?;
         // SAFETY: [dst, dst+n) is fake VRAM mapped in this process (checked above).
@@ -241,7 +241,7 @@ pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: size_t) -> CU
 /// `cuMemsetD32_v2`.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemsetD32_v2(dst: CUdeviceptr, v: c_uint, n: size_t) -> CUresult {
-    crate::vulkan::passthrough!(cuMemsetD32_v2(dst: CUdeviceptr, v: c_uint, n: size_t));
+    crate::vulkan::passthrough!(sync cuMemsetD32_v2(dst: CUdeviceptr, v: c_uint, n: size_t));
     entry("cuMemsetD32_v2", || {
         if dst % 4 != 0 {
             return Err(cu::INVALID_VALUE);

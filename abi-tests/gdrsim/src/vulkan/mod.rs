@@ -206,11 +206,32 @@ pub unsafe fn get_proc_address(
     Some(r)
 }
 
+/// When forwarding: waits for the real driver's current context (`cuCtxSynchronize`) after a
+/// successful call `r`, so that the emulator's synchronous memsets stay synchronous on a real
+/// GPU (the driver runs `cuMemsetD8`/`cuMemsetD32` on device memory asynchronously).
+pub fn synchronized(r: CUresult) -> CUresult {
+    if r != cu::SUCCESS {
+        return r;
+    }
+    real_call(
+        c"cuCtxSynchronize",
+        // SAFETY: cuCtxSynchronize(void).
+        |f: unsafe extern "C" fn() -> CUresult| unsafe { f() },
+    )
+}
+
 /// In a CUDA function of the emulator: when forwarding, returns the real driver's result of
 /// the same function (by its exported name) with the same arguments; CUDA fault injection
-/// (`GDRSIM_FAIL`) still applies first.
+/// (`GDRSIM_FAIL`) still applies first. With `sync` first, the result waits for the context
+/// ([`synchronized`]).
 macro_rules! passthrough {
+    (sync $name:ident ( $($arg:ident : $ty:ty),* $(,)? )) => {
+        $crate::vulkan::passthrough!(@go $crate::vulkan::synchronized, $name($($arg: $ty),*))
+    };
     ($name:ident ( $($arg:ident : $ty:ty),* $(,)? )) => {
+        $crate::vulkan::passthrough!(@go std::convert::identity, $name($($arg: $ty),*))
+    };
+    (@go $then:path, $name:ident ( $($arg:ident : $ty:ty),* )) => {
         if $crate::vulkan::forwarding() {
             if let Some(e) = $crate::fail::check(stringify!($name)) {
                 return e as $crate::cuda::CUresult;
@@ -227,7 +248,7 @@ macro_rules! passthrough {
                 // prototype is this function's own.
                 unsafe { std::mem::transmute::<usize, _>(p) };
             // SAFETY: the caller's arguments, under the contract of the same function.
-            return unsafe { f($($arg),*) };
+            return $then(unsafe { f($($arg),*) });
         }
     };
 }
