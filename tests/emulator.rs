@@ -8,7 +8,7 @@
 
 use gdrapi::ffi::*;
 use std::ffi::{c_void, CStr};
-use std::os::raw::c_int;
+use std::os::raw::{c_char, c_int};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -191,7 +191,7 @@ mod inner {
 
     fn set_fail(spec: &CStr) {
         assert_eq!(
-            call!(c"gdrsim_set_fail": fn(*const i8) -> c_int; spec.as_ptr()),
+            call!(c"gdrsim_set_fail": fn(*const c_char) -> c_int; spec.as_ptr()),
             0
         );
     }
