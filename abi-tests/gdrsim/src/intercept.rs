@@ -463,6 +463,7 @@ extern "C" fn fork_child() {
     }
     crate::fail::unlock_after_fork();
     crate::state::unlock_after_fork();
+    crate::vulkan::after_fork_child();
 }
 
 extern "C" fn on_load() {

@@ -154,6 +154,12 @@ pub fn create(pid: pid_t, gen: u64, size: u64, cuda: bool) -> Result<Gpu, u32> {
     Ok(Gpu::external(pid, gen, base, size))
 }
 
+/// Whether an arena exists that another process (the parent of this forked child) made.
+pub fn inherited() -> bool {
+    let me = pid();
+    ARENA.lock().0.as_ref().is_some_and(|a| a.pid != me)
+}
+
 /// The part of a mapping request the Vulkan backing can honour: no fixed address (Vulkan
 /// picks it), and a range inside the arena.
 pub fn check_request(size: u64, offset: u64, len: u64, flags: c_int) -> Result<(), c_int> {

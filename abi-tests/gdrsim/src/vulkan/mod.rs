@@ -70,6 +70,38 @@ pub fn report(what: &str) {
     ONCE.call_once(|| eprintln!("gdrsim: GDRSIM_BACKING=vulkan: {what}"));
 }
 
+#[cfg(target_env = "gnu")]
+extern "C" {
+    /// glibc's `on_exit`: like `atexit`, and the handler gets the exit status.
+    fn on_exit(f: extern "C" fn(c_int, *mut c_void), arg: *mut c_void) -> c_int;
+}
+
+/// In a forked child's exit: flushes stdio and leaves with the same status, so that the
+/// exit handlers of the GPU drivers (registered before the fork) do not run.
+#[cfg(target_env = "gnu")]
+extern "C" fn leave_without_driver_teardown(status: c_int, _arg: *mut c_void) {
+    // SAFETY: fflush(NULL) flushes every stdio stream; _exit ends the process at once.
+    unsafe {
+        libc::fflush(std::ptr::null_mut());
+        libc::_exit(status)
+    }
+}
+
+/// Called in a forked child: when the parent has an arena, the child's `exit` skips the GPU
+/// drivers' exit handlers. The child shares the parent's open device files, and the Vulkan
+/// driver's teardown through them breaks the parent (on an H200, a child exiting normally
+/// left its parent hanging in its own exit).
+pub fn after_fork_child() {
+    if !active() || !arena::inherited() {
+        return;
+    }
+    #[cfg(target_env = "gnu")]
+    // SAFETY: registers a plain extern "C" handler that lives as long as the process.
+    unsafe {
+        on_exit(leave_without_driver_teardown, std::ptr::null_mut());
+    }
+}
+
 /// `cuInit`'s GPU: the arena for the Vulkan backing, `None` for the host backing.
 pub fn create_gpu(pid: pid_t, gen: u64, size: u64) -> Option<Result<Gpu, u32>> {
     active().then(|| arena::create(pid, gen, size, forwarding()))
