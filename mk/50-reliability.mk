@@ -4,9 +4,10 @@
 # make test-fuzz         short fuzz smoke run: fixed seed and corpus, FUZZ_SMOKE_RUNS inputs
 # make fuzz              long run: FUZZ_TIME seconds (default 600), corpus kept in $(BUILD_DIR)/fuzz/corpus
 # make test-faults       every driver call the library makes failed with every errno the driver returns
-# make test-stress       threads (one gdr_t, separate ones), fork during activity; bounded by timeouts
+# make test-stress       threads (one gdr_t, separate ones, one range), forks during activity and
+#                        during a held call (forkhold); bounded by timeouts
 # make test-memcheck     valgrind memcheck on the reliability programs and the C ABI suite's programs
-# make test-races        ThreadSanitizer build of the stress program, plus helgrind
+# make test-races        ThreadSanitizer build of the stress program (helgrind: see RELIABILITY.md)
 #
 # The fuzz target uses libFuzzer from clang (Debian: clang, libclang-rt-*-dev): the library is
 # rebuilt with SanitizerCoverage through stable rustc flags (-Cpasses=sancov-module), so libFuzzer
@@ -95,7 +96,7 @@ test-faults: $(REL_OUT)/faults
 		echo "== faults $${envs:-default} $$*"; \
 		env GDRAPI_TEST_OURS=1 $(SIM_ENV) $$envs timeout $(REL_TIMEOUT) $(REL_OUT)/faults "$$@" \
 			> $(REL_OUT)/faults.log 2>&1; rc=$$?; \
-		grep -A1 FAILED $(REL_OUT)/faults.log | head -20; grep -E '^faults:|passed' $(REL_OUT)/faults.log; \
+		grep -A1 FAILED $(REL_OUT)/faults.log | head -6; grep -E '^faults:|passed' $(REL_OUT)/faults.log; \
 		[ $$rc -eq 0 ] || { echo "   -> FAILED (exit $$rc)"; fail=1; }; \
 	done; exit $$fail
 
@@ -108,9 +109,11 @@ STRESS_ROUNDS ?= 300
 STRESS_THREADS ?= 8
 
 test-stress: $(REL_OUT)/stress $(REL_OUT)/forkhold
-	GDRAPI_TEST_OURS=1 $(SIM_ENV) timeout $(REL_TIMEOUT) $(REL_OUT)/forkhold
-	GDRAPI_TEST_OURS=1 $(SIM_ENV) timeout $(REL_TIMEOUT) $(REL_OUT)/stress $(STRESS_ROUNDS) $(STRESS_THREADS)
-	GDRAPI_TEST_OURS=1 GDRSIM_NO_DEVICE=1 $(SIM_ENV) timeout $(REL_TIMEOUT) $(REL_OUT)/stress $(STRESS_ROUNDS) $(STRESS_THREADS)
+	@fail=0; \
+	GDRAPI_TEST_OURS=1 $(SIM_ENV) timeout $(REL_TIMEOUT) $(REL_OUT)/forkhold || fail=1; \
+	GDRAPI_TEST_OURS=1 $(SIM_ENV) timeout $(REL_TIMEOUT) $(REL_OUT)/stress $(STRESS_ROUNDS) $(STRESS_THREADS) || fail=1; \
+	GDRAPI_TEST_OURS=1 GDRSIM_NO_DEVICE=1 $(SIM_ENV) timeout $(REL_TIMEOUT) $(REL_OUT)/stress $(STRESS_ROUNDS) $(STRESS_THREADS) || fail=1; \
+	exit $$fail
 
 TEST_TARGETS += test-stress
 .PHONY: test-stress
@@ -127,7 +130,7 @@ REL_VALGRIND := valgrind -q --error-exitcode=99 --leak-check=full --errors-for-l
 test-memcheck: $(REL_OUT)/faults $(REL_OUT)/stress $(ABI_OUT)/api $(ABI_OUT)/handles $(ABI_OUT)/threads
 	@fail=0; for p in "$(ABI_OUT)/api" "$(ABI_OUT)/handles" "$(ABI_OUT)/threads" \
 		"$(REL_OUT)/stress 20 4 0" "GDRSIM_NO_DEVICE=1 $(REL_OUT)/stress 20 4 0" \
-		"$(REL_OUT)/faults" "GDRSIM_NO_DEVICE=1 $(REL_OUT)/faults dmabuf"; do \
+		"$(REL_OUT)/faults" "GDRSIM_NO_DEVICE=1 $(REL_OUT)/faults dmabuf noinit"; do \
 		set -- $$p; case "$$1" in GDRSIM_*) envs=$$1; shift;; *) envs=;; esac; \
 		env GDRAPI_TEST_OURS=1 $(SIM_ENV) $$envs timeout $(REL_TIMEOUT) $(REL_VALGRIND) "$$@" \
 			> $(REL_OUT)/memcheck.log 2>&1; rc=$$?; \

@@ -17,7 +17,8 @@
  *   - a copy that succeeded reads back what was written;
  *   - after the workload the emulator counts no pin, no mapping, no open device file, no dma-buf.
  *
- * argv[1]: "gdrdrv" (default) or "dmabuf" (run with GDRSIM_NO_DEVICE=1: the DMA-BUF backend).
+ * argv[1]: "gdrdrv" (default) or "dmabuf" (run with GDRSIM_NO_DEVICE=1: the DMA-BUF backend);
+ * argv[2] "noinit" leaves out the initialisation faults (one fork each: slow under valgrind).
  * Prints the number of faults injected per call name and in total.
  */
 #define _GNU_SOURCE
@@ -302,7 +303,7 @@ int main(int argc, char **argv)
 
     /* First, while this process has not loaded CUDA through the library: each child's first
      * gdr_open is the library's first. */
-    if (dmabuf_mode) {
+    if (dmabuf_mode && !(argc > 2 && strcmp(argv[2], "noinit") == 0)) {
         static const char *const init_names[] = {
             "cuInit", "cuDriverGetVersion", "cuGetProcAddress", "cuDeviceGetCount", "cuDeviceGet",
             "cuDeviceGetAttribute",
