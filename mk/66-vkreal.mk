@@ -29,12 +29,12 @@ test-vkreal: $(VKREAL_OUT)/vkreal
 	$(SIM_ENV) $(VKREAL_ENV) GDRSIM_REAL_LIBCUDA=none $(VKREAL_OUT)/vkreal
 
 validate-bar: $(VKREAL_OUT)/vkreal lib abi-programs
-	@echo "== vkreal checks with real CUDA"
+	@echo "== vkreal checks"
 	$(SIM_ENV) $(VKREAL_ENV) $(VKREAL_OUT)/vkreal
 	@echo "== C ABI api suite on real VRAM"
 	$(VKREAL_ENV) GDRAPI_TEST_OURS=1 ABI_SUITES=api abi-tests/c/run-all.sh $(ABI_OUT) $(LIB_DIR) $(SIM_DIR) || true
 	@for libdir in $(if $(UPSTREAM_TESTS),$(abspath $(LIB_DIR)) $(UPSTREAM_LIB_DIR)); do \
-		for t in "gdrcopy_sanity" "gdrcopy_copybw" "gdrcopy_copylat" "gdrcopy_apiperf -s 65536"; do \
+		for t in "gdrcopy_sanity" "gdrcopy_copybw" "gdrcopy_copylat -s 1048576" "gdrcopy_apiperf -s 1048576"; do \
 			echo "== $$t with $$libdir/libgdrapi.so.2"; \
 			LD_PRELOAD=$(abspath $(SIM_DIR))/libcuda.so.1 LD_LIBRARY_PATH=$(abspath $(SIM_DIR)):$$libdir \
 				$(VKREAL_ENV) $(UPSTREAM_TESTS)/$$t || echo "== $$t: exit status $$?"; \
