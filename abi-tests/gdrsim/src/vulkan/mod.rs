@@ -88,9 +88,9 @@ extern "C" fn leave_without_driver_teardown(status: c_int, _arg: *mut c_void) {
 }
 
 /// Called in a forked child: when the parent has an arena, the child's `exit` skips the GPU
-/// drivers' exit handlers. The child shares the parent's open device files, and the Vulkan
-/// driver's teardown through them breaks the parent (on an H200, a child exiting normally
-/// left its parent hanging in its own exit).
+/// drivers' exit handlers, which would tear down objects of device files the child shares
+/// with its parent. (On an H200, after a child exited normally its parent hung in its own
+/// exit; this is the suspected cause, not yet confirmed there.)
 pub fn after_fork_child() {
     if !active() || !arena::inherited() {
         return;
