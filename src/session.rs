@@ -699,7 +699,36 @@ pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
 /// mapped and that `[dev, dev+n)` lies inside its mapping, and returns the mapping type.
 /// Lock-free (atomic loads only). `host` is only used to spot swapped arguments in the log
 /// line; `what` names the C function.
+///
+/// The accepting path is inline and straight-line (the registry's newest-slab check, the
+/// state, the mapping's bounds); anything else goes to an out-of-line path that checks
+/// again, logs and says why.
+#[inline]
 pub fn copy_target(mh: u64, dev: usize, host: usize, n: usize, what: &str) -> Result<MappingType> {
+    if let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) {
+        if h.state.load(Ordering::Acquire) == state::MAPPED {
+            let addr = h.map_addr.load(Ordering::Acquire);
+            let len = h.map_len.load(Ordering::Acquire);
+            // `dev - addr` wraps for `dev < addr`; `len` never exceeds the address space.
+            let off = dev.wrapping_sub(addr);
+            if off <= len && n <= len - off {
+                return Ok(kind_of(h.map_kind.load(Ordering::Acquire)));
+            }
+        }
+    }
+    copy_target_refused(mh, dev, host, n, what)
+}
+
+/// [`copy_target`] when its inline checks failed: the full checks with their log lines.
+#[cold]
+#[inline(never)]
+fn copy_target_refused(
+    mh: u64,
+    dev: usize,
+    host: usize,
+    n: usize,
+    what: &str,
+) -> Result<MappingType> {
     let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
         gdr_err!(
             "{}: invalid gdr_mh_t 0x{:x}: not a handle issued by this library",

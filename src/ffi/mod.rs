@@ -282,6 +282,7 @@ pub extern "C" fn gdr_unmap(g: gdr_t, handle: gdr_mh_t, va: *mut c_void, size: u
     })
 }
 
+#[inline(always)]
 fn copy_to(
     func: &'static str,
     handle: gdr_mh_t,
@@ -289,7 +290,7 @@ fn copy_to(
     h_ptr: *const c_void,
     size: usize,
 ) -> c_int {
-    entry(func, libc::EINVAL, || {
+    entry(func, libc::EINVAL, move || {
         let kind =
             match session::copy_target(handle.h, map_d_ptr as usize, h_ptr as usize, size, func) {
                 Ok(k) => k,
@@ -308,6 +309,7 @@ fn copy_to(
     })
 }
 
+#[inline(always)]
 fn copy_from(
     func: &'static str,
     handle: gdr_mh_t,
@@ -315,7 +317,7 @@ fn copy_from(
     map_d_ptr: *const c_void,
     size: usize,
 ) -> c_int {
-    entry(func, libc::EINVAL, || {
+    entry(func, libc::EINVAL, move || {
         let kind =
             match session::copy_target(handle.h, map_d_ptr as usize, h_ptr as usize, size, func) {
                 Ok(k) => k,
