@@ -9,7 +9,7 @@
 //!   (`MOVNTDQA`); whole lines are stored with streaming stores (or `MOVDIR64B`) from
 //!   [`kernels::STREAM_MIN`] bytes on and with ordinary stores below, which is the same thing
 //!   on write-combining memory and much faster on cached memory (see there). Stores of at most
-//!   64 bytes are done inline, without any indirect call.
+//!   64 bytes and loads below 16 bytes are done inline, without any indirect call.
 //! - **Device** (`GDR_MAPPING_TYPE_DEVICE`): naturally aligned device accesses, never wider
 //!   than 8 bytes, in both directions.
 //! - **Caching** (and anything else): plain `memcpy`.
@@ -26,8 +26,10 @@
 //! # Kernel choice
 //!
 //! The write-combining kernels are chosen once per process, on the first copy, from what the
-//! CPU offers ([`Impl::auto_store`] and [`Impl::auto_load`]: AVX-512, else AVX2, SSE4.1, NEON,
-//! portable; `MOVDIR64B` only when forced, as it measured slower), and installed in a table
+//! CPU offers ([`Impl::auto_store`]: AVX-512, else AVX2, SSE4.1, NEON, portable, `MOVDIR64B`
+//! only when forced, as it measured slower; [`Impl::auto_load`]: AVX2, else SSE4.1, NEON,
+//! portable, AVX-512 only when forced, as its streaming loads of small sizes measured up to
+//! 3x slower through a GPU BAR and never clearly faster once fenced), and installed in a table
 //! of two atomic function pointers: later calls pay one load and one indirect call, no feature
 //! test and no lock.
 //!
@@ -128,6 +130,7 @@ unsafe fn from_mapping_via(
     // SAFETY: as in `to_mapping_via`.
     unsafe {
         match kind {
+            MappingType::WriteCombining if n < 16 => wc::load_small(host, dev, n),
             MappingType::WriteCombining => load()(dev.cast_mut(), host, n),
             MappingType::Device => access::device::<FromDev>(dev.cast_mut(), host, n),
             MappingType::Caching | MappingType::None => {

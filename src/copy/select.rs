@@ -95,13 +95,15 @@ impl Impl {
         first_supported(&[Impl::Avx512, Impl::Avx2, Impl::Sse41, Impl::Neon])
     }
 
-    /// The default choice for streaming loads from write-combining memory on this CPU: one
-    /// `VMOVNTDQA zmm` per line where AVX-512 is present, else AVX2, SSE4.1. Through the BAR
-    /// of an H200 host, AVX-512 streaming loads read 1.0 GB/s where AVX2 read 0.8 and SSE4.1
-    /// 0.55-0.77 (same process, interleaved); on cached memory AVX-512 is 25-35% faster for
-    /// 4-16 KiB and equal beyond.
+    /// The default choice for streaming loads from write-combining memory on this CPU: AVX2
+    /// (`VMOVNTDQA ymm`), else SSE4.1, NEON; AVX-512 only when forced. Through the BAR of an
+    /// H200 host, unfenced back-to-back 64-byte reads took 0.35 us with AVX2 or SSE4.1 loads
+    /// and 0.97 us with AVX-512 ones (AVX-512 loads did not overlap); with this engine's load
+    /// fence after every copy, AVX2 and AVX-512 were within run-to-run noise (10-20%) from
+    /// 1 B to 2 MiB, and AVX-512 was 4-25% ahead at 4-16 MiB, too unsteady to justify a size
+    /// split. On cached memory AVX-512 is up to 25-35% faster for 4-16 KiB and equal beyond.
     pub fn auto_load() -> Impl {
-        first_supported(&[Impl::Avx512, Impl::Avx2, Impl::Sse41, Impl::Neon])
+        first_supported(&[Impl::Avx2, Impl::Sse41, Impl::Neon])
     }
 
     /// The two complete copies of this family, or `None` when the CPU cannot run it.

@@ -5,7 +5,8 @@
 //! `< 16` bytes. Copies below 16 bytes are scalar accesses only.
 //!
 //! Stores of at most [`SMALL`] bytes take an inline path with 16-byte SSE2/NEON stores and no
-//! indirect call at all.
+//! indirect call at all; so do loads below 16 bytes (scalar accesses only: 16-byte streaming
+//! loads need SSE4.1, which only the dispatch table may assume).
 
 use super::access::{head, tail, Cursor, Dir, FromDev, ToDev};
 use super::kernels::Bulk;
@@ -102,6 +103,26 @@ pub(crate) unsafe fn store_small(dev: *mut u8, host: *const u8, n: usize) {
             c.advance(16);
         }
         tail::<ToDev>(&mut c);
+    }
+}
+
+/// Inline load path for `n < 16`: naturally aligned scalar accesses only, exactly what
+/// [`copy`] does for such sizes, without the indirect call.
+///
+/// # Safety
+/// As for [`copy`] with `D = FromDev`, and `n < 16`.
+#[inline(always)]
+pub(crate) unsafe fn load_small(host: *mut u8, dev: *const u8, n: usize) {
+    debug_assert!(n < 16);
+    let mut c = Cursor {
+        dev: dev.cast_mut(),
+        host,
+        n,
+    };
+    // SAFETY: as in `copy`; with `n < 16` no bulk kernel is needed.
+    unsafe {
+        head::<FromDev, true>(&mut c);
+        tail::<FromDev>(&mut c);
     }
 }
 
