@@ -142,6 +142,18 @@ impl<T: Record> Registry<T> {
         }
     }
 
+    /// [`Registry::lookup`] in the newest slab only (at least half of all records): `None`
+    /// for any other address, including records of older slabs. For fast paths that fall
+    /// back to [`Registry::lookup`]; makes no call.
+    #[inline(always)]
+    pub fn lookup_newest(&self, addr: usize) -> Option<&'static T> {
+        let n = self.nslabs.load(Ordering::Acquire);
+        match self.probe(n.checked_sub(1)?, addr) {
+            Probe::Hit(r) => Some(r),
+            Probe::Misaligned | Probe::Outside => None,
+        }
+    }
+
     /// [`Registry::lookup`] in slabs `0..k`, newest first.
     #[cold]
     #[inline(never)]
@@ -246,8 +258,16 @@ mod tests {
             ));
         }
         assert!(r.nslabs.load(Ordering::Relaxed) >= 3);
-        // Records of older slabs (searched out of line) still resolve, exactly.
+        // Records of older slabs (searched out of line) still resolve, exactly; the
+        // newest-slab fast check leaves them to the full lookup.
         assert!(std::ptr::eq(r.lookup(pa).unwrap(), a));
+        assert!(r.lookup_newest(pa).is_none());
+        let last = *many.last().unwrap();
+        assert!(std::ptr::eq(
+            r.lookup_newest(last as *const Rec as usize).unwrap(),
+            last
+        ));
+        assert!(r.lookup_newest(last as *const Rec as usize + 8).is_none());
         assert!(r.lookup(pa + 8).is_none(), "misaligned in the oldest slab");
         // Just past the end of the newest slab is not a record.
         let k = r.nslabs.load(Ordering::Relaxed) - 1;

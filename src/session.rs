@@ -64,6 +64,10 @@ pub struct SessionRecord {
     /// `cache_backend` (u32@40): 0 gdrdrv, 1 DMA-BUF.
     pub cache_backend: AtomicU32,
     _pad: AtomicU32,
+    /// The pid of the process that opened the session, 0 when the slot is free. Kept outside
+    /// the lock so that a forked child is refused before it touches a lock that a thread of
+    /// its parent may have held at fork time (that thread does not exist in the child).
+    opener: AtomicI32,
     /// The open state; `None` when the slot is free.
     open: RwLock<Option<Open>>,
 }
@@ -137,6 +141,7 @@ impl Record for SessionRecord {
             gdrdrv_version: AtomicU32::new(0),
             cache_backend: AtomicU32::new(0),
             _pad: AtomicU32::new(0),
+            opener: AtomicI32::new(0),
             open: RwLock::new(None),
         }
     }
@@ -348,8 +353,10 @@ impl Open {
     }
 
     /// Unmaps (if mapped) and unpins `h`, then frees its record whatever the driver said.
-    /// Returns the first error.
-    fn release(&self, h: &'static HandleRecord) -> Result<()> {
+    /// Returns the first error. If the mapping cannot be removed, `gdr_unpin_buffer`
+    /// ([`Release::Unpin`]) leaves the handle pinned and mapped so the caller can retry;
+    /// `gdr_close` ([`Release::Close`]) tries once more and then goes on without it.
+    fn release(&self, h: &'static HandleRecord, how: Release) -> Result<()> {
         let mapped = loop {
             let s = h.state.load(Ordering::Acquire);
             let next = match s {
@@ -384,7 +391,29 @@ impl Open {
         if mapped {
             let m = h.mapping();
             gdr_dbg!("unmapping va: {:#x} before unpinning", m.addr);
-            first = self.backend.unmap(&pin, &m);
+            let mut r = self.backend.unmap(&pin, &m);
+            if let Err(e) = r {
+                if how == Release::Unpin {
+                    gdr_err!(
+                        "cannot unmap gdr_mh_t 0x{:x} before unpinning it ({}): it stays pinned and mapped",
+                        h.address(),
+                        e
+                    );
+                    h.state.store(state::MAPPED, Ordering::Release);
+                    return Err(e);
+                }
+                r = self.backend.unmap(&pin, &m);
+                if let Err(e) = r {
+                    gdr_err!(
+                        "cannot unmap {:#x}+{} of gdr_mh_t 0x{:x} ({}): the address range stays reserved until the process exits",
+                        m.addr,
+                        m.len,
+                        h.address(),
+                        e
+                    );
+                }
+            }
+            first = r;
             copy::mapping_destroyed(m.kind);
             h.set_mapping(None, self.backend.kind());
         }
@@ -395,12 +424,41 @@ impl Open {
     }
 }
 
+/// How [`Open::release`] treats a mapping it cannot remove.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Release {
+    Unpin,
+    Close,
+}
+
+/// Checks, without taking any lock, that `rec` is open and owned by the calling process.
+fn check_opener(rec: &SessionRecord, g: usize) -> Result<()> {
+    let opener = rec.opener.load(Ordering::Acquire);
+    if opener == 0 {
+        gdr_err!("invalid gdr_t {:#x}: already closed", g);
+        return Err(Error::InvalidHandle);
+    }
+    let me = sys::getpid();
+    if opener != me {
+        gdr_err!(
+            "gdr_t {:#x} was opened by process {} and cannot be used in process {} (a forked child?): \
+             call gdr_open in this process instead",
+            g,
+            opener,
+            me
+        );
+        return Err(Error::ForeignProcess);
+    }
+    Ok(())
+}
+
 /// Runs `f` on the live session behind the `gdr_t` value `g`.
 fn with_session<R>(g: usize, f: impl FnOnce(&SessionRecord, &Open) -> Result<R>) -> Result<R> {
     let Some(rec) = SESSIONS.lookup(g) else {
         gdr_err!("invalid gdr_t {:#x}: not opened by this library", g);
         return Err(Error::InvalidHandle);
     };
+    check_opener(rec, g)?;
     let guard = rec.open.read();
     let Some(open) = guard.as_ref() else {
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
@@ -440,6 +498,7 @@ pub(crate) fn open_with(backend: Box<dyn Backend>) -> Result<usize> {
         page_size,
         handles: Mutex::new(Handles::default()),
     });
+    rec.opener.store(sys::getpid(), Ordering::Release);
     Ok(rec as *const SessionRecord as usize)
 }
 
@@ -450,31 +509,21 @@ pub fn close(g: usize) -> Result<()> {
         gdr_err!("invalid gdr_t {:#x}: not opened by this library", g);
         return Err(Error::InvalidHandle);
     };
+    let opener = rec.opener.load(Ordering::Acquire);
+    if opener != 0 && opener != sys::getpid() {
+        return close_foreign(rec, g, opener);
+    }
     let mut guard = rec.open.write();
     let Some(open) = guard.take() else {
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
         return Err(Error::InvalidHandle);
     };
+    rec.opener.store(0, Ordering::Release);
     let handles: Vec<_> = open.handles.lock().live.values().copied().collect();
     let mut first: Result<()> = Ok(());
-    let foreign = sys::getpid() != open.pid;
-    if foreign && !handles.is_empty() {
-        gdr_err!(
-            "gdr_close in process {} of a gdr_t opened by process {}: its {} pinned buffers stay with the opener",
-            sys::getpid(),
-            open.pid,
-            handles.len()
-        );
-        first = Err(Error::ForeignProcess);
-    }
     // Most recently pinned first, as upstream walks its list.
     for h in handles.into_iter().rev() {
-        if foreign {
-            if h.state.load(Ordering::Acquire) == state::MAPPED {
-                copy::mapping_destroyed(h.mapping().kind);
-            }
-            h.free();
-        } else if let Err(e) = open.release(h) {
+        if let Err(e) = open.release(h, Release::Close) {
             gdr_err!(
                 "error unpinning buffer inside gdr_close (errno={}/{})",
                 e.errno(),
@@ -490,6 +539,54 @@ pub fn close(g: usize) -> Result<()> {
     drop(guard);
     SESSIONS.release(rec);
     first
+}
+
+/// `gdr_close` in a forked child on its parent's `gdr_t`: issues no ioctl and never waits on
+/// a lock a parent thread may have held at fork time. The child's copy of the driver fd is
+/// closed (it would otherwise keep the parent's pins alive after the parent closes); the
+/// pins stay with the parent. Returns 0 when the child's copy owned no buffers, else EACCES.
+fn close_foreign(rec: &'static SessionRecord, g: usize, opener: i32) -> Result<()> {
+    let me = sys::getpid();
+    let Some(mut guard) = rec.open.try_write() else {
+        gdr_err!(
+            "gdr_close in process {} of gdr_t {:#x}, opened by process {} that was inside a call on it \
+             at fork time: only this process's copy of the driver fd is closed",
+            me,
+            g,
+            opener
+        );
+        let fd = rec.fd.swap(-1, Ordering::AcqRel);
+        if fd >= 0 {
+            let _ = sys::close(fd);
+        }
+        return Err(Error::ForeignProcess);
+    };
+    let Some(open) = guard.take() else {
+        gdr_err!("invalid gdr_t {:#x}: already closed", g);
+        return Err(Error::InvalidHandle);
+    };
+    let owned = open.handles.try_lock().map_or(usize::MAX, |h| h.live.len());
+    let fd = open.backend.fd();
+    // The backend's teardown (driver handles, CUDA contexts) belongs to the opener; this
+    // process only drops its own copies.
+    std::mem::forget(open);
+    if fd >= 0 {
+        let _ = sys::close(fd);
+    }
+    rec.fd.store(-1, Ordering::Release);
+    rec.opener.store(0, Ordering::Release);
+    drop(guard);
+    SESSIONS.release(rec);
+    if owned == 0 {
+        return Ok(());
+    }
+    gdr_err!(
+        "gdr_close in process {} of gdr_t {:#x} opened by process {}: its pinned buffers stay with the opener",
+        me,
+        g,
+        opener
+    );
+    Err(Error::ForeignProcess)
 }
 
 /// `gdr_pin_buffer(_v2)`: pins and returns the new `gdr_mh_t.h`.
@@ -560,7 +657,7 @@ pub fn unpin(g: usize, mh: u64) -> Result<()> {
     with_session(g, |rec, open| {
         open.check_process(rec)?;
         let h = open.handle(mh)?;
-        open.release(h)
+        open.release(h, Release::Unpin)
     })
 }
 
@@ -705,18 +802,33 @@ pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
 /// again, logs and says why.
 #[inline]
 pub fn copy_target(mh: u64, dev: usize, host: usize, n: usize, what: &str) -> Result<MappingType> {
-    if let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) {
-        if h.state.load(Ordering::Acquire) == state::MAPPED {
-            let addr = h.map_addr.load(Ordering::Acquire);
-            let len = h.map_len.load(Ordering::Acquire);
-            // `dev - addr` wraps for `dev < addr`; `len` never exceeds the address space.
-            let off = dev.wrapping_sub(addr);
-            if off <= len && n <= len - off {
-                return Ok(kind_of(h.map_kind.load(Ordering::Acquire)));
-            }
-        }
+    match copy_target_accepted(mh, dev, n) {
+        Some(kind) => Ok(kind),
+        None => copy_target_refused(mh, dev, host, n, what),
     }
-    copy_target_refused(mh, dev, host, n, what)
+}
+
+/// The quick accepting half of [`copy_target`]: the mapping type when the handle is live and
+/// mapped, lies in the handle registry's newest slab (where at least half of all handles
+/// live) and `[dev, dev+n)` lies inside its mapping; `None` for anything else, valid or not
+/// (the caller then goes through [`copy_target`], which decides and says why). Atomic loads, compares and wrapping arithmetic only: it
+/// cannot panic, log or allocate.
+#[inline(always)]
+pub fn copy_target_accepted(mh: u64, dev: usize, n: usize) -> Option<MappingType> {
+    // Newest slab only (no call on this path); handles in older slabs take the full path.
+    let h = HANDLES.lookup_newest(usize::try_from(mh).ok()?)?;
+    if h.state.load(Ordering::Acquire) != state::MAPPED {
+        return None;
+    }
+    let addr = h.map_addr.load(Ordering::Acquire);
+    let len = h.map_len.load(Ordering::Acquire);
+    // `dev - addr` wraps for `dev < addr`; `addr + len` never exceeds the address space.
+    let off = dev.wrapping_sub(addr);
+    if off <= len && n <= len - off {
+        Some(kind_of(h.map_kind.load(Ordering::Acquire)))
+    } else {
+        None
+    }
 }
 
 /// [`copy_target`] when its inline checks failed: the full checks with their log lines.
@@ -943,6 +1055,50 @@ mod tests {
             p2p_token: 0,
             va_space: 0,
         }
+    }
+
+    #[test]
+    fn quick_copy_check_agrees_with_the_full_one() {
+        let (g, _calls) = fake();
+        let first = pin(g, &pin_req(0x7100_0000, 0x10000)).unwrap();
+        let va = map(g, first, 0x10000, 0).unwrap();
+        // Enough live handles that the registry grows newer slabs after `first`'s.
+        let more: Vec<u64> = (0..300)
+            .map(|i| pin(g, &pin_req(0x7200_0000 + i * 0x10000, 0x10000)).unwrap())
+            .collect();
+        let last = *more.last().unwrap();
+        let va_last = map(g, last, 0x10000, 0).unwrap();
+        for (mh, va) in [(first, va), (last, va_last)] {
+            let newest = HANDLES.lookup_newest(mh as usize).is_some();
+            let cases = [
+                (va, 1, true),
+                (va, 0x10000, true),
+                (va + 0x10000, 0, true),
+                (va + 0xffff, 1, true),
+                (va + 0xffff, 2, false),
+                (va - 1, 1, false),
+                (va + 1, usize::MAX, false),
+                (usize::MAX, 2, false),
+            ];
+            for (dev, n, ok) in cases {
+                let quick = copy_target_accepted(mh, dev, n);
+                let full = copy_target(mh, dev, 0, n, "t");
+                assert_eq!(full.is_ok(), ok, "{dev:#x}+{n}");
+                // The quick check never accepts what the full one refuses, and accepts
+                // every valid range of a handle in the newest slab.
+                assert_eq!(quick, if ok && newest { full.ok() } else { None });
+            }
+        }
+        // A handle in an older slab (if the registry grew past `first`'s) is still accepted
+        // by the full check.
+        assert_eq!(
+            copy_target(first, va, 0, 8, "t").unwrap(),
+            MappingType::WriteCombining
+        );
+        assert!(copy_target_accepted(first + 8, va, 1).is_none());
+        assert!(copy_target_accepted(0, va, 1).is_none());
+        assert_eq!(close(g), Ok(()));
+        assert!(copy_target_accepted(last, va_last, 1).is_none(), "closed");
     }
 
     #[test]

@@ -104,8 +104,14 @@ unsafe fn to_mapping_via(
     // the other host memory). `store` is a supported write-combining copy.
     unsafe {
         match kind {
-            MappingType::WriteCombining if n <= wc::SMALL => wc::store_small(dev, host, n),
-            MappingType::WriteCombining => store()(dev, host.cast_mut(), n),
+            // Tested first and apart: the common case costs a compare, not a jump table.
+            MappingType::WriteCombining => {
+                if n <= wc::SMALL {
+                    wc::store_small(dev, host, n)
+                } else {
+                    store()(dev, host.cast_mut(), n)
+                }
+            }
             MappingType::Device => access::device::<ToDev>(dev, host.cast_mut(), n),
             MappingType::Caching | MappingType::None => {
                 core::ptr::copy_nonoverlapping(host, dev, n)
@@ -130,8 +136,13 @@ unsafe fn from_mapping_via(
     // SAFETY: as in `to_mapping_via`.
     unsafe {
         match kind {
-            MappingType::WriteCombining if n < 16 => wc::load_small(host, dev, n),
-            MappingType::WriteCombining => load()(dev.cast_mut(), host, n),
+            MappingType::WriteCombining => {
+                if n < 16 {
+                    wc::load_small(host, dev, n)
+                } else {
+                    load()(dev.cast_mut(), host, n)
+                }
+            }
             MappingType::Device => access::device::<FromDev>(dev.cast_mut(), host, n),
             MappingType::Caching | MappingType::None => {
                 core::ptr::copy_nonoverlapping(dev, host, n)

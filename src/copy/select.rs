@@ -317,16 +317,25 @@ fn install() -> &'static Kernels {
     k
 }
 
+/// [`install`], for the resolvers: never panics. Should the choice panic (it reads the
+/// environment, formats and logs), the copy uses the portable kernels and the next call
+/// tries again; copies may then run outside the C entry points' panic boundary.
+fn install_or_portable() -> (CopyFn, CopyFn) {
+    std::panic::catch_unwind(install)
+        .map(|k| (k.store, k.load))
+        .unwrap_or((wc::store::<Portable>, wc::load::<Portable>))
+}
+
 /// First call through the table: choose, install, forward.
 unsafe fn resolve_store(dev: *mut u8, host: *mut u8, n: usize) {
     // SAFETY: forwarded caller contract; the kernel is supported by construction.
-    unsafe { (install().store)(dev, host, n) }
+    unsafe { (install_or_portable().0)(dev, host, n) }
 }
 
 /// First call through the table: choose, install, forward.
 unsafe fn resolve_load(dev: *mut u8, host: *mut u8, n: usize) {
     // SAFETY: as in `resolve_store`.
-    unsafe { (install().load)(dev, host, n) }
+    unsafe { (install_or_portable().1)(dev, host, n) }
 }
 
 /// The installed device-bound copy.

@@ -290,6 +290,18 @@ fn copy_to(
     h_ptr: *const c_void,
     size: usize,
 ) -> c_int {
+    // The accepted case runs outside the panic boundary: the checks are atomic loads and
+    // compares, the copy is loads, stores, kernel calls and fences, and the kernel table's
+    // first-call resolver catches its own panics, so nothing on this path can panic, and it
+    // does not pay for the boundary's out-of-line closure call.
+    if size != 0 && !h_ptr.is_null() {
+        if let Some(kind) = session::copy_target_accepted(handle.h, map_d_ptr as usize, size) {
+            // SAFETY: `[map_d_ptr, +size)` lies inside the handle's live mapping (checked just
+            // above); `h_ptr` is non-NULL and, by the API contract, readable for `size` bytes.
+            unsafe { copy::to_mapping(kind, map_d_ptr as *mut u8, h_ptr as *const u8, size) };
+            return 0;
+        }
+    }
     entry(func, libc::EINVAL, move || {
         let kind =
             match session::copy_target(handle.h, map_d_ptr as usize, h_ptr as usize, size, func) {
@@ -317,6 +329,18 @@ fn copy_from(
     map_d_ptr: *const c_void,
     size: usize,
 ) -> c_int {
+    // The accepted case runs outside the panic boundary: the checks are atomic loads and
+    // compares, the copy is loads, stores, kernel calls and fences, and the kernel table's
+    // first-call resolver catches its own panics, so nothing on this path can panic, and it
+    // does not pay for the boundary's out-of-line closure call.
+    if size != 0 && !h_ptr.is_null() {
+        if let Some(kind) = session::copy_target_accepted(handle.h, map_d_ptr as usize, size) {
+            // SAFETY: `[map_d_ptr, +size)` lies inside the handle's live mapping (checked just
+            // above); `h_ptr` is non-NULL and, by the API contract, writable for `size` bytes.
+            unsafe { copy::from_mapping(kind, h_ptr as *mut u8, map_d_ptr as *const u8, size) };
+            return 0;
+        }
+    }
     entry(func, libc::EINVAL, move || {
         let kind =
             match session::copy_target(handle.h, map_d_ptr as usize, h_ptr as usize, size, func) {
