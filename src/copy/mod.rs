@@ -27,9 +27,9 @@
 //!
 //! The write-combining kernels are chosen once per process, on the first copy, from what the
 //! CPU offers ([`Impl::auto_store`]: AVX-512, else AVX2, SSE4.1, NEON, portable, `MOVDIR64B`
-//! only when forced, as it measured slower; [`Impl::auto_load`]: AVX2, else SSE4.1, NEON,
-//! portable, AVX-512 only when forced, as its streaming loads of small sizes measured up to
-//! 3x slower through a GPU BAR and never clearly faster once fenced), and installed in a table
+//! only when forced, as it measured slower; [`Impl::auto_load`]: the AVX-512 family, whose
+//! loads use AVX2 below 1 KiB, as AVX-512 streaming loads of small sizes measured up to 3x
+//! slower through a GPU BAR, else AVX2, SSE4.1, NEON, portable), and installed in a table
 //! of two atomic function pointers: later calls pay one load and one indirect call, no feature
 //! test and no lock.
 //!

@@ -20,7 +20,8 @@ pub enum Impl {
     Sse41,
     /// x86-64 AVX2: `VMOVNTDQ`/`VMOVNTDQA` on ymm.
     Avx2,
-    /// x86-64 AVX-512F: `VMOVNTDQ`/`VMOVNTDQA` on zmm, one instruction per 64-byte line.
+    /// x86-64 AVX-512F: `VMOVNTDQ`/`VMOVNTDQA` on zmm, one instruction per 64-byte line;
+    /// loads below 1 KiB use AVX2 (see [`Impl::auto_load`]).
     Avx512,
     /// x86-64 `MOVDIR64B` 64-byte direct stores (forced only: slower than AVX-512 through an
     /// H200's BAR) for copies of at least
@@ -95,15 +96,16 @@ impl Impl {
         first_supported(&[Impl::Avx512, Impl::Avx2, Impl::Sse41, Impl::Neon])
     }
 
-    /// The default choice for streaming loads from write-combining memory on this CPU: AVX2
-    /// (`VMOVNTDQA ymm`), else SSE4.1, NEON; AVX-512 only when forced. Through the BAR of an
-    /// H200 host, unfenced back-to-back 64-byte reads took 0.35 us with AVX2 or SSE4.1 loads
-    /// and 0.97 us with AVX-512 ones (AVX-512 loads did not overlap); with this engine's load
-    /// fence after every copy, AVX2 and AVX-512 were within run-to-run noise (10-20%) from
-    /// 1 B to 2 MiB, and AVX-512 was 4-25% ahead at 4-16 MiB, too unsteady to justify a size
-    /// split. On cached memory AVX-512 is up to 25-35% faster for 4-16 KiB and equal beyond.
+    /// The default choice for streaming loads from write-combining memory on this CPU: the
+    /// AVX-512 family where present (AVX2 loads below
+    /// [`LOAD_ZMM_MIN`](super::kernels::x86::LOAD_ZMM_MIN) bytes, `VMOVNTDQA zmm` from there
+    /// on), else AVX2, SSE4.1, NEON. Through the BAR of an H200 host, unfenced back-to-back
+    /// 64-byte reads took 0.35 us with AVX2 or SSE4.1 loads and 0.97 us with AVX-512 ones;
+    /// from 1 KiB on the two were equal, and with this engine's load fence after every copy
+    /// they were within run-to-run noise (10-20%) at every size. On ordinary memory AVX-512
+    /// loads are 25-35% faster than AVX2 from 2 to 16 KiB and equal beyond.
     pub fn auto_load() -> Impl {
-        first_supported(&[Impl::Avx2, Impl::Sse41, Impl::Neon])
+        first_supported(&[Impl::Avx512, Impl::Avx2, Impl::Sse41, Impl::Neon])
     }
 
     /// The two complete copies of this family, or `None` when the CPU cannot run it.
@@ -209,7 +211,7 @@ struct Avx512;
 #[cfg(target_arch = "x86_64")]
 impl Isa for Avx512 {
     const STORE: Bulk = kernels::x86::store_avx512;
-    const LOAD: Bulk = kernels::x86::load_avx512;
+    const LOAD: Bulk = kernels::x86::load_avx512_split;
 }
 
 #[cfg(target_arch = "x86_64")]
