@@ -103,19 +103,19 @@ unsafe fn to_mapping_via(
     // SAFETY: the caller guarantees both ranges; they cannot overlap (one is a device mapping,
     // the other host memory). `store` is a supported write-combining copy.
     unsafe {
+        // Tested first and apart: the common case costs a compare, not a jump table.
+        if kind == MappingType::WriteCombining {
+            if n <= wc::SMALL {
+                wc::store_small(dev, host, n)
+            } else {
+                store()(dev, host.cast_mut(), n)
+            }
+            fence::after_store(MappingType::WriteCombining);
+            return;
+        }
         match kind {
-            // Tested first and apart: the common case costs a compare, not a jump table.
-            MappingType::WriteCombining => {
-                if n <= wc::SMALL {
-                    wc::store_small(dev, host, n)
-                } else {
-                    store()(dev, host.cast_mut(), n)
-                }
-            }
             MappingType::Device => access::device::<ToDev>(dev, host.cast_mut(), n),
-            MappingType::Caching | MappingType::None => {
-                core::ptr::copy_nonoverlapping(host, dev, n)
-            }
+            _ => core::ptr::copy_nonoverlapping(host, dev, n),
         }
     }
     fence::after_store(kind);
@@ -135,18 +135,18 @@ unsafe fn from_mapping_via(
     }
     // SAFETY: as in `to_mapping_via`.
     unsafe {
+        if kind == MappingType::WriteCombining {
+            if n < 16 {
+                wc::load_small(host, dev, n)
+            } else {
+                load()(dev.cast_mut(), host, n)
+            }
+            fence::after_load(MappingType::WriteCombining);
+            return;
+        }
         match kind {
-            MappingType::WriteCombining => {
-                if n < 16 {
-                    wc::load_small(host, dev, n)
-                } else {
-                    load()(dev.cast_mut(), host, n)
-                }
-            }
             MappingType::Device => access::device::<FromDev>(dev.cast_mut(), host, n),
-            MappingType::Caching | MappingType::None => {
-                core::ptr::copy_nonoverlapping(dev, host, n)
-            }
+            _ => core::ptr::copy_nonoverlapping(dev, host, n),
         }
     }
     fence::after_load(kind);

@@ -302,6 +302,19 @@ fn copy_to(
             return 0;
         }
     }
+    copy_to_checked(func, handle, map_d_ptr, h_ptr, size)
+}
+
+/// [`copy_to`] for everything the quick check did not accept, inside the panic boundary.
+#[cold]
+#[inline(never)]
+fn copy_to_checked(
+    func: &'static str,
+    handle: gdr_mh_t,
+    map_d_ptr: *mut c_void,
+    h_ptr: *const c_void,
+    size: usize,
+) -> c_int {
     entry(func, libc::EINVAL, move || {
         let kind =
             match session::copy_target(handle.h, map_d_ptr as usize, h_ptr as usize, size, func) {
@@ -341,6 +354,19 @@ fn copy_from(
             return 0;
         }
     }
+    copy_from_checked(func, handle, h_ptr, map_d_ptr, size)
+}
+
+/// [`copy_from`] for everything the quick check did not accept, inside the panic boundary.
+#[cold]
+#[inline(never)]
+fn copy_from_checked(
+    func: &'static str,
+    handle: gdr_mh_t,
+    h_ptr: *mut c_void,
+    map_d_ptr: *const c_void,
+    size: usize,
+) -> c_int {
     entry(func, libc::EINVAL, move || {
         let kind =
             match session::copy_target(handle.h, map_d_ptr as usize, h_ptr as usize, size, func) {
