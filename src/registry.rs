@@ -101,6 +101,19 @@ impl<T: Record> Registry<T> {
         }
     }
 
+    /// Fork `prepare` handler: takes the allocation lock so that no other thread holds it at
+    /// the moment of the fork. Must be followed by [`Registry::after_fork`] in both processes.
+    pub fn before_fork(&self) {
+        std::mem::forget(self.alloc.lock());
+    }
+
+    /// Fork `parent`/`child` handler: releases the lock [`Registry::before_fork`] took.
+    pub fn after_fork(&self) {
+        // SAFETY: `before_fork` ran in this thread (the forking one, which is also the only
+        // thread of the child) and forgot its guard, so this thread logically owns the lock.
+        unsafe { self.alloc.force_unlock() };
+    }
+
     fn slot(&self, i: usize) -> &'static T {
         let (k, j) = locate(i);
         let base = self.slabs[k].load(Ordering::Acquire);

@@ -472,8 +472,37 @@ pub fn open() -> Result<usize> {
     open_with(backend::open()?)
 }
 
+extern "C" fn registries_before_fork() {
+    SESSIONS.before_fork();
+    HANDLES.before_fork();
+}
+
+extern "C" fn registries_after_fork() {
+    HANDLES.after_fork();
+    SESSIONS.after_fork();
+}
+
+/// Makes the record registries fork-safe once per process: their allocation locks are taken
+/// around `fork`, so a child never inherits one held by a thread that does not exist there.
+fn register_fork_handlers() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if let Err(e) = sys::at_fork(
+            registries_before_fork,
+            registries_after_fork,
+            registries_after_fork,
+        ) {
+            gdr_warn!(
+                "cannot register fork handlers ({}): gdr_open in a forked child may block",
+                e
+            );
+        }
+    });
+}
+
 /// `gdr_open` on a given backend.
 pub(crate) fn open_with(backend: Box<dyn Backend>) -> Result<usize> {
+    register_fork_handlers();
     let Some(rec) = SESSIONS.allocate() else {
         gdr_err!("error while allocating memory");
         let _ = backend.close();
@@ -510,7 +539,11 @@ pub fn close(g: usize) -> Result<()> {
         return Err(Error::InvalidHandle);
     };
     let opener = rec.opener.load(Ordering::Acquire);
-    if opener != 0 && opener != sys::getpid() {
+    if opener == 0 {
+        gdr_err!("invalid gdr_t {:#x}: already closed", g);
+        return Err(Error::InvalidHandle);
+    }
+    if opener != sys::getpid() {
         return close_foreign(rec, g, opener);
     }
     let mut guard = rec.open.write();
@@ -518,7 +551,6 @@ pub fn close(g: usize) -> Result<()> {
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
         return Err(Error::InvalidHandle);
     };
-    rec.opener.store(0, Ordering::Release);
     let handles: Vec<_> = open.handles.lock().live.values().copied().collect();
     let mut first: Result<()> = Ok(());
     // Most recently pinned first, as upstream walks its list.
@@ -536,6 +568,7 @@ pub fn close(g: usize) -> Result<()> {
     drop(open);
     rec.fd.store(-1, Ordering::Release);
     rec.gdrdrv_version.store(0, Ordering::Release);
+    rec.opener.store(0, Ordering::Release);
     drop(guard);
     SESSIONS.release(rec);
     first

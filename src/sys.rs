@@ -109,6 +109,28 @@ pub fn getpid() -> i32 {
     unsafe { libc::getpid() }
 }
 
+/// Registers fork handlers (`pthread_atfork`): `prepare` runs in the forking thread before
+/// the fork, `parent` and `child` after it in each process. Handlers must not allocate locks
+/// the forking thread may already hold.
+pub fn at_fork(
+    prepare: extern "C" fn(),
+    parent: extern "C" fn(),
+    child: extern "C" fn(),
+) -> Result<()> {
+    // SAFETY: the three handlers are plain `extern "C"` functions with no arguments, as
+    // pthread_atfork requires; glibc's wrapper ties them to this library's DSO handle, so
+    // they are dropped if the library is unloaded.
+    let rc = unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(Error::Sys {
+            call: "pthread_atfork",
+            errno: rc,
+        })
+    }
+}
+
 /// `strerror(errno)` text without Rust's " (os error N)" suffix, for log lines.
 pub fn strerror(errno: i32) -> String {
     let s = std::io::Error::from_raw_os_error(errno).to_string();
