@@ -86,6 +86,11 @@ pub(crate) unsafe fn store_small(dev: *mut u8, host: *const u8, n: usize) {
     };
     // SAFETY: as in `copy`; the 16-byte stores run on a 16-aligned device cursor.
     unsafe {
+        if n < 16 && dev as usize & 7 == 0 {
+            // See `load_small`: the tail alone makes the same accesses.
+            tail::<ToDev>(&mut c);
+            return;
+        }
         head::<ToDev, true>(&mut c);
         // At most four 16-byte units: straight-line code, no loop.
         if c.n >= 32 {
@@ -121,6 +126,13 @@ pub(crate) unsafe fn load_small(host: *mut u8, dev: *const u8, n: usize) {
     };
     // SAFETY: as in `copy`; with `n < 16` no bulk kernel is needed.
     unsafe {
+        if dev as usize & 7 == 0 {
+            // An 8-aligned device pointer: the head would take at most one 8-byte unit, which
+            // is what the tail takes first, so the tail alone makes the same accesses (the
+            // common aligned case, with four fewer tests).
+            tail::<FromDev>(&mut c);
+            return;
+        }
         head::<FromDev, true>(&mut c);
         tail::<FromDev>(&mut c);
     }
