@@ -28,8 +28,14 @@ int t_fail_injection(void)
     CHECK_EQ(munmap(p, GPU_PAGE), -1);
     CHECK_EQ(errno, EINVAL);
     CHECK_EQ(munmap(p, GPU_PAGE), 0);
+    struct gdrsim_counters c0, c1;
+    CHECK_EQ(gdrsim_get_counters(&c0, sizeof(c0)), 0);
     CHECK_EQ(close(fd), -1);
     CHECK_EQ(errno, EINTR);
+    /* As on Linux, the descriptor and the file are released all the same. */
+    CHECK_EQ(gdrsim_get_counters(&c1, sizeof(c1)), 0);
+    CHECK_EQ(c1.open_files + 1, c0.open_files);
+    CHECK(fcntl(fd, F_GETFD) == -1 && errno == EBADF);
     CHECK_EQ(gdrsim_set_fail("cuMemAlloc_v2:1:2,cuInit:*:CUDA_ERROR_NO_DEVICE"), 0);
     CUdeviceptr q;
     CHECK_EQ(cuMemAlloc(&q, 16), CUDA_ERROR_OUT_OF_MEMORY);
@@ -41,7 +47,6 @@ int t_fail_injection(void)
     CHECK_EQ(cuInit(0), CUDA_ERROR_NO_DEVICE); /* a bad spec leaves the old one */
     CHECK_EQ(gdrsim_set_fail(NULL), 0);
     CHECK_EQ(cuInit(0), CUDA_SUCCESS);
-    CHECK_EQ(close(fd), 0);
     return PASS;
 }
 

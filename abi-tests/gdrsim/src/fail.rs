@@ -2,7 +2,7 @@
 //! rules. The Nth call (1-based, counted from when the spec was set) of NAME fails with ERR;
 //! `N` may be `*` for every call.
 
-use parking_lot::Mutex;
+use crate::forklock::{self, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The ioctl names a rule may use.
@@ -164,11 +164,18 @@ pub fn lock_for_fork() {
     std::mem::forget(RULES.lock());
 }
 
-/// Undoes [`lock_for_fork`] in the parent or the child.
+/// Undoes [`lock_for_fork`] in the parent.
 pub fn unlock_after_fork() {
     // SAFETY: called only after lock_for_fork, on the thread that took the lock (fork handlers
     // run on the forking thread), so the lock is held and owned by us.
     unsafe { RULES.force_unlock() };
+}
+
+/// The child's side of [`lock_for_fork`]: the lock is made new (unlocked, no waiters).
+pub fn reset_after_fork() {
+    // SAFETY: called only by the child's fork handler, in a process of one thread, after
+    // lock_for_fork held the lock across the fork, so the rules are consistent.
+    unsafe { forklock::reset_in_child(&RULES) };
 }
 
 #[cfg(test)]

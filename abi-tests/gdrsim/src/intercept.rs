@@ -426,11 +426,13 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     }
     guard(fail(libc::EIO, -1), || {
         let mut st = STATE.lock();
-        if k & KIND_DEVICE != 0 {
-            if let Some(e) = crate::fail::check("close") {
-                return fail(e, -1);
-            }
-        }
+        // An injected failure reports an error after the close has happened, as Linux does:
+        // the descriptor and the file are released whatever close returns.
+        let injected = if k & KIND_DEVICE != 0 {
+            crate::fail::check("close")
+        } else {
+            None
+        };
         set_kind(fd, 0);
         if st.dmabufs.remove(&fd).is_some() {
             st.reclaim();
@@ -439,12 +441,20 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
             driver::close_fd(&mut st, fd);
         }
         // SAFETY: closing the caller's fd, as asked.
-        unsafe { real::close(fd) }
+        let r = unsafe { real::close(fd) };
+        match injected {
+            Some(e) => fail(e, -1),
+            None => r,
+        }
     })
 }
 
-// Lock order everywhere: STATE before the fault-injection rules.
+// Lock order everywhere: STATE before the fault-injection rules (the Vulkan arena's lock is
+// taken only under STATE).
 extern "C" fn fork_prepare() {
+    // The settings are read once per process; read them now, outside any lock, so that a child
+    // never finds their one-time initialisation cut short by the fork.
+    crate::config::get();
     crate::state::lock_for_fork();
     crate::fail::lock_for_fork();
 }
@@ -454,15 +464,13 @@ extern "C" fn fork_parent() {
     crate::state::unlock_after_fork();
 }
 
+// The child makes every lock new instead of unlocking it: threads of the parent that were
+// waiting for a lock at the fork do not exist here, and an unlock could hand it to one of them.
 extern "C" fn fork_child() {
-    {
-        // SAFETY: we hold the lock since fork_prepare (this thread); access it without
-        // re-locking through a raw pointer, then give it back below.
-        let st = unsafe { &mut *STATE.data_ptr() };
-        driver::forget_vmas_after_fork(st);
-    }
-    crate::fail::unlock_after_fork();
-    crate::state::unlock_after_fork();
+    crate::fail::reset_after_fork();
+    crate::state::reset_after_fork();
+    crate::vulkan::arena::reset_after_fork();
+    driver::forget_vmas_after_fork(&mut STATE.lock());
     crate::vulkan::after_fork_child();
 }
 

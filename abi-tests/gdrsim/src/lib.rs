@@ -13,6 +13,7 @@ mod counters;
 mod cuda;
 mod driver;
 mod fail;
+mod forklock;
 mod gpu;
 mod intercept;
 mod ranges;

@@ -4,10 +4,10 @@
 use crate::config;
 use crate::counters::Counters;
 use crate::driver::Driver;
+use crate::forklock::{self, Mutex};
 use crate::gpu::{self, Gpu, Seg};
 use crate::real;
 use libc::{c_int, c_void, pid_t};
-use parking_lot::Mutex;
 use std::collections::BTreeMap;
 
 /// A dma-buf fd handed out by `cuMemGetHandleForAddressRange`.
@@ -172,9 +172,17 @@ pub fn lock_for_fork() {
     std::mem::forget(STATE.lock());
 }
 
-/// Undoes [`lock_for_fork`] in the parent or the child.
+/// Undoes [`lock_for_fork`] in the parent.
 pub fn unlock_after_fork() {
-    // SAFETY: only called by the fork handlers after lock_for_fork took the lock on this very
-    // thread, so the lock is held by us.
+    // SAFETY: only called by the parent's fork handler after lock_for_fork took the lock on
+    // this very thread, so the lock is held by us.
     unsafe { STATE.force_unlock() };
+}
+
+/// The child's side of [`lock_for_fork`]: the lock is made new (unlocked, no waiters), since
+/// the parent's threads that may have been waiting for it do not exist here.
+pub fn reset_after_fork() {
+    // SAFETY: called only by the child's fork handler, in a process of one thread, after
+    // lock_for_fork held the lock across the fork, so the state is consistent.
+    unsafe { forklock::reset_in_child(&STATE) };
 }

@@ -4,10 +4,10 @@
 
 use super::{libcuda, report, with_driver};
 use crate::cuda::errors as cu;
+use crate::forklock::{self, Mutex};
 use crate::gpu::Gpu;
 use crate::state::pid;
 use libc::{c_int, c_void, pid_t};
-use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use vkbar::bar::{BarMemory, VkBar};
@@ -152,6 +152,15 @@ pub fn create(pid: pid_t, gen: u64, size: u64, cuda: bool) -> Result<Gpu, u32> {
         imports: BTreeMap::new(),
     });
     Ok(Gpu::external(pid, gen, base, size))
+}
+
+/// In a forked child: makes the arena's lock new (unlocked, no waiters). The lock is taken only
+/// under the state lock, which the fork handlers hold across the fork, so no thread of the
+/// parent was inside it at that moment.
+pub fn reset_after_fork() {
+    // SAFETY: called only by the child's fork handler, in a process of one thread; the arena
+    // was consistent at the fork (see above).
+    unsafe { forklock::reset_in_child(&ARENA) };
 }
 
 /// Whether an arena exists that another process (the parent of this forked child) made.
