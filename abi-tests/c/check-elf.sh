@@ -37,11 +37,15 @@ if [ "$soname" = "libgdrapi.so.2" ]; then ok; else bad "SONAME is '$soname', wan
 needed=$(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 for n in $needed; do
     case "$n" in
-        libc.so.6 | libgcc_s.so.1 | ld-linux-x86-64.so.2 | ld-linux-aarch64.so.1 | ld64.so.2) ok ;;
+        libc.so.6 | ld-linux-x86-64.so.2 | ld-linux-aarch64.so.1 | ld64.so.2) ok ;;
         *) bad "unexpected DT_NEEDED $n" ;;
     esac
 done
 if echo "$needed" | grep -q libcuda; then bad "DT_NEEDED on libcuda"; else ok; fi
+# Every symbol the library imports comes from the C library (weak hooks aside): the unwinder
+# is linked in statically (build-aux/cc-static-unwind), nothing from libgcc_s.
+foreign=$(nm -D --undefined-only "$lib" | awk '$1 != "w" { print $NF }' | grep -v '@GLIBC_' || true)
+if [ -z "$foreign" ]; then ok; else bad "imports from outside the C library: $foreign"; fi
 if echo "$needed" | grep -qx libc.so.6; then ok; else bad "no DT_NEEDED on libc.so.6"; fi
 
 if [ "$(readlink "$lib_dir/libgdrapi.so.2")" = "libgdrapi.so.2.6" ]; then ok; else
