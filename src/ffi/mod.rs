@@ -11,7 +11,7 @@ pub mod types;
 
 mod boundary;
 
-use crate::backend::{Info, PinRequest};
+use crate::backend::{Info, MappingType, PinRequest};
 use crate::{copy, session};
 use boundary::{entry, null_arg, status};
 use std::os::raw::{c_char, c_int, c_uint, c_ulong, c_void};
@@ -148,6 +148,68 @@ fn info_bits(old: c_uint, i: &Info) -> c_uint {
     v
 }
 
+/// An info struct the `gdr_get_info*` entries fill: the legacy 40-byte v1 layout, or v2,
+/// which extends it with `mapping_type`.
+trait InfoOut {
+    /// Whether the driver is queried the legacy (v1) way.
+    const LEGACY: bool;
+
+    /// Writes `i` into `*out` field by field, so that the bitfield unit's bits other than
+    /// `mapped` and `wc_mapping` keep the caller's value and nothing past the struct is touched.
+    ///
+    /// # Safety
+    /// `out` is non-NULL and valid for reads and writes of `Self`.
+    unsafe fn write(out: *mut Self, i: &Info);
+}
+
+impl InfoOut for gdr_info_v1_t {
+    const LEGACY: bool = true;
+
+    unsafe fn write(out: *mut Self, i: &Info) {
+        // SAFETY: the caller guarantees `out` is valid for `gdr_info_v1_t`; every write stays
+        // inside it.
+        unsafe {
+            addr_of_mut!((*out).va).write(i.va);
+            addr_of_mut!((*out).mapped_size).write(i.mapped_size);
+            addr_of_mut!((*out).page_size).write(i.page_size);
+            addr_of_mut!((*out).tm_cycles).write(i.tm_cycles);
+            addr_of_mut!((*out).cycles_per_ms).write(i.cycles_per_ms);
+            let bits = addr_of_mut!((*out).flags);
+            bits.write(info_bits(bits.read(), i));
+        }
+    }
+}
+
+impl InfoOut for gdr_info_v2_t {
+    const LEGACY: bool = false;
+
+    unsafe fn write(out: *mut Self, i: &Info) {
+        // SAFETY: the caller guarantees `out` is valid for `gdr_info_v2_t`, whose first 40
+        // bytes have `gdr_info_v1_t`'s layout (checked in `types`' tests); `mapping_type`
+        // lies inside the v2 struct.
+        unsafe {
+            gdr_info_v1_t::write(out.cast(), i);
+            addr_of_mut!((*out).mapping_type).write(i.mapping_type);
+        }
+    }
+}
+
+/// The body of `gdr_get_info` / `gdr_get_info_v2`: EINVAL (logged) for a NULL `info`, else
+/// what the driver reports for `handle`, written into `*info`.
+fn get_info<T: InfoOut>(func: &str, g: gdr_t, handle: gdr_mh_t, info: *mut T) -> c_int {
+    if info.is_null() {
+        return null_arg(func, "info");
+    }
+    match session::info(g as usize, handle.h, T::LEGACY) {
+        Ok(i) => {
+            // SAFETY: `info` is non-NULL and, by the API contract, points to a writable `T`.
+            unsafe { T::write(info, &i) };
+            0
+        }
+        Err(e) => e.errno(),
+    }
+}
+
 /// Fills `*info` (48 bytes) with what the driver reports for `handle`.
 ///
 /// # Safety
@@ -159,28 +221,7 @@ pub unsafe extern "C" fn gdr_get_info_v2(
     info: *mut gdr_info_v2_t,
 ) -> c_int {
     entry("gdr_get_info_v2", libc::EINVAL, || {
-        if info.is_null() {
-            return null_arg("gdr_get_info_v2", "info");
-        }
-        match session::info(g as usize, handle.h, false) {
-            Ok(i) => {
-                // SAFETY: `info` is non-NULL and points to a writable gdr_info_v2_t (API
-                // contract); fields are written one by one so that the bitfield unit's
-                // unused bits keep the caller's value.
-                unsafe {
-                    addr_of_mut!((*info).va).write(i.va);
-                    addr_of_mut!((*info).mapped_size).write(i.mapped_size);
-                    addr_of_mut!((*info).page_size).write(i.page_size);
-                    addr_of_mut!((*info).tm_cycles).write(i.tm_cycles);
-                    addr_of_mut!((*info).cycles_per_ms).write(i.cycles_per_ms);
-                    let bits = addr_of_mut!((*info).flags);
-                    bits.write(info_bits(bits.read(), &i));
-                    addr_of_mut!((*info).mapping_type).write(i.mapping_type);
-                }
-                0
-            }
-            Err(e) => e.errno(),
-        }
+        get_info("gdr_get_info_v2", g, handle, info)
     })
 }
 
@@ -196,26 +237,7 @@ pub unsafe extern "C" fn gdr_get_info(
     info: *mut gdr_info_v1_t,
 ) -> c_int {
     entry("gdr_get_info", libc::EINVAL, || {
-        if info.is_null() {
-            return null_arg("gdr_get_info", "info");
-        }
-        match session::info(g as usize, handle.h, true) {
-            Ok(i) => {
-                // SAFETY: `info` is non-NULL and points to a writable 40-byte gdr_info_v1_t
-                // (API contract); nothing past offset 40 is touched.
-                unsafe {
-                    addr_of_mut!((*info).va).write(i.va);
-                    addr_of_mut!((*info).mapped_size).write(i.mapped_size);
-                    addr_of_mut!((*info).page_size).write(i.page_size);
-                    addr_of_mut!((*info).tm_cycles).write(i.tm_cycles);
-                    addr_of_mut!((*info).cycles_per_ms).write(i.cycles_per_ms);
-                    let bits = addr_of_mut!((*info).flags);
-                    bits.write(info_bits(bits.read(), &i));
-                }
-                0
-            }
-            Err(e) => e.errno(),
-        }
+        get_info("gdr_get_info", g, handle, info)
     })
 }
 
@@ -282,106 +304,91 @@ pub extern "C" fn gdr_unmap(g: gdr_t, handle: gdr_mh_t, va: *mut c_void, size: u
     })
 }
 
+/// Which way a copy goes, for [`copy_entry`]: [`ToMapping`] or [`FromMapping`].
+trait Direction {
+    /// Copies `n` bytes between the mapping at `dev` and host memory at `host`, fenced.
+    ///
+    /// # Safety
+    /// `[dev, +n)` lies inside a live mapping of type `kind`; `[host, +n)` is host memory
+    /// valid for the access this direction makes (read for [`ToMapping`], write for
+    /// [`FromMapping`]).
+    unsafe fn copy(kind: MappingType, dev: usize, host: usize, n: usize);
+}
+
+/// Host memory into the mapping (`gdr_copy_to_mapping`).
+struct ToMapping;
+
+impl Direction for ToMapping {
+    #[inline(always)]
+    unsafe fn copy(kind: MappingType, dev: usize, host: usize, n: usize) {
+        // SAFETY: the caller's contract, with the host range readable.
+        unsafe { copy::to_mapping(kind, dev as *mut u8, host as *const u8, n) }
+    }
+}
+
+/// The mapping into host memory (`gdr_copy_from_mapping`).
+struct FromMapping;
+
+impl Direction for FromMapping {
+    #[inline(always)]
+    unsafe fn copy(kind: MappingType, dev: usize, host: usize, n: usize) {
+        // SAFETY: the caller's contract, with the host range writable.
+        unsafe { copy::from_mapping(kind, host as *mut u8, dev as *const u8, n) }
+    }
+}
+
+/// The body of the copy entries: `size` bytes between the mapping at `dev`, which must lie
+/// inside `handle`'s live mapping, and host memory at `host`, in direction `D`. Returns 0 or
+/// an errno value; `func` names the entry in log lines.
 #[inline(always)]
-fn copy_to(
+fn copy_entry<D: Direction>(
     func: &'static str,
     handle: gdr_mh_t,
-    map_d_ptr: *mut c_void,
-    h_ptr: *const c_void,
+    dev: usize,
+    host: usize,
     size: usize,
 ) -> c_int {
     // The accepted case runs outside the panic boundary: the checks are atomic loads and
     // compares, the copy is loads, stores, kernel calls and fences, and the kernel table's
     // first-call resolver catches its own panics, so nothing on this path can panic, and it
     // does not pay for the boundary's out-of-line closure call.
-    if size != 0 && !h_ptr.is_null() {
-        if let Some(kind) = session::copy_target_accepted(handle.h, map_d_ptr as usize, size) {
-            // SAFETY: `[map_d_ptr, +size)` lies inside the handle's live mapping (checked just
-            // above); `h_ptr` is non-NULL and, by the API contract, readable for `size` bytes.
-            unsafe { copy::to_mapping(kind, map_d_ptr as *mut u8, h_ptr as *const u8, size) };
+    if size != 0 && host != 0 {
+        if let Some(kind) = session::copy_target_accepted(handle.h, dev, size) {
+            // SAFETY: `[dev, +size)` lies inside the handle's live mapping (checked just
+            // above); `host` is non-NULL and, by the API contract, valid for `size` bytes of
+            // the access direction `D` makes.
+            unsafe { D::copy(kind, dev, host, size) };
             return 0;
         }
     }
-    copy_to_checked(func, handle, map_d_ptr, h_ptr, size)
+    copy_checked::<D>(func, handle, dev, host, size)
 }
 
-/// [`copy_to`] for everything the quick check did not accept, inside the panic boundary.
+/// [`copy_entry`] for everything the quick check did not accept, inside the panic boundary.
 #[cold]
 #[inline(never)]
-fn copy_to_checked(
+fn copy_checked<D: Direction>(
     func: &'static str,
     handle: gdr_mh_t,
-    map_d_ptr: *mut c_void,
-    h_ptr: *const c_void,
+    dev: usize,
+    host: usize,
     size: usize,
 ) -> c_int {
     entry(func, libc::EINVAL, move || {
-        let kind =
-            match session::copy_target(handle.h, map_d_ptr as usize, h_ptr as usize, size, func) {
-                Ok(k) => k,
-                Err(e) => return e.errno(),
-            };
+        let kind = match session::copy_target(handle.h, dev, host, size, func) {
+            Ok(k) => k,
+            Err(e) => return e.errno(),
+        };
         if size == 0 {
             return 0;
         }
-        if h_ptr.is_null() {
+        if host == 0 {
             return null_arg(func, "h_ptr");
         }
-        // SAFETY: `[map_d_ptr, +size)` lies inside the handle's live mapping (checked just
-        // above); `h_ptr` is non-NULL and, by the API contract, readable for `size` bytes.
-        unsafe { copy::to_mapping(kind, map_d_ptr as *mut u8, h_ptr as *const u8, size) };
-        0
-    })
-}
-
-#[inline(always)]
-fn copy_from(
-    func: &'static str,
-    handle: gdr_mh_t,
-    h_ptr: *mut c_void,
-    map_d_ptr: *const c_void,
-    size: usize,
-) -> c_int {
-    // The accepted case runs outside the panic boundary: the checks are atomic loads and
-    // compares, the copy is loads, stores, kernel calls and fences, and the kernel table's
-    // first-call resolver catches its own panics, so nothing on this path can panic, and it
-    // does not pay for the boundary's out-of-line closure call.
-    if size != 0 && !h_ptr.is_null() {
-        if let Some(kind) = session::copy_target_accepted(handle.h, map_d_ptr as usize, size) {
-            // SAFETY: `[map_d_ptr, +size)` lies inside the handle's live mapping (checked just
-            // above); `h_ptr` is non-NULL and, by the API contract, writable for `size` bytes.
-            unsafe { copy::from_mapping(kind, h_ptr as *mut u8, map_d_ptr as *const u8, size) };
-            return 0;
-        }
-    }
-    copy_from_checked(func, handle, h_ptr, map_d_ptr, size)
-}
-
-/// [`copy_from`] for everything the quick check did not accept, inside the panic boundary.
-#[cold]
-#[inline(never)]
-fn copy_from_checked(
-    func: &'static str,
-    handle: gdr_mh_t,
-    h_ptr: *mut c_void,
-    map_d_ptr: *const c_void,
-    size: usize,
-) -> c_int {
-    entry(func, libc::EINVAL, move || {
-        let kind =
-            match session::copy_target(handle.h, map_d_ptr as usize, h_ptr as usize, size, func) {
-                Ok(k) => k,
-                Err(e) => return e.errno(),
-            };
-        if size == 0 {
-            return 0;
-        }
-        if h_ptr.is_null() {
-            return null_arg(func, "h_ptr");
-        }
-        // SAFETY: `[map_d_ptr, +size)` lies inside the handle's live mapping (checked just
-        // above); `h_ptr` is non-NULL and, by the API contract, writable for `size` bytes.
-        unsafe { copy::from_mapping(kind, h_ptr as *mut u8, map_d_ptr as *const u8, size) };
+        // SAFETY: `[dev, +size)` lies inside the handle's live mapping (checked just above);
+        // `host` is non-NULL and, by the API contract, valid for `size` bytes of the access
+        // direction `D` makes.
+        unsafe { D::copy(kind, dev, host, size) };
         0
     })
 }
@@ -398,7 +405,8 @@ pub unsafe extern "C" fn gdr_copy_to_mapping(
     h_ptr: *const c_void,
     size: usize,
 ) -> c_int {
-    copy_to("gdr_copy_to_mapping", handle, map_d_ptr, h_ptr, size)
+    let (dev, host) = (map_d_ptr as usize, h_ptr as usize);
+    copy_entry::<ToMapping>("gdr_copy_to_mapping", handle, dev, host, size)
 }
 
 /// Copies `size` bytes from the mapping at `map_d_ptr` (inside `handle`'s live mapping) to
@@ -413,7 +421,8 @@ pub unsafe extern "C" fn gdr_copy_from_mapping(
     map_d_ptr: *const c_void,
     size: usize,
 ) -> c_int {
-    copy_from("gdr_copy_from_mapping", handle, h_ptr, map_d_ptr, size)
+    let (dev, host) = (map_d_ptr as usize, h_ptr as usize);
+    copy_entry::<FromMapping>("gdr_copy_from_mapping", handle, dev, host, size)
 }
 
 /// Alias of [`gdr_copy_to_mapping`].
@@ -427,7 +436,8 @@ pub unsafe extern "C" fn gdr_copy_to_mapped(
     h_ptr: *const c_void,
     size: usize,
 ) -> c_int {
-    copy_to("gdr_copy_to_mapped", handle, map_d_ptr, h_ptr, size)
+    let (dev, host) = (map_d_ptr as usize, h_ptr as usize);
+    copy_entry::<ToMapping>("gdr_copy_to_mapped", handle, dev, host, size)
 }
 
 /// Alias of [`gdr_copy_from_mapping`].
@@ -441,7 +451,8 @@ pub unsafe extern "C" fn gdr_copy_from_mapped(
     map_d_ptr: *const c_void,
     size: usize,
 ) -> c_int {
-    copy_from("gdr_copy_from_mapped", handle, h_ptr, map_d_ptr, size)
+    let (dev, host) = (map_d_ptr as usize, h_ptr as usize);
+    copy_entry::<FromMapping>("gdr_copy_from_mapped", handle, dev, host, size)
 }
 
 /// Writes the library's version, 2.6; a NULL pointer is skipped (logged).
