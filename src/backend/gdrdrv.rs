@@ -220,9 +220,24 @@ pub fn check_version(v: &VersionParams) -> Result<()> {
     Ok(())
 }
 
-/// `ioctl` with upstream's "ioctl error" log line on failure.
-fn drv_ioctl<T: IoctlParam>(fd: i32, request: c_ulong, arg: &mut T) -> Result<()> {
-    sys::ioctl(fd, request, arg).inspect_err(|e| gdr_err!("ioctl error (errno={})", e.errno()))
+/// `ioctl` with upstream's "ioctl error" log line on failure; returns `params` as the driver
+/// left them.
+fn drv_ioctl<T: IoctlParam>(fd: i32, request: c_ulong, mut params: T) -> Result<T> {
+    sys::ioctl(fd, request, &mut params)
+        .inspect_err(|e| gdr_err!("ioctl error (errno={})", e.errno()))?;
+    Ok(params)
+}
+
+/// `GET_VERSION`, with upstream's log line on failure.
+fn version_ioctl(fd: i32) -> Result<VersionParams> {
+    let mut v = VersionParams::default();
+    sys::ioctl(fd, ioc::GET_VERSION, &mut v).inspect_err(|e| {
+        gdr_err!(
+            "Error getting the gdrdrv driver version with ioctl error (errno={}). gdrdrv might be too old.",
+            e.errno()
+        )
+    })?;
+    Ok(v)
 }
 
 /// An open `/dev/gdrdrv` whose version was checked.
@@ -250,23 +265,21 @@ impl GdrDrv {
             );
             gdr_err!("{}", open_failure_hint(errno));
         })?;
-        let mut v = VersionParams::default();
-        let checked = sys::ioctl(fd, ioc::GET_VERSION, &mut v)
-            .inspect_err(|e| {
-                gdr_err!(
-                    "Error getting the gdrdrv driver version with ioctl error (errno={}). gdrdrv might be too old.",
-                    e.errno()
-                );
+        let checked = version_ioctl(fd)
+            .inspect_err(|_| {
                 gdr_err!(
                     "{} does not answer GET_VERSION: it is not a gdrdrv node, or the module predates gdrcopy 2.0",
                     path.to_string_lossy()
                 );
             })
-            .and_then(|()| check_version(&v));
-        if let Err(e) = checked {
-            let _ = sys::close(fd);
-            return Err(e);
-        }
+            .and_then(|v| check_version(&v).map(|()| v));
+        let v = match checked {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = sys::close(fd);
+                return Err(e);
+            }
+        };
         let page_size = sys::page_size();
         Ok(GdrDrv {
             fd: AtomicI32::new(fd),
@@ -279,12 +292,17 @@ impl GdrDrv {
         self.fd.load(Ordering::Acquire)
     }
 
+    /// [`drv_ioctl`] on the current descriptor.
+    fn ioctl<T: IoctlParam>(&self, request: c_ulong, params: T) -> Result<T> {
+        drv_ioctl(self.fd_now(), request, params)
+    }
+
     fn info_v2_ioctl(&self, pin: &Pin) -> Result<Info> {
-        let mut p = InfoV2Params {
+        let p = InfoV2Params {
             handle: pin.handle,
             ..Default::default()
         };
-        drv_ioctl(self.fd_now(), ioc::GET_INFO_V2, &mut p)?;
+        let p = self.ioctl(ioc::GET_INFO_V2, p)?;
         Ok(Info {
             va: p.va,
             mapped_size: p.mapped_size,
@@ -298,11 +316,11 @@ impl GdrDrv {
     }
 
     fn info_v1_ioctl(&self, pin: &Pin) -> Result<Info> {
-        let mut p = InfoParams {
+        let p = InfoParams {
             handle: pin.handle,
             ..Default::default()
         };
-        drv_ioctl(self.fd_now(), ioc::GET_INFO, &mut p)?;
+        let p = self.ioctl(ioc::GET_INFO, p)?;
         let mapping_type = match (p.mapped != 0, p.wc_mapping != 0) {
             (false, _) => MappingType::None,
             (true, true) => MappingType::WriteCombining,
@@ -344,27 +362,25 @@ impl Backend for GdrDrv {
     fn pin(&self, req: &PinRequest) -> Result<Pin> {
         let handle = if self.version >= VERSION_V2_API {
             // FORCE_PCIE is the only bit the driver knows; the rest is dropped as upstream does.
-            let mut p = PinV2Params {
+            let p = PinV2Params {
                 addr: req.addr,
                 size: req.size,
                 flags: req.flags & 1,
                 ..Default::default()
             };
-            drv_ioctl(self.fd_now(), ioc::PIN_BUFFER_V2, &mut p)?;
-            p.handle
+            self.ioctl(ioc::PIN_BUFFER_V2, p)?.handle
         } else if req.flags != 0 {
             gdr_err!("gdrdrv is too old and does not support the requested feature");
             return Err(Error::InvalidArgument("pin flags need gdrdrv 2.5 or newer"));
         } else {
-            let mut p = PinParams {
+            let p = PinParams {
                 addr: req.addr,
                 size: req.size,
                 p2p_token: req.p2p_token,
                 va_space: req.va_space,
                 ..Default::default()
             };
-            drv_ioctl(self.fd_now(), ioc::PIN_BUFFER, &mut p)?;
-            p.handle
+            self.ioctl(ioc::PIN_BUFFER, p)?.handle
         };
         let (va, mapped_size, page_offset) = gpu_page_range(req.addr, req.size);
         Ok(Pin {
@@ -377,17 +393,16 @@ impl Backend for GdrDrv {
     }
 
     fn unpin(&self, pin: &Pin) -> Result<()> {
-        let mut p = UnpinParams { handle: pin.handle };
-        drv_ioctl(self.fd_now(), ioc::UNPIN_BUFFER, &mut p)
+        let p = UnpinParams { handle: pin.handle };
+        self.ioctl(ioc::UNPIN_BUFFER, p).map(drop)
     }
 
     fn callback_flag(&self, pin: &Pin) -> Result<bool> {
-        let mut p = CbFlagParams {
+        let p = CbFlagParams {
             handle: pin.handle,
             ..Default::default()
         };
-        drv_ioctl(self.fd_now(), ioc::GET_CB_FLAG, &mut p)?;
-        Ok(p.flag != 0)
+        Ok(self.ioctl(ioc::GET_CB_FLAG, p)?.flag != 0)
     }
 
     fn info(&self, pin: &Pin, _current: Option<&Mapping>) -> Result<Info> {
@@ -405,12 +420,12 @@ impl Backend for GdrDrv {
     fn map(&self, pin: &Pin, size: usize, request: MappingType) -> Result<Mapping> {
         let fd = self.fd_now();
         if self.version >= VERSION_V2_API {
-            let mut p = ReqMappingTypeParams {
+            let p = ReqMappingTypeParams {
                 handle: pin.handle,
                 mapping_type: request as u32,
                 ..Default::default()
             };
-            drv_ioctl(fd, ioc::REQ_MAPPING_TYPE, &mut p)?;
+            drv_ioctl(fd, ioc::REQ_MAPPING_TYPE, p)?;
         }
         let offset =
             pin.handle
@@ -484,22 +499,15 @@ impl Backend for GdrDrv {
             gdr_dbg!("gdrdrv is too old and does not support querying attributes");
             return Ok(0);
         }
-        let mut p = AttrParams {
+        let p = AttrParams {
             attr: attr as u32,
             val: 0,
         };
-        drv_ioctl(self.fd_now(), ioc::GET_ATTR, &mut p)?;
-        Ok(p.val as i32)
+        Ok(self.ioctl(ioc::GET_ATTR, p)?.val as i32)
     }
 
     fn driver_version(&self) -> Result<(i32, i32)> {
-        let mut v = VersionParams::default();
-        sys::ioctl(self.fd_now(), ioc::GET_VERSION, &mut v).inspect_err(|e| {
-            gdr_err!(
-                "Error getting the gdrdrv driver version with ioctl error (errno={}). gdrdrv might be too old.",
-                e.errno()
-            )
-        })?;
+        let v = version_ioctl(self.fd_now())?;
         Ok((
             (v.gdrdrv_version >> 16) as i32,
             (v.gdrdrv_version & 0xFFFF) as i32,
