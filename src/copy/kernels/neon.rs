@@ -10,29 +10,8 @@ use core::arch::aarch64::*;
 /// [`super::Bulk`] contract; NEON is part of the aarch64 baseline.
 #[target_feature(enable = "neon")]
 pub unsafe fn store(dst: *mut u8, src: *const u8, n: usize) {
-    let (mut d, mut s, mut n) = (dst, src, n);
-    // SAFETY: the caller guarantees `dst..dst+n` (16-aligned, n % 16 == 0) and `src..src+n`;
-    // every access below stays inside them.
-    unsafe {
-        while n >= 16 && (d as usize) & 63 != 0 {
-            vst1q_u8(d, vld1q_u8(s));
-            d = d.add(16);
-            s = s.add(16);
-            n -= 16;
-        }
-        while n >= 64 {
-            vst1q_u8_x4(d, vld1q_u8_x4(s));
-            d = d.add(64);
-            s = s.add(64);
-            n -= 64;
-        }
-        while n >= 16 {
-            vst1q_u8(d, vld1q_u8(s));
-            d = d.add(16);
-            s = s.add(16);
-            n -= 16;
-        }
-    }
+    // SAFETY: the caller's contract is `lines`' with the device on the destination side.
+    unsafe { lines::<true>(dst, src, n) }
 }
 
 /// NEON loads from 16-aligned device memory.
@@ -41,10 +20,23 @@ pub unsafe fn store(dst: *mut u8, src: *const u8, n: usize) {
 /// [`super::Bulk`] contract with the device on the source side.
 #[target_feature(enable = "neon")]
 pub unsafe fn load(dst: *mut u8, src: *const u8, n: usize) {
+    // SAFETY: the caller's contract is `lines`' with the device on the source side.
+    unsafe { lines::<false>(dst, src, n) }
+}
+
+/// Both kernels: 16-byte units until the device pointer (`dst` when `DEVICE_DST`, else `src`)
+/// is 64-byte aligned, then whole 64-byte lines, then 16-byte units.
+///
+/// # Safety
+/// [`super::Bulk`] contract, with the device pointer on the side `DEVICE_DST` names.
+#[inline(always)]
+unsafe fn lines<const DEVICE_DST: bool>(dst: *mut u8, src: *const u8, n: usize) {
     let (mut d, mut s, mut n) = (dst, src, n);
-    // SAFETY: as in `store`, with the device range on the source side.
+    let device = |d: *mut u8, s: *const u8| if DEVICE_DST { d as usize } else { s as usize };
+    // SAFETY: the caller guarantees `dst..dst+n` and `src..src+n` (the device side 16-aligned,
+    // n % 16 == 0); every access below stays inside them.
     unsafe {
-        while n >= 16 && (s as usize) & 63 != 0 {
+        while n >= 16 && device(d, s) & 63 != 0 {
             vst1q_u8(d, vld1q_u8(s));
             d = d.add(16);
             s = s.add(16);
