@@ -175,6 +175,53 @@ pub fn alloc_fn_arg(opt: &Opt) -> Result<crate::gpumem::AllocFn, CliError> {
     ))
 }
 
+/// The options the three benchmarks share: `-s <size>`, `-d <gpu>`, `-a <fn>` and
+/// `-M <mapping_type>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuOpts {
+    /// Buffer size (`-s`), never 0 once [`GpuOpts::check`] passed.
+    pub size: usize,
+    /// GPU ordinal (`-d`).
+    pub dev_id: i32,
+    /// GPU allocation function (`-a`).
+    pub alloc: crate::gpumem::AllocFn,
+    /// `gdr_map_flags_t` for `gdr_map_v2` (`-M`).
+    pub map_flag: i32,
+}
+
+impl GpuOpts {
+    /// The defaults: a buffer of `size` bytes on GPU 0 from `cuMemAlloc`, default mapping.
+    pub fn new(size: usize) -> GpuOpts {
+        GpuOpts {
+            size,
+            dev_id: 0,
+            alloc: crate::gpumem::AllocFn::MemAlloc,
+            map_flag: crate::gdr::MAP_FLAG_DEFAULT,
+        }
+    }
+
+    /// Takes `opt` if it is one of the shared options: `Ok(true)` once applied, `Ok(false)`
+    /// for any other letter, an error for a bad argument.
+    pub fn take(&mut self, opt: &Opt) -> Result<bool, CliError> {
+        match opt.name {
+            's' => self.size = size_arg(opt)?,
+            'd' => self.dev_id = device_arg(opt)?,
+            'a' => self.alloc = alloc_fn_arg(opt)?,
+            'M' => self.map_flag = map_flag_arg(opt)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Refuses a zero buffer size (`-s 0`).
+    pub fn check(&self) -> Result<(), CliError> {
+        if self.size == 0 {
+            return Err(CliError::BadNumber('s', "0".into()));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,6 +293,38 @@ mod tests {
         assert_eq!(parse_int(""), None);
         assert_eq!(parse_int("0x"), None);
         assert_eq!(parse_int("99999999999999999999999"), None);
+    }
+
+    #[test]
+    fn shared_gpu_options_take_their_letters_only() {
+        let mut g = GpuOpts::new(4096);
+        for o in getopt(
+            &args(&["-s", "0x20000", "-d1", "-a", "cuMemCreate", "-Mwc"]),
+            "s:d:a:M:",
+        )
+        .unwrap()
+        {
+            assert_eq!(g.take(&o), Ok(true));
+        }
+        assert_eq!(g.size, 0x20000);
+        assert_eq!(g.dev_id, 1);
+        assert_eq!(g.alloc, crate::gpumem::AllocFn::MemCreate);
+        assert_eq!(g.map_flag, crate::gdr::MAP_FLAG_REQ_WC);
+        assert_eq!(g.check(), Ok(()));
+        let w = Opt {
+            name: 'w',
+            arg: Some("5".into()),
+        };
+        assert_eq!(g.take(&w), Ok(false));
+        let bad = Opt {
+            name: 'd',
+            arg: Some("-1".into()),
+        };
+        assert_eq!(g.take(&bad), Err(CliError::BadNumber('d', "-1".into())));
+        assert_eq!(
+            GpuOpts::new(0).check(),
+            Err(CliError::BadNumber('s', "0".into()))
+        );
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! upstream's lines; errors become one `ERROR: ...` line on stderr and exit status 1.
 
 use crate::cli::CliError;
-use crate::cuda::{self, CuDevice, Cuda};
-use crate::gdr::Gdr;
+use crate::cuda::{self, CuDevice, Cuda, PrimaryContext};
+use crate::gdr::{Gdr, Info, Mapping, Pin};
+use crate::gpumem::{AllocFn, DeviceBuffer};
+use crate::output::fmt_ptr;
 use std::fmt;
 use std::process::ExitCode;
 
@@ -101,6 +103,51 @@ pub fn list_and_select(cuda: &Cuda, dev_id: i32) -> Result<CuDevice, Fatal> {
     Ok(cuda.device(dev_id)?)
 }
 
+/// [`list_and_select`], then makes the selected GPU's primary context current until the
+/// returned context is dropped.
+pub fn select_gpu(cuda: &Cuda, dev_id: i32) -> Result<(CuDevice, PrimaryContext<'_>), Fatal> {
+    let dev = list_and_select(cuda, dev_id)?;
+    let ctx = cuda.primary_context(dev)?;
+    Ok((dev, ctx))
+}
+
+/// [`load_gdr`], then [`check_gdr_support`] for `dev`.
+pub fn load_gdr_for(cuda: &Cuda, dev: CuDevice) -> Result<Gdr, Fatal> {
+    let gdr = load_gdr()?;
+    check_gdr_support(cuda, &gdr, dev)?;
+    Ok(gdr)
+}
+
+/// Allocates the benchmark's buffer of `size` bytes on `dev` and prints `device ptr: 0x<ptr>`
+/// and `allocated size: <size>` (copylat's and apiperf's lines).
+pub fn alloc_reported(
+    cuda: &Cuda,
+    alloc: AllocFn,
+    size: usize,
+    dev: CuDevice,
+) -> Result<DeviceBuffer<'_>, Fatal> {
+    let buf = DeviceBuffer::alloc(cuda, alloc, size, dev)?;
+    println!("device ptr: 0x{:x}", buf.ptr());
+    println!("allocated size: {size}");
+    Ok(buf)
+}
+
+/// Prints `map_d_ptr`, then what `gdr_get_info_v2` reports for `pin` (`info.va` to
+/// `info.wc_mapping`) and `page offset` (where `d_a` lies past `info.va`), as upstream's
+/// benchmarks do; returns the info and that offset.
+pub fn report_mapping(pin: &Pin, map: &Mapping, d_a: u64) -> Result<(Info, usize), Fatal> {
+    println!("map_d_ptr: {}", fmt_ptr(map.ptr() as u64));
+    let info = pin.info()?;
+    println!("info.va: {:x}", info.va);
+    println!("info.mapped_size: {}", info.mapped_size);
+    println!("info.page_size: {}", info.page_size);
+    println!("info.mapped: {}", info.mapped());
+    println!("info.wc_mapping: {}", info.wc_mapping());
+    let off = d_a.wrapping_sub(info.va) as usize;
+    println!("page offset: {off}");
+    Ok((info, off))
+}
+
 /// Upstream's `check_gdr_support`: with CUDA >= 11.3 the GPUDirect RDMA device attribute
 /// must be 1; older drivers are checked by pinning one GPU page through libgdrapi.
 pub fn check_gdr_support(cuda: &Cuda, gdr: &Gdr, dev: CuDevice) -> Result<(), Fatal> {
@@ -111,12 +158,7 @@ pub fn check_gdr_support(cuda: &Cuda, gdr: &Gdr, dev: CuDevice) -> Result<(), Fa
         }
         return Ok(());
     }
-    let buf = crate::gpumem::DeviceBuffer::alloc(
-        cuda,
-        crate::gpumem::AllocFn::MemAlloc,
-        crate::gdr::GPU_PAGE_SIZE,
-        dev,
-    )?;
+    let buf = DeviceBuffer::alloc(cuda, AllocFn::MemAlloc, crate::gdr::GPU_PAGE_SIZE, dev)?;
     let session = open_gdr(gdr)?;
     let pin = session
         .pin(buf.ptr(), buf.size())

@@ -2,9 +2,9 @@
 //! 64 KiB, 128 KiB, ... up to the buffer size, with upstream's flags and data lines
 //! (`<size>\t<pin>\t<map>\t<info>\t<unmap>\t<unpin>`, microseconds).
 
-use gdrcopy_tools::cli::{self, CliError};
-use gdrcopy_tools::gdr::{self, GPU_PAGE_SIZE};
-use gdrcopy_tools::gpumem::{round_up, AllocFn, DeviceBuffer};
+use gdrcopy_tools::cli::{self, CliError, GpuOpts};
+use gdrcopy_tools::gdr::GPU_PAGE_SIZE;
+use gdrcopy_tools::gpumem::round_up;
 use gdrcopy_tools::output::Progress;
 use gdrcopy_tools::tool::{self, Fatal, Parsed};
 use std::process::ExitCode;
@@ -14,12 +14,9 @@ const DEFAULT_SIZE: usize = 1 << 24;
 const NUM_BINS: usize = 10;
 
 struct Opts {
-    size: usize,
-    dev_id: i32,
+    gpu: GpuOpts,
     iters: usize,
     warmup: usize,
-    alloc: AllocFn,
-    map_flag: i32,
 }
 
 fn usage(prog: &str) -> String {
@@ -40,28 +37,22 @@ fn usage(prog: &str) -> String {
 
 fn parse(args: &[String]) -> Result<Parsed<Opts>, CliError> {
     let mut o = Opts {
-        size: DEFAULT_SIZE,
-        dev_id: 0,
+        gpu: GpuOpts::new(DEFAULT_SIZE),
         iters: 100,
         warmup: 10,
-        alloc: AllocFn::MemAlloc,
-        map_flag: gdr::MAP_FLAG_DEFAULT,
     };
     for opt in cli::getopt(args, "s:d:n:w:a:M:h")? {
+        if o.gpu.take(&opt)? {
+            continue;
+        }
         match opt.name {
-            's' => o.size = cli::size_arg(&opt)?,
-            'd' => o.dev_id = cli::device_arg(&opt)?,
             'n' => o.iters = cli::count_arg(&opt)?,
             'w' => o.warmup = cli::size_arg(&opt)?,
-            'a' => o.alloc = cli::alloc_fn_arg(&opt)?,
-            'M' => o.map_flag = cli::map_flag_arg(&opt)?,
             'h' => return Ok(Parsed::Help),
             c => return Err(CliError::Unknown(c)),
         }
     }
-    if o.size == 0 {
-        return Err(CliError::BadNumber('s', "0".into()));
-    }
+    o.gpu.check()?;
     Ok(Parsed::Run(o))
 }
 
@@ -97,16 +88,12 @@ fn histogram(samples: &[f64]) -> Vec<(f64, f64, usize)> {
 }
 
 fn run(o: Opts) -> Result<(), Fatal> {
-    let size = round_up(o.size, GPU_PAGE_SIZE);
+    let size = round_up(o.gpu.size, GPU_PAGE_SIZE);
     let cuda = tool::load_cuda()?;
-    let dev = tool::list_and_select(&cuda, o.dev_id)?;
-    let _ctx = cuda.primary_context(dev)?;
-    let gdr = tool::load_gdr()?;
-    tool::check_gdr_support(&cuda, &gdr, dev)?;
-    let dbuf = DeviceBuffer::alloc(&cuda, o.alloc, size, dev)?;
+    let (dev, _ctx) = tool::select_gpu(&cuda, o.gpu.dev_id)?;
+    let gdr = tool::load_gdr_for(&cuda, dev)?;
+    let dbuf = tool::alloc_reported(&cuda, o.gpu.alloc, size, dev)?;
     let d_a = dbuf.ptr();
-    println!("device ptr: 0x{d_a:x}");
-    println!("allocated size: {size}");
 
     let session = tool::open_gdr(&gdr)?;
     let mut sizes = Vec::new();
@@ -120,7 +107,7 @@ fn run(o: Opts) -> Result<(), Fatal> {
         progress.update(&format!("{n} B"), k, sizes.len());
         for _ in 0..o.warmup {
             let pin = session.pin(d_a, n)?;
-            let map = pin.map(o.map_flag)?;
+            let map = pin.map(o.gpu.map_flag)?;
             pin.info()?;
             map.unmap()?;
             pin.unpin()?;
@@ -134,7 +121,7 @@ fn run(o: Opts) -> Result<(), Fatal> {
             sums[0] += us;
             pin_lat.push(us);
             let t = Instant::now();
-            let map = pin.map(o.map_flag)?;
+            let map = pin.map(o.gpu.map_flag)?;
             sums[1] += tool::elapsed_us(t);
             let t = Instant::now();
             pin.info()?;

@@ -1,23 +1,20 @@
 //! gdrcopy_copybw: bandwidth of `gdr_copy_to_mapping` / `gdr_copy_from_mapping`, with
 //! upstream's flags and result lines (`write BW: <x>MB/s`, `read BW: <x>MB/s`, MB = MiB).
 
-use gdrcopy_tools::cli::{self, CliError};
-use gdrcopy_tools::gdr::{self, GPU_PAGE_SIZE};
-use gdrcopy_tools::gpumem::{round_up, AllocFn, DeviceBuffer, HostBuffer};
+use gdrcopy_tools::cli::{self, CliError, GpuOpts};
+use gdrcopy_tools::gdr::GPU_PAGE_SIZE;
+use gdrcopy_tools::gpumem::{round_up, DeviceBuffer, HostBuffer};
 use gdrcopy_tools::output::{fmt_g, fmt_ptr, Progress};
 use gdrcopy_tools::tool::{self, Fatal, Parsed};
 use std::process::ExitCode;
 use std::time::Instant;
 
 struct Opts {
-    size: usize,
+    gpu: GpuOpts,
     copy_sizes: Vec<usize>,
     offset: usize,
-    dev_id: i32,
     write_iters: usize,
     read_iters: usize,
-    alloc: AllocFn,
-    map_flag: i32,
 }
 
 const DEFAULT_SIZE: usize = 128 * 1024;
@@ -51,40 +48,35 @@ fn round_down_pow2(x: usize) -> usize {
 
 fn parse(args: &[String]) -> Result<Parsed<Opts>, CliError> {
     let mut o = Opts {
-        size: DEFAULT_SIZE,
+        gpu: GpuOpts::new(DEFAULT_SIZE),
         copy_sizes: Vec::new(),
         offset: 0,
-        dev_id: 0,
         write_iters: 10000,
         read_iters: 100,
-        alloc: AllocFn::MemAlloc,
-        map_flag: gdr::MAP_FLAG_DEFAULT,
     };
     let mut copy_bound = 0;
     let mut range = false;
     for opt in cli::getopt(args, "s:d:o:c:w:r:a:M:hl")? {
+        if o.gpu.take(&opt)? {
+            continue;
+        }
         match opt.name {
-            's' => o.size = cli::size_arg(&opt)?,
             'c' => copy_bound = cli::size_arg(&opt)?,
             'l' => range = true,
             'o' => o.offset = cli::size_arg(&opt)?,
-            'd' => o.dev_id = cli::device_arg(&opt)?,
             'w' => o.write_iters = cli::count_arg(&opt)?,
             'r' => o.read_iters = cli::count_arg(&opt)?,
-            'a' => o.alloc = cli::alloc_fn_arg(&opt)?,
-            'M' => o.map_flag = cli::map_flag_arg(&opt)?,
             'h' => return Ok(Parsed::Help),
             c => return Err(CliError::Unknown(c)),
         }
     }
-    if o.size == 0 {
-        return Err(CliError::BadNumber('s', "0".into()));
-    }
+    o.gpu.check()?;
+    let size = o.gpu.size;
     if range {
         let upper = if copy_bound == 0 {
-            o.size
+            size
         } else {
-            copy_bound.min(o.size)
+            copy_bound.min(size)
         };
         let mut i = 1;
         while i < round_down_pow2(upper) {
@@ -93,7 +85,7 @@ fn parse(args: &[String]) -> Result<Parsed<Opts>, CliError> {
         }
     } else {
         o.copy_sizes
-            .push(if copy_bound == 0 { o.size } else { copy_bound });
+            .push(if copy_bound == 0 { size } else { copy_bound });
     }
     if o.offset % 4 != 0 {
         return Err(CliError::BadValue(
@@ -104,7 +96,7 @@ fn parse(args: &[String]) -> Result<Parsed<Opts>, CliError> {
     }
     if o.copy_sizes
         .iter()
-        .any(|&c| o.offset.checked_add(c).map_or(true, |end| end > o.size))
+        .any(|&c| o.offset.checked_add(c).map_or(true, |end| end > size))
     {
         return Err(CliError::BadValue(
             'c',
@@ -117,15 +109,13 @@ fn parse(args: &[String]) -> Result<Parsed<Opts>, CliError> {
 
 fn run(o: Opts) -> Result<(), Fatal> {
     let cuda = tool::load_cuda()?;
-    let size = round_up(o.size, GPU_PAGE_SIZE);
-    let dev = tool::list_and_select(&cuda, o.dev_id)?;
-    let _ctx = cuda.primary_context(dev)?;
-    println!("testing size: {}", o.size);
+    let size = round_up(o.gpu.size, GPU_PAGE_SIZE);
+    let (dev, _ctx) = tool::select_gpu(&cuda, o.gpu.dev_id)?;
+    println!("testing size: {}", o.gpu.size);
     println!("rounded size: {size}");
-    let gdr = tool::load_gdr()?;
-    tool::check_gdr_support(&cuda, &gdr, dev)?;
-    println!("gpu alloc fn: {}", o.alloc.name());
-    let dbuf = DeviceBuffer::alloc(&cuda, o.alloc, size, dev)?;
+    let gdr = tool::load_gdr_for(&cuda, dev)?;
+    println!("gpu alloc fn: {}", o.gpu.alloc.name());
+    let dbuf = DeviceBuffer::alloc(&cuda, o.gpu.alloc, size, dev)?;
     let d_a = dbuf.ptr();
     println!("device ptr: {d_a:x}");
 
@@ -135,16 +125,8 @@ fn run(o: Opts) -> Result<(), Fatal> {
 
     let session = tool::open_gdr(&gdr)?;
     let pin = session.pin(d_a, size)?;
-    let map = pin.map(o.map_flag)?;
-    println!("map_d_ptr: {}", fmt_ptr(map.ptr() as u64));
-    let info = pin.info()?;
-    println!("info.va: {:x}", info.va);
-    println!("info.mapped_size: {}", info.mapped_size);
-    println!("info.page_size: {}", info.page_size);
-    println!("info.mapped: {}", info.mapped());
-    println!("info.wc_mapping: {}", info.wc_mapping());
-    let off = d_a.wrapping_sub(info.va) as usize;
-    println!("page offset: {off}");
+    let map = pin.map(o.gpu.map_flag)?;
+    let (_, off) = tool::report_mapping(&pin, &map, d_a)?;
     println!(
         "user-space pointer:{}",
         fmt_ptr(map.ptr() as u64 + off as u64)

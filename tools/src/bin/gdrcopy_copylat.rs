@@ -2,9 +2,9 @@
 //! `-c`, `cuMemcpy`) for sizes 1, 2, 4, ... up to the buffer size, with upstream's flags and
 //! table rows (`<test> \t <size> \t <median us> \t <min us>`).
 
-use gdrcopy_tools::cli::{self, CliError};
-use gdrcopy_tools::gdr::{self, GPU_PAGE_SIZE, MAPPING_TYPE_CACHING};
-use gdrcopy_tools::gpumem::{round_up, AllocFn, DeviceBuffer, HostBuffer};
+use gdrcopy_tools::cli::{self, CliError, GpuOpts};
+use gdrcopy_tools::gdr::{GPU_PAGE_SIZE, MAPPING_TYPE_CACHING};
+use gdrcopy_tools::gpumem::{round_up, HostBuffer};
 use gdrcopy_tools::output::{fmt_ptr, Progress};
 use gdrcopy_tools::tool::{self, Fatal, Parsed};
 use std::process::ExitCode;
@@ -14,12 +14,9 @@ const MAX_BUCKETS: usize = 100;
 const DEFAULT_SIZE: usize = 1 << 24;
 
 struct Opts {
-    size: usize,
-    dev_id: i32,
+    gpu: GpuOpts,
     write_iters: usize,
     read_iters: usize,
-    alloc: AllocFn,
-    map_flag: i32,
     cumemcpy: bool,
     cold_cache: bool,
 }
@@ -56,32 +53,26 @@ fn round_iters(name: &str, iters: usize) -> usize {
 
 fn parse(args: &[String]) -> Result<Parsed<Opts>, CliError> {
     let mut o = Opts {
-        size: DEFAULT_SIZE,
-        dev_id: 0,
+        gpu: GpuOpts::new(DEFAULT_SIZE),
         write_iters: 10000,
         read_iters: 100,
-        alloc: AllocFn::MemAlloc,
-        map_flag: gdr::MAP_FLAG_DEFAULT,
         cumemcpy: false,
         cold_cache: false,
     };
     for opt in cli::getopt(args, "s:d:w:r:a:M:cCh")? {
+        if o.gpu.take(&opt)? {
+            continue;
+        }
         match opt.name {
-            's' => o.size = cli::size_arg(&opt)?,
-            'd' => o.dev_id = cli::device_arg(&opt)?,
             'w' => o.write_iters = cli::count_arg(&opt)?,
             'r' => o.read_iters = cli::count_arg(&opt)?,
-            'a' => o.alloc = cli::alloc_fn_arg(&opt)?,
-            'M' => o.map_flag = cli::map_flag_arg(&opt)?,
             'c' => o.cumemcpy = true,
             'C' => o.cold_cache = true,
             'h' => return Ok(Parsed::Help),
             c => return Err(CliError::Unknown(c)),
         }
     }
-    if o.size == 0 {
-        return Err(CliError::BadNumber('s', "0".into()));
-    }
+    o.gpu.check()?;
     Ok(Parsed::Run(o))
 }
 
@@ -113,19 +104,15 @@ fn sizes_up_to(size: usize) -> Vec<usize> {
 }
 
 fn run(o: Opts) -> Result<(), Fatal> {
-    let size = round_up(o.size, GPU_PAGE_SIZE);
+    let size = round_up(o.gpu.size, GPU_PAGE_SIZE);
     let write_iters = round_iters("num_write_iters", o.write_iters);
     let read_iters = round_iters("num_read_iters", o.read_iters);
     let cuda = tool::load_cuda()?;
-    let dev = tool::list_and_select(&cuda, o.dev_id)?;
-    let _ctx = cuda.primary_context(dev)?;
-    let gdr = tool::load_gdr()?;
-    tool::check_gdr_support(&cuda, &gdr, dev)?;
-    let dbuf = DeviceBuffer::alloc(&cuda, o.alloc, size, dev)?;
+    let (dev, _ctx) = tool::select_gpu(&cuda, o.gpu.dev_id)?;
+    let gdr = tool::load_gdr_for(&cuda, dev)?;
+    let dbuf = tool::alloc_reported(&cuda, o.gpu.alloc, size, dev)?;
     let d_a = dbuf.ptr();
-    println!("device ptr: 0x{d_a:x}");
-    println!("allocated size: {size}");
-    println!("gpu alloc fn: {}", o.alloc.name());
+    println!("gpu alloc fn: {}", o.gpu.alloc.name());
 
     let mut src = HostBuffer::alloc(&cuda, size)?;
     tool::fill_walking_bit(src.as_mut_slice());
@@ -163,16 +150,8 @@ fn run(o: Opts) -> Result<(), Fatal> {
 
     let session = tool::open_gdr(&gdr)?;
     let pin = session.pin(d_a, size)?;
-    let map = pin.map(o.map_flag)?;
-    println!("map_d_ptr: {}", fmt_ptr(map.ptr() as u64));
-    let info = pin.info()?;
-    println!("info.va: {:x}", info.va);
-    println!("info.mapped_size: {}", info.mapped_size);
-    println!("info.page_size: {}", info.page_size);
-    println!("info.mapped: {}", info.mapped());
-    println!("info.wc_mapping: {}", info.wc_mapping());
-    let off = d_a.wrapping_sub(info.va) as usize;
-    println!("page offset: {off}");
+    let map = pin.map(o.gpu.map_flag)?;
+    let (info, off) = tool::report_mapping(&pin, &map, d_a)?;
     println!(
         "user-space pointer: {}",
         fmt_ptr(map.ptr() as u64 + off as u64)
