@@ -148,6 +148,65 @@ int t_threads(void)
     return PASS;
 }
 
+/* Forks while other threads keep calling into the emulator (so that some wait for its locks
+ * at the moment of the fork): each child must then use the emulator at once. */
+static volatile int busy_stop;
+static int busy_fd;
+
+static void *busy_worker(void *arg)
+{
+    (void)arg;
+    struct version v;
+    for (unsigned n = 0; !busy_stop; n++) {
+        if (xioctl(busy_fd, IOC_GET_VERSION, &v) != 0)
+            return (void *)1;
+        if (n % 16 == 0 && gdrsim_set_fail("") != 0) /* the fault-injection lock */
+            return (void *)2;
+    }
+    return NULL;
+}
+
+int t_fork_busy(void)
+{
+    SKIP_IF(device_blocked());
+    SKIP_IF(getenv("GDRSIM_FAIL") != NULL);
+    busy_fd = dev_open();
+    CHECK(busy_fd >= 0);
+    busy_stop = 0;
+    pthread_t t[4];
+    for (int k = 0; k < 4; k++)
+        CHECK_EQ(pthread_create(&t[k], NULL, busy_worker, NULL), 0);
+    int bad = 0;
+    for (int round = 0; round < 40 && !bad; round++) {
+        usleep(1000);
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(10); /* a hang ends in SIGALRM */
+            struct version v;
+            int fd = dev_open();
+            if (fd < 0 || xioctl(fd, IOC_GET_VERSION, &v) != 0 || close(fd) != 0)
+                _exit(1);
+            if (gdrsim_set_fail("") != 0)
+                _exit(2);
+            _exit(0);
+        }
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "    fork round %d: child status %#x\n", round, st);
+            bad = 1;
+        }
+    }
+    busy_stop = 1;
+    for (int k = 0; k < 4; k++) {
+        void *r;
+        pthread_join(t[k], &r);
+        CHECK(r == NULL);
+    }
+    CHECK_EQ(bad, 0);
+    close(busy_fd);
+    return PASS;
+}
+
 /* Each process has its own fake GPU: a child forked before cuInit gets another one. */
 int t_fork_before_init(void)
 {

@@ -104,6 +104,7 @@ int t_scm_rights(void);
 int t_close_semantics(void);
 int t_get_attr(void);
 int t_threads(void);
+int t_fork_busy(void);
 int t_old_versions(void);
 int t_fail_injection(void);
 int t_fail_env(void);

@@ -20,6 +20,7 @@ static const struct test_case cases[] = {
     {"close_semantics", t_close_semantics},
     {"get_attr", t_get_attr},
     {"threads", t_threads},
+    {"fork_busy", t_fork_busy},
     {"old_versions", t_old_versions},
     {"fail_injection", t_fail_injection},
     {"fail_env", t_fail_env},
