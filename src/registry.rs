@@ -132,7 +132,9 @@ impl<T: Record> Registry<T> {
             let end = base + slab_len(k) * size;
             if addr >= base && addr < end {
                 let off = addr - base;
-                return (off % size == 0).then(|| FIRST_SLAB * ((1 << k) - 1) + off / size);
+                return off
+                    .is_multiple_of(size)
+                    .then(|| FIRST_SLAB * ((1 << k) - 1) + off / size);
             }
         }
         None
@@ -195,7 +197,7 @@ impl<T: Record> Registry<T> {
         if base.is_null() || off >= (FIRST_SLAB * size) << k {
             return Probe::Outside;
         }
-        if off % size != 0 {
+        if !off.is_multiple_of(size) {
             return Probe::Misaligned;
         }
         // SAFETY: `off / size < slab_len(k)`; slab `k` is published (`k < nslabs`, non-NULL

@@ -50,26 +50,44 @@ impl Guarded {
         self.map.wrapping_add(PAGE)
     }
 
-    fn bytes(&self) -> &mut [u8] {
-        // SAFETY: the usable part is readable and writable for `len` bytes and lives as long
-        // as `self`; tests use one such view at a time.
-        unsafe { core::slice::from_raw_parts_mut(self.start(), self.len) }
+    /// A read-only view of the usable part; the copies under test write it through raw
+    /// pointers only while no such view is alive.
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the usable part is readable for `len` bytes and lives as long as `self`.
+        unsafe { core::slice::from_raw_parts(self.start(), self.len) }
+    }
+
+    /// Sets bytes `range` of the usable part to `v`.
+    fn fill(&self, range: core::ops::Range<usize>, v: u8) {
+        assert!(range.start <= range.end && range.end <= self.len);
+        // SAFETY: the range lies inside the usable part, which is writable; callers hold no
+        // view from `bytes` across this call.
+        unsafe { self.start().add(range.start).write_bytes(v, range.len()) };
     }
 
     /// Fills with a position-dependent pattern that never equals the canary.
     fn fill_pattern(&self, seed: u32) {
         let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
-        for b in self.bytes() {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            let v = (x >> 24) as u8;
-            *b = if v == CANARY { !v } else { v };
-        }
+        let pattern: Vec<u8> = (0..self.len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                let v = (x >> 24) as u8;
+                if v == CANARY {
+                    !v
+                } else {
+                    v
+                }
+            })
+            .collect();
+        // SAFETY: the usable part is writable for `len` bytes; `pattern` is a separate
+        // allocation of the same length.
+        unsafe { core::ptr::copy_nonoverlapping(pattern.as_ptr(), self.start(), self.len) };
     }
 
     fn fill_canary(&self) {
-        self.bytes().fill(CANARY);
+        self.fill(0..self.len, CANARY);
     }
 }
 
@@ -160,7 +178,7 @@ impl Bench {
             !before_ok,
             !after_ok
         );
-        d[d_o..d_o + n].fill(CANARY);
+        self.dst.fill(d_o..d_o + n, CANARY);
     }
 }
 

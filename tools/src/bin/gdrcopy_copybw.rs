@@ -87,7 +87,7 @@ fn parse(args: &[String]) -> Result<Parsed<Opts>, CliError> {
         o.copy_sizes
             .push(if copy_bound == 0 { size } else { copy_bound });
     }
-    if o.offset % 4 != 0 {
+    if !o.offset.is_multiple_of(4) {
         return Err(CliError::BadValue(
             'o',
             o.offset.to_string(),
@@ -96,7 +96,7 @@ fn parse(args: &[String]) -> Result<Parsed<Opts>, CliError> {
     }
     if o.copy_sizes
         .iter()
-        .any(|&c| o.offset.checked_add(c).map_or(true, |end| end > size))
+        .any(|&c| o.offset.checked_add(c).is_none_or(|end| end > size))
     {
         return Err(CliError::BadValue(
             'c',

@@ -42,7 +42,7 @@ fn usage(prog: &str) -> String {
 
 /// Rounds an iteration count above 100 up to a multiple of 100, warning on stderr as upstream does.
 fn round_iters(name: &str, iters: usize) -> usize {
-    if iters > MAX_BUCKETS && iters % MAX_BUCKETS != 0 {
+    if iters > MAX_BUCKETS && !iters.is_multiple_of(MAX_BUCKETS) {
         let new = iters + MAX_BUCKETS - iters % MAX_BUCKETS;
         eprintln!("WARNING: {name} is not a multiple of {MAX_BUCKETS}. Increasing {name} from {iters} to {new}.");
         new

@@ -170,7 +170,7 @@ impl Report {
 
 /// Colour is used only on a terminal and only when `NO_COLOR` is unset or empty.
 pub fn want_colour(is_tty: bool, no_color: Option<&str>) -> bool {
-    is_tty && no_color.map_or(true, str::is_empty)
+    is_tty && no_color.is_none_or(str::is_empty)
 }
 
 #[cfg(test)]
