@@ -175,12 +175,12 @@ impl Lib {
     }
 
     /// The library's `gdr_copy_to_mapping`.
-    pub fn to_mapping(&self) -> CopyFn {
+    pub fn copy_to_mapping(&self) -> CopyFn {
         self.api.to
     }
 
     /// The library's `gdr_copy_from_mapping`.
-    pub fn from_mapping(&self) -> CopyFn {
+    pub fn copy_from_mapping(&self) -> CopyFn {
         self.api.from
     }
 }

@@ -210,6 +210,15 @@ fn print_tables(title: &str, names: &[String], rows: &[Row], base: usize, base_l
     }
 }
 
+/// Times every method at every size of `o` and prints both tables under `title`, relative to
+/// the first method (named `base_label`); returns the rows.
+fn run_and_print(o: &Opts, methods: &mut [Method<'_>], title: &str, base_label: &str) -> Vec<Row> {
+    let names: Vec<String> = methods.iter().map(|m| m.name.clone()).collect();
+    let rows = run_points(o, methods);
+    print_tables(title, &names, &rows, 0, base_label);
+    rows
+}
+
 fn run_points(o: &Opts, methods: &mut [Method<'_>]) -> Vec<Row> {
     let plan = Plan {
         rounds: o.rounds,
@@ -318,14 +327,12 @@ fn mode_engines(o: &Opts, target: &dyn Target) -> Result<(), String> {
                 }),
             });
         }
-        let names: Vec<String> = methods.iter().map(|m| m.name.clone()).collect();
-        let rows = run_points(o, &mut methods);
         let title = if to_dev {
             "host -> mapping"
         } else {
             "mapping -> host"
         };
-        print_tables(title, &names, &rows, 0, "memcpy");
+        run_and_print(o, &mut methods, title, "memcpy");
     }
     copy::mapping_destroyed(kind);
     Ok(())
@@ -360,9 +367,9 @@ fn mode_against(o: &Opts, other: &str) -> Result<(), String> {
         let mut methods: Vec<Method<'_>> = Vec::new();
         for (name, lib, m) in [("theirs", &theirs, &m_theirs), ("ours", &ours, &m_ours)] {
             let f = if to_dev {
-                lib.to_mapping()
+                lib.copy_to_mapping()
             } else {
-                lib.from_mapping()
+                lib.copy_from_mapping()
             };
             let (mh, dp) = (m.handle(), m.ptr().wrapping_add(o.dev_offset));
             methods.push(Method {
@@ -387,14 +394,12 @@ fn mode_against(o: &Opts, other: &str) -> Result<(), String> {
                 }
             }),
         });
-        let names: Vec<String> = methods.iter().map(|m| m.name.clone()).collect();
-        let rows = run_points(o, &mut methods);
         let title = if to_dev {
             "gdr_copy_to_mapping (host -> mapping)"
         } else {
             "gdr_copy_from_mapping (mapping -> host)"
         };
-        print_tables(title, &names, &rows, 0, "theirs");
+        let rows = run_and_print(o, &mut methods, title, "theirs");
         let worst = rows
             .iter()
             .map(|r| (r.n, r.samples[0].best_ns / r.samples[1].best_ns))
