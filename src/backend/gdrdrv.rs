@@ -48,14 +48,25 @@ const fn iowr(nr: u32, size: u32) -> c_ulong {
 pub mod ioc {
     use super::iowr;
     use std::os::raw::c_ulong;
+    /// Pins a range with P2P tokens ([`super::PinParams`]); all drivers.
     pub const PIN_BUFFER: c_ulong = iowr(1, 40);
+    /// Unpins a handle ([`super::UnpinParams`]).
     pub const UNPIN_BUFFER: c_ulong = iowr(2, 8);
+    /// Reads a handle's invalidation flag ([`super::CbFlagParams`]).
     pub const GET_CB_FLAG: c_ulong = iowr(3, 8);
+    /// Reads a handle's info, v1 layout ([`super::InfoParams`]).
     pub const GET_INFO: c_ulong = iowr(4, 8);
+    /// Reads a handle's info with its mapping type ([`super::InfoV2Params`]); from 2.4.
     pub const GET_INFO_V2: c_ulong = iowr(5, 8);
+    /// Reads a driver attribute ([`super::AttrParams`]); from 2.5.
     pub const GET_ATTR: c_ulong = iowr(6, 8);
+    /// Pins a range with pin flags ([`super::PinV2Params`]); from 2.5.
     pub const PIN_BUFFER_V2: c_ulong = iowr(7, 32);
+    /// Requests the mapping type of the next mmap of a handle
+    /// ([`super::ReqMappingTypeParams`]); from 2.5.
     pub const REQ_MAPPING_TYPE: c_ulong = iowr(8, 8);
+    /// Reads the driver's version and the oldest library it accepts
+    /// ([`super::VersionParams`]); all drivers.
     pub const GET_VERSION: c_ulong = iowr(255, 8);
 }
 
@@ -151,8 +162,8 @@ pub struct VersionParams {
     pub minimum_gdr_api_version: u32,
 }
 
-// SAFETY (all impls below): each is a #[repr(C)] struct of integers with the driver's full
-// layout (checked in the tests); any bit pattern is a valid value.
+// SAFETY: (this impl and the ones below) each is a #[repr(C)] struct of integers with the
+// driver's full layout (checked in the tests); any bit pattern is a valid value.
 unsafe impl IoctlParam for PinParams {}
 // SAFETY: see above.
 unsafe impl IoctlParam for PinV2Params {}

@@ -54,6 +54,7 @@ pub struct PinRequest {
     pub flags: u32,
     /// P2P tokens from `gdr_pin_buffer` (v1 API); zero from v2.
     pub p2p_token: u64,
+    /// The VA space token that goes with `p2p_token`; zero from v2.
     pub va_space: u32,
 }
 
@@ -75,10 +76,15 @@ pub struct Pin {
 /// What `gdr_get_info(_v2)` reports for a pinned buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Info {
+    /// Start of the pinned range (GPU-page aligned).
     pub va: u64,
+    /// Pinned bytes from `va`.
     pub mapped_size: u64,
+    /// GPU page size in bytes.
     pub page_size: u32,
+    /// Deprecated timestamp the driver reports.
     pub tm_cycles: u64,
+    /// Deprecated TSC rate the driver reports (its `tsc_khz`).
     pub cycles_per_ms: u32,
     /// True when a CPU mapping exists.
     pub mapped: bool,

@@ -102,7 +102,7 @@ impl Cursor {
 /// Both ranges `[cursor, cursor + n)` valid for the direction.
 #[inline(always)]
 pub(crate) unsafe fn head<D: Dir, const TO16: bool>(c: &mut Cursor) {
-    // SAFETY (each step): the tested bit is the lowest set bit of the device address, so the
+    // SAFETY: (each step) the tested bit is the lowest set bit of the device address, so the
     // access is naturally aligned, and `c.n >= width` is checked first.
     unsafe {
         if c.dev as usize & 1 != 0 && c.n >= 1 {

@@ -574,10 +574,8 @@ mod tests {
             // SAFETY: `p` is a valid out pointer.
             assert_eq!(unsafe { gdr_get_mapping_type_string(t, &mut p) }, 0);
             // SAFETY: the library wrote a pointer to a static NUL-terminated literal.
-            assert_eq!(
-                unsafe { std::ffi::CStr::from_ptr(p) }.to_str().unwrap(),
-                want
-            );
+            let s = unsafe { std::ffi::CStr::from_ptr(p) };
+            assert_eq!(s.to_str().unwrap(), want);
         }
         let before = p;
         // SAFETY: `p` is a valid out pointer; NULL is allowed.

@@ -59,7 +59,7 @@ unsafe fn vstream_load16(p: *const u8) -> __m128i {
 #[target_feature(enable = "sse4.1")]
 pub unsafe fn store_sse41(dst: *mut u8, src: *const u8, n: usize) {
     let (mut d, mut s, mut n) = (dst, src, n);
-    // SAFETY (whole body): the caller guarantees `dst..dst+n` is device memory aligned to 16
+    // SAFETY: (whole body) the caller guarantees `dst..dst+n` is device memory aligned to 16
     // with `n % 16 == 0` and `src..src+n` readable; every access stays inside those ranges.
     unsafe {
         units16!(d, s, n, (d as usize) & 63 != 0, {
@@ -99,7 +99,7 @@ pub unsafe fn store_sse41(dst: *mut u8, src: *const u8, n: usize) {
 #[target_feature(enable = "sse4.1")]
 pub unsafe fn load_sse41(dst: *mut u8, src: *const u8, n: usize) {
     let (mut d, mut s, mut n) = (dst, src, n);
-    // SAFETY (whole body): as in `store_sse41`, with the device range `src..src+n`.
+    // SAFETY: (whole body) as in `store_sse41`, with the device range `src..src+n`.
     unsafe {
         units16!(d, s, n, (s as usize) & 63 != 0, {
             _mm_storeu_si128(d.cast(), _mm_stream_load_si128(s.cast()));
@@ -130,7 +130,7 @@ pub unsafe fn load_sse41(dst: *mut u8, src: *const u8, n: usize) {
 #[target_feature(enable = "avx2")]
 pub unsafe fn store_avx2(dst: *mut u8, src: *const u8, n: usize) {
     let (mut d, mut s, mut n) = (dst, src, n);
-    // SAFETY (whole body): as in `store_sse41`.
+    // SAFETY: (whole body) as in `store_sse41`.
     unsafe {
         units16!(d, s, n, (d as usize) & 63 != 0, {
             _mm_store_si128(d.cast(), _mm_loadu_si128(s.cast()));
@@ -183,7 +183,7 @@ pub unsafe fn store_avx2(dst: *mut u8, src: *const u8, n: usize) {
 #[target_feature(enable = "avx2")]
 pub unsafe fn load_avx2(dst: *mut u8, src: *const u8, n: usize) {
     let (mut d, mut s, mut n) = (dst, src, n);
-    // SAFETY (whole body): as in `load_sse41`.
+    // SAFETY: (whole body) as in `load_sse41`.
     unsafe {
         units16!(d, s, n, (s as usize) & 63 != 0, {
             _mm_storeu_si128(d.cast(), vstream_load16(s));
@@ -223,7 +223,7 @@ pub unsafe fn load_avx2(dst: *mut u8, src: *const u8, n: usize) {
 #[target_feature(enable = "avx512f")]
 pub unsafe fn store_avx512(dst: *mut u8, src: *const u8, n: usize) {
     let (mut d, mut s, mut n) = (dst, src, n);
-    // SAFETY (whole body): as in `store_sse41`.
+    // SAFETY: (whole body) as in `store_sse41`.
     unsafe {
         units16!(d, s, n, (d as usize) & 63 != 0, {
             _mm_store_si128(d.cast(), _mm_loadu_si128(s.cast()));
@@ -297,7 +297,7 @@ pub unsafe fn load_avx512_split(dst: *mut u8, src: *const u8, n: usize) {
 #[target_feature(enable = "avx512f")]
 pub unsafe fn load_avx512(dst: *mut u8, src: *const u8, n: usize) {
     let (mut d, mut s, mut n) = (dst, src, n);
-    // SAFETY (whole body): as in `load_sse41`.
+    // SAFETY: (whole body) as in `load_sse41`.
     unsafe {
         units16!(d, s, n, (s as usize) & 63 != 0, {
             _mm_storeu_si128(d.cast(), vstream_load16(s));
@@ -335,7 +335,7 @@ pub unsafe fn load_avx512(dst: *mut u8, src: *const u8, n: usize) {
 #[target_feature(enable = "avx2")]
 pub unsafe fn store_movdir64b(dst: *mut u8, src: *const u8, n: usize) {
     let (mut d, mut s, mut n) = (dst, src, n);
-    // SAFETY (whole body): as in `store_sse41`. MOVDIR64B reads 64 bytes at `s` (any
+    // SAFETY: (whole body) as in `store_sse41`. MOVDIR64B reads 64 bytes at `s` (any
     // alignment) and writes them to `d`, which is 64-byte aligned here as it requires.
     unsafe {
         units16!(d, s, n, (d as usize) & 63 != 0, {
