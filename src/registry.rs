@@ -7,9 +7,9 @@
 //! the back of a FIFO quarantine and is reused only after [`QUARANTINE`] later frees, so a
 //! stale handle almost never aliases a new one.
 
-use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 /// Slots that must be freed after a slot before that slot is reused.
 pub const QUARANTINE: usize = 1024;
@@ -59,7 +59,7 @@ impl<T: Record> Registry<T> {
         Registry {
             slabs: [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_SLABS],
             nslabs: AtomicUsize::new(0),
-            alloc: parking_lot::const_mutex(Alloc {
+            alloc: Mutex::new(Alloc {
                 fresh: 0,
                 quarantine: VecDeque::new(),
             }),
@@ -69,7 +69,7 @@ impl<T: Record> Registry<T> {
     /// A slot to use, as a record reference; `None` when memory is exhausted. The caller
     /// moves the record out of its free state.
     pub fn allocate(&self) -> Option<&'static T> {
-        let mut a = self.alloc.lock();
+        let mut a = self.lock();
         if a.quarantine.len() > QUARANTINE {
             let i = a.quarantine.pop_front()?;
             return Some(self.slot(i));
@@ -97,21 +97,23 @@ impl<T: Record> Registry<T> {
     /// quarantine.
     pub fn release(&self, rec: &'static T) {
         if let Some(i) = self.index_of(rec as *const T as usize) {
-            self.alloc.lock().quarantine.push_back(i);
+            self.lock().quarantine.push_back(i);
         }
     }
 
-    /// Fork `prepare` handler: takes the allocation lock so that no other thread holds it at
-    /// the moment of the fork. Must be followed by [`Registry::after_fork`] in both processes.
-    pub fn before_fork(&self) {
-        std::mem::forget(self.alloc.lock());
+    /// The allocation lock. Nothing panics while holding it, so poisoning carries no meaning
+    /// and is ignored.
+    fn lock(&self) -> MutexGuard<'_, Alloc> {
+        self.alloc.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Fork `parent`/`child` handler: releases the lock [`Registry::before_fork`] took.
-    pub fn after_fork(&self) {
-        // SAFETY: `before_fork` ran in this thread (the forking one, which is also the only
-        // thread of the child) and forgot its guard, so this thread logically owns the lock.
-        unsafe { self.alloc.force_unlock() };
+    /// For a fork `prepare` handler: takes the allocation lock, so that no other thread holds
+    /// it at the moment of the fork; dropping the guard in the `parent` and `child` handlers
+    /// releases it. The lock is std's futex word (no global wait queue, unlike parking_lot),
+    /// so releasing it in the child, where the parent's waiting threads do not exist, touches
+    /// nothing but that word.
+    pub fn hold_for_fork(&'static self) -> ForkGuard {
+        ForkGuard(self.lock())
     }
 
     fn slot(&self, i: usize) -> &'static T {
@@ -215,6 +217,9 @@ enum Probe<T: 'static> {
     /// Not inside the slab.
     Outside,
 }
+
+/// The allocation lock of a registry, held across `fork` (see [`Registry::hold_for_fork`]).
+pub struct ForkGuard(#[allow(dead_code)] MutexGuard<'static, Alloc>);
 
 impl<T: Record> Default for Registry<T> {
     fn default() -> Self {

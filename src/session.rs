@@ -472,14 +472,23 @@ pub fn open() -> Result<usize> {
     open_with(backend::open()?)
 }
 
+thread_local! {
+    /// The registry locks the forking thread holds between the fork handlers.
+    static FORK_HELD: std::cell::RefCell<Vec<crate::registry::ForkGuard>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 extern "C" fn registries_before_fork() {
-    SESSIONS.before_fork();
-    HANDLES.before_fork();
+    let guards = [SESSIONS.hold_for_fork(), HANDLES.hold_for_fork()];
+    FORK_HELD.with(|held| held.borrow_mut().extend(guards));
 }
 
 extern "C" fn registries_after_fork() {
-    HANDLES.after_fork();
-    SESSIONS.after_fork();
+    // Newest first: HANDLES, then SESSIONS.
+    FORK_HELD.with(|held| {
+        let mut held = held.borrow_mut();
+        while held.pop().is_some() {}
+    });
 }
 
 /// Makes the record registries fork-safe once per process: their allocation locks are taken
