@@ -16,6 +16,9 @@ configs=(
     "GDRSIM_DEVICE_MODE=0604 GDRSIM_AS_USER=1"
     "GDRSIM_DMABUF=0 GDRSIM_CUDA_VERSION=12040"
     "GDRSIM_FAIL=GET_VERSION:1:EIO,cuInit:2:999"
+    "GDRSIM_DEVICE_NODE=file GDRSIM_DEVICE_MODE=0640"
+    "GDRSIM_DEVICE_NODE=stale GDRSIM_DEVICE_MAJOR=4095"
+    "GDRSIM_DEVICE_NODE=nodriver GDRSIM_DEVICE_MAJOR=300"
 )
 passed=0
 failed=0
@@ -23,7 +26,7 @@ for c in "${configs[@]}"; do
     echo "== sim-tests ${c:-(defaults)}"
     out=$(env -u GDRSIM_PERSISTENT -u GDRSIM_PROFILE -u GDRSIM_DRIVER_VERSION -u GDRSIM_NO_DEVICE \
         -u GDRSIM_DEVICE_MODE -u GDRSIM_AS_USER -u GDRSIM_DMABUF -u GDRSIM_CUDA_VERSION \
-        -u GDRSIM_FAIL -u GDRSIM_VRAM_SIZE $c timeout 300 "$bin" 2>&1)
+        -u GDRSIM_FAIL -u GDRSIM_VRAM_SIZE -u GDRSIM_DEVICE_NODE -u GDRSIM_DEVICE_MAJOR $c timeout 300 "$bin" 2>&1)
     rc=$?
     echo "$out" | grep -v '^PASS\|^SKIP'
     tally=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -1)

@@ -119,5 +119,8 @@ int t_pin_copy_out_fault(void);
 int t_dmabuf(void);
 int t_passthrough(void);
 int t_stale_fd(void);
+int t_node_stat(void);
+int t_node_stat_passthrough(void);
+int t_node_open(void);
 
 #endif

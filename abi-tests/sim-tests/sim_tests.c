@@ -35,6 +35,9 @@ static const struct test_case cases[] = {
     {"dmabuf", t_dmabuf},
     {"passthrough", t_passthrough},
     {"stale_fd", t_stale_fd},
+    {"node_stat", t_node_stat},
+    {"node_stat_passthrough", t_node_stat_passthrough},
+    {"node_open", t_node_open},
 };
 
 int main(int argc, char **argv)

@@ -20,7 +20,8 @@ int coherent(void) { return env_is("GDRSIM_PROFILE", "coherent"); }
 /* Settings that make the device unusable: most cases skip under them. */
 int device_blocked(void)
 {
-    return env_is("GDRSIM_NO_DEVICE", "1") || getenv("GDRSIM_DEVICE_MODE") || getenv("GDRSIM_FAIL");
+    return env_is("GDRSIM_NO_DEVICE", "1") || getenv("GDRSIM_DEVICE_MODE") || getenv("GDRSIM_FAIL") ||
+           (getenv("GDRSIM_DEVICE_NODE") && !env_is("GDRSIM_DEVICE_NODE", "char"));
 }
 
 /* ---- driver calls: 0 or the errno ---- */

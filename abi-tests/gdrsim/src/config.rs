@@ -21,6 +21,21 @@ pub enum Backing {
     Vulkan,
 }
 
+/// What `/dev/gdrdrv` is (`GDRSIM_DEVICE_NODE`), for the diagnoses a broken install produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    /// A character device with the driver's major: the working node.
+    Char,
+    /// A regular (empty) file where the node should be: it opens, but answers no ioctl.
+    File,
+    /// A character device left over from an earlier load of the module: its major is not
+    /// the driver's (`GDRSIM_DEVICE_MAJOR` + 1), so no driver answers it (open: ENXIO).
+    Stale,
+    /// A character device with the driver's major, but the module is not loaded: no driver
+    /// answers it (open: ENXIO).
+    NoDriver,
+}
+
 /// All settings of one process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -34,6 +49,10 @@ pub struct Config {
     pub no_device: bool,
     /// `GDRSIM_DEVICE_MODE`: permission bits of the device node (owner root).
     pub device_mode: u32,
+    /// `GDRSIM_DEVICE_MAJOR`: the character major the emulated module registered.
+    pub device_major: u32,
+    /// `GDRSIM_DEVICE_NODE`: what the node is.
+    pub device_node: NodeKind,
     /// `GDRSIM_AS_USER`: treat the caller as an unprivileged user even when it is root.
     pub as_user: bool,
     /// `GDRSIM_CUDA_VERSION`: what `cuDriverGetVersion` reports.
@@ -57,6 +76,8 @@ impl Default for Config {
             driver_minor: 6,
             no_device: false,
             device_mode: 0o666,
+            device_major: 237,
+            device_node: NodeKind::Char,
             as_user: false,
             cuda_version: 13050,
             dmabuf: true,
@@ -122,6 +143,29 @@ impl Config {
                 ),
             }
         }
+        if let Some(v) = get("GDRSIM_DEVICE_MAJOR") {
+            match v.trim().parse::<u32>() {
+                Ok(m) if (1..=MAX_MAJOR).contains(&m) => c.device_major = m,
+                _ => bad(
+                    "GDRSIM_DEVICE_MAJOR",
+                    &v,
+                    "expected a major number from 1 to 4095",
+                ),
+            }
+        }
+        if let Some(v) = get("GDRSIM_DEVICE_NODE") {
+            match v.trim() {
+                "char" => c.device_node = NodeKind::Char,
+                "file" => c.device_node = NodeKind::File,
+                "stale" => c.device_node = NodeKind::Stale,
+                "nodriver" => c.device_node = NodeKind::NoDriver,
+                _ => bad(
+                    "GDRSIM_DEVICE_NODE",
+                    &v,
+                    "expected char, file, stale or nodriver",
+                ),
+            }
+        }
         if let Some(v) = get("GDRSIM_AS_USER") {
             match parse_bool(&v) {
                 Some(b) => c.as_user = b,
@@ -168,6 +212,20 @@ impl Config {
             c.dmabuf = false;
         }
         c
+    }
+}
+
+/// The largest major number Linux gives a character device (12 bits).
+pub const MAX_MAJOR: u32 = 4095;
+
+impl Config {
+    /// The major `stat` reports for the node: the driver's, or for a stale node another one.
+    pub fn node_major(&self) -> u32 {
+        match self.device_node {
+            NodeKind::Stale if self.device_major == MAX_MAJOR => MAX_MAJOR - 1,
+            NodeKind::Stale => self.device_major + 1,
+            _ => self.device_major,
+        }
     }
 }
 
@@ -252,8 +310,10 @@ mod tests {
             ("GDRSIM_PROFILE", "arm"),
             ("GDRSIM_DEVICE_MODE", "9"),
             ("GDRSIM_VRAM_SIZE", "12"),
+            ("GDRSIM_DEVICE_MAJOR", "4096"),
+            ("GDRSIM_DEVICE_NODE", "block"),
         ]);
-        assert_eq!(w.len(), 4);
+        assert_eq!(w.len(), 6);
         assert_eq!(c, Config::default());
     }
 
@@ -286,5 +346,30 @@ mod tests {
         assert_eq!(c.vram_size, 256 << 20);
         assert_eq!(c.device_mode, 0o600);
         assert_eq!(parse_size("99999999999T"), None);
+    }
+
+    #[test]
+    fn node_kinds_and_majors() {
+        let (c, w) = cfg(&[]);
+        assert!(w.is_empty());
+        assert_eq!((c.device_node, c.node_major()), (NodeKind::Char, 237));
+        let (c, w) = cfg(&[
+            ("GDRSIM_DEVICE_NODE", "stale"),
+            ("GDRSIM_DEVICE_MAJOR", "300"),
+        ]);
+        assert!(w.is_empty());
+        assert_eq!((c.device_major, c.node_major()), (300, 301));
+        let (c, _) = cfg(&[
+            ("GDRSIM_DEVICE_NODE", "stale"),
+            ("GDRSIM_DEVICE_MAJOR", "4095"),
+        ]);
+        assert_eq!(c.node_major(), 4094);
+        let (c, _) = cfg(&[
+            ("GDRSIM_DEVICE_NODE", "nodriver"),
+            ("GDRSIM_DEVICE_MAJOR", "0"),
+        ]);
+        assert_eq!((c.device_node, c.node_major()), (NodeKind::NoDriver, 237));
+        let (c, _) = cfg(&[("GDRSIM_DEVICE_NODE", " file ")]);
+        assert_eq!(c.device_node, NodeKind::File);
     }
 }

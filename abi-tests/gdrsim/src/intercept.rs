@@ -6,11 +6,12 @@
 //! (the only targets this emulator supports) the first variadic argument travels in the same
 //! register as a fixed one, so this reads exactly what the caller passed.
 
+use crate::config::NodeKind;
 use crate::driver;
+use crate::node::is_device_path;
 use crate::real;
 use crate::state::{Dmabuf, STATE};
 use libc::{c_char, c_int, c_ulong, c_void, mode_t, off_t, size_t};
-use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -63,14 +64,6 @@ fn fail<T>(e: c_int, v: T) -> T {
     v
 }
 
-fn is_device_path(path: *const c_char) -> bool {
-    if path.is_null() {
-        return false;
-    }
-    // SAFETY: open's contract: path is a NUL-terminated string.
-    unsafe { CStr::from_ptr(path) }.to_bytes() == b"/dev/gdrdrv"
-}
-
 /// The seals every emulated device file carries; together with its empty size and (where
 /// `/proc` is mounted) its memfd name they identify a device fd from another process.
 const DEVICE_SEALS: c_int =
@@ -117,6 +110,13 @@ fn device_open(flags: c_int) -> c_int {
         if let Some(e) = crate::fail::check("open") {
             return fail(e, -1);
         }
+        match cfg.device_node {
+            NodeKind::Char => {}
+            // A character device whose major no driver registered: the kernel's chrdev_open
+            // finds nothing to call.
+            NodeKind::Stale | NodeKind::NoDriver => return fail(libc::ENXIO, -1),
+            NodeKind::File => return plain_file_open(flags),
+        }
         let mut mflags = libc::MFD_ALLOW_SEALING;
         if flags & libc::O_CLOEXEC != 0 {
             mflags |= libc::MFD_CLOEXEC;
@@ -140,6 +140,18 @@ fn device_open(flags: c_int) -> c_int {
         set_kind(fd, KIND_DEVICE);
         fd
     })
+}
+
+/// Opens the regular file that `GDRSIM_DEVICE_NODE=file` puts where the node should be: an
+/// empty memfd the driver does not know, so its ioctls give ENOTTY as a real file's do.
+fn plain_file_open(flags: c_int) -> c_int {
+    let mflags = if flags & libc::O_CLOEXEC != 0 {
+        libc::MFD_CLOEXEC
+    } else {
+        0
+    };
+    // SAFETY: the name is a NUL-terminated literal.
+    unsafe { libc::memfd_create(c"gdrdrv-file".as_ptr(), mflags) }
 }
 
 /// `open(2)`.

@@ -1,11 +1,13 @@
 //! The C library's own versions of the calls the emulator interposes, found once with
 //! `dlsym(RTLD_NEXT, ...)`.
 //!
-//! Everything inside the emulator that needs `open`, `ioctl`, `mmap`, `munmap` or `close` must
+//! Everything inside the emulator that needs `open`, `ioctl`, `mmap`, `munmap`, `close` or one
+//! of the `stat` family must
 //! call these wrappers: calling `libc::mmap` directly would bind to the emulator's own exported
 //! `mmap` and re-enter it.
 
-use libc::{c_char, c_int, c_ulong, c_void, mode_t, off_t, size_t};
+use libc::{c_char, c_int, c_uint, c_ulong, c_void, mode_t, off_t, size_t};
+use libc::{stat as Stat, stat64 as Stat64, statx as Statx};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Looks up `name` (NUL-terminated) in the objects loaded after this one, caching the result in
@@ -93,6 +95,46 @@ next_fn!(
 next_fn!(
     /// The C library's `close`.
     close = "close": fn(fd: c_int) -> c_int, fail = -1);
+
+next_fn!(
+    /// The C library's `stat`.
+    stat = "stat": fn(path: *const c_char, buf: *mut Stat) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `stat64`.
+    stat64 = "stat64": fn(path: *const c_char, buf: *mut Stat64) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `lstat`.
+    lstat = "lstat": fn(path: *const c_char, buf: *mut Stat) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `lstat64`.
+    lstat64 = "lstat64": fn(path: *const c_char, buf: *mut Stat64) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `fstatat`.
+    fstatat = "fstatat": fn(dirfd: c_int, path: *const c_char, buf: *mut Stat, flags: c_int) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `fstatat64`.
+    fstatat64 = "fstatat64": fn(dirfd: c_int, path: *const c_char, buf: *mut Stat64, flags: c_int) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `statx`.
+    statx = "statx": fn(dirfd: c_int, path: *const c_char, flags: c_int, mask: c_uint, buf: *mut Statx) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `__xstat` (binaries built against glibc before 2.33).
+    xstat = "__xstat": fn(ver: c_int, path: *const c_char, buf: *mut Stat) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `__xstat64`.
+    xstat64 = "__xstat64": fn(ver: c_int, path: *const c_char, buf: *mut Stat64) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `__lxstat`.
+    lxstat = "__lxstat": fn(ver: c_int, path: *const c_char, buf: *mut Stat) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `__lxstat64`.
+    lxstat64 = "__lxstat64": fn(ver: c_int, path: *const c_char, buf: *mut Stat64) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `__fxstatat`.
+    fxstatat = "__fxstatat": fn(ver: c_int, dirfd: c_int, path: *const c_char, buf: *mut Stat, flags: c_int) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `__fxstatat64`.
+    fxstatat64 = "__fxstatat64": fn(ver: c_int, dirfd: c_int, path: *const c_char, buf: *mut Stat64, flags: c_int) -> c_int, fail = -1);
 
 /// The calling thread's `errno`.
 pub fn errno() -> c_int {

@@ -1,0 +1,323 @@
+//! The `stat` family on `/dev/gdrdrv`: what the emulated node looks like to `stat`, `lstat`,
+//! `fstatat`, `statx` and glibc's older `__xstat` entry points (binaries built before glibc
+//! 2.33 still call those). Any other path goes to the C library after one short byte compare.
+//!
+//! The node is owned by root, has the mode `GDRSIM_DEVICE_MODE` and is what
+//! `GDRSIM_DEVICE_NODE` says (a character device by default, major `GDRSIM_DEVICE_MAJOR`,
+//! minor 0); with `GDRSIM_NO_DEVICE=1` it does not exist (ENOENT).
+
+use crate::config::{self, NodeKind};
+use crate::real;
+use libc::{c_char, c_int, c_uint};
+use libc::{stat as Stat, stat64 as Stat64, statx as Statx};
+
+const DEVICE_PATH: &[u8] = b"/dev/gdrdrv\0";
+
+/// Whether `path` is exactly `/dev/gdrdrv`; stops at the first byte that differs, so other
+/// paths cost a byte or two.
+pub fn is_device_path(path: *const c_char) -> bool {
+    if path.is_null() {
+        return false;
+    }
+    for (i, &want) in DEVICE_PATH.iter().enumerate() {
+        // SAFETY: the caller's path is a NUL-terminated string and we stop at its NUL (or
+        // earlier): every byte read lies within it.
+        let got = unsafe { *path.add(i) } as u8;
+        if got != want {
+            return false;
+        }
+    }
+    true
+}
+
+/// The attributes `stat` reports for the node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attrs {
+    /// File type and permission bits.
+    pub mode: u32,
+    /// Major of `st_rdev` (0 for a regular file).
+    pub rdev_major: u32,
+}
+
+/// The node's attributes, or the errno `stat` gives (ENOENT when there is no node).
+pub fn attrs() -> Result<Attrs, c_int> {
+    let cfg = config::get();
+    if cfg.no_device {
+        return Err(libc::ENOENT);
+    }
+    let perms = cfg.device_mode & 0o7777;
+    Ok(match cfg.device_node {
+        NodeKind::File => Attrs {
+            mode: libc::S_IFREG | perms,
+            rdev_major: 0,
+        },
+        _ => Attrs {
+            mode: libc::S_IFCHR | perms,
+            rdev_major: cfg.node_major(),
+        },
+    })
+}
+
+/// Inode number of the emulated node (any fixed number; devtmpfs numbers are small).
+const NODE_INO: u64 = 0x6472;
+/// `st_dev` of the emulated node: devtmpfs is usually device 0:5.
+const DEVTMPFS_MINOR: u32 = 5;
+
+/// Fills a `struct stat` or `struct stat64` (same field names) for the node.
+macro_rules! fill_stat {
+    ($buf:expr, $a:expr) => {{
+        let a: Attrs = $a;
+        let b = &mut *$buf;
+        // SAFETY (of the caller): `b` points at a writable struct of this type; all-zero is a
+        // valid value of it.
+        *b = std::mem::zeroed();
+        b.st_dev = libc::makedev(0, DEVTMPFS_MINOR) as _;
+        b.st_ino = NODE_INO as _;
+        b.st_nlink = 1;
+        b.st_mode = a.mode as _;
+        b.st_uid = 0;
+        b.st_gid = 0;
+        b.st_rdev = libc::makedev(a.rdev_major, 0) as _;
+        b.st_size = 0;
+        b.st_blksize = 4096;
+        b.st_blocks = 0;
+    }};
+}
+
+fn errno_fail(e: c_int) -> c_int {
+    real::set_errno_value(e);
+    -1
+}
+
+fn guard(f: impl FnOnce() -> c_int) -> c_int {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|_| errno_fail(libc::EIO))
+}
+
+/// Answers a `struct stat` query for the node.
+///
+/// # Safety
+/// `buf` must be null or point at writable storage for a `struct stat`.
+unsafe fn answer_stat(buf: *mut Stat) -> c_int {
+    guard(|| match attrs() {
+        Err(e) => errno_fail(e),
+        Ok(_) if buf.is_null() => errno_fail(libc::EFAULT),
+        // SAFETY: buf is non-null and writable (the caller's contract).
+        Ok(a) => unsafe {
+            fill_stat!(buf, a);
+            0
+        },
+    })
+}
+
+/// Answers a `struct stat64` query for the node.
+///
+/// # Safety
+/// `buf` must be null or point at writable storage for a `struct stat64`.
+unsafe fn answer_stat64(buf: *mut Stat64) -> c_int {
+    guard(|| match attrs() {
+        Err(e) => errno_fail(e),
+        Ok(_) if buf.is_null() => errno_fail(libc::EFAULT),
+        // SAFETY: buf is non-null and writable (the caller's contract).
+        Ok(a) => unsafe {
+            fill_stat!(buf, a);
+            0
+        },
+    })
+}
+
+/// Answers a `statx` query for the node.
+///
+/// # Safety
+/// `buf` must be null or point at writable storage for a `struct statx`.
+unsafe fn answer_statx(buf: *mut Statx) -> c_int {
+    guard(|| match attrs() {
+        Err(e) => errno_fail(e),
+        Ok(_) if buf.is_null() => errno_fail(libc::EFAULT),
+        // SAFETY: buf is non-null and writable (the caller's contract); all-zero is a valid
+        // struct statx.
+        Ok(a) => unsafe {
+            let b = &mut *buf;
+            *b = std::mem::zeroed();
+            b.stx_mask = libc::STATX_BASIC_STATS;
+            b.stx_blksize = 4096;
+            b.stx_nlink = 1;
+            b.stx_uid = 0;
+            b.stx_gid = 0;
+            b.stx_mode = a.mode as u16;
+            b.stx_ino = NODE_INO;
+            b.stx_size = 0;
+            b.stx_blocks = 0;
+            b.stx_rdev_major = a.rdev_major;
+            b.stx_rdev_minor = 0;
+            b.stx_dev_major = 0;
+            b.stx_dev_minor = DEVTMPFS_MINOR;
+            0
+        },
+    })
+}
+
+/// `stat(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut Stat) -> c_int {
+    if is_device_path(path) {
+        return answer_stat(buf);
+    }
+    real::stat(path, buf)
+}
+
+/// `stat64(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut Stat64) -> c_int {
+    if is_device_path(path) {
+        return answer_stat64(buf);
+    }
+    real::stat64(path, buf)
+}
+
+/// `lstat(2)`: the node is not a symbolic link, so the same answer as `stat`.
+#[no_mangle]
+pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut Stat) -> c_int {
+    if is_device_path(path) {
+        return answer_stat(buf);
+    }
+    real::lstat(path, buf)
+}
+
+/// `lstat64(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut Stat64) -> c_int {
+    if is_device_path(path) {
+        return answer_stat64(buf);
+    }
+    real::lstat64(path, buf)
+}
+
+/// `fstatat(2)` (the `newfstatat` system call); the node is recognised by its absolute path.
+#[no_mangle]
+pub unsafe extern "C" fn fstatat(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut Stat,
+    flags: c_int,
+) -> c_int {
+    if is_device_path(path) {
+        return answer_stat(buf);
+    }
+    real::fstatat(dirfd, path, buf, flags)
+}
+
+/// `fstatat64(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn fstatat64(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut Stat64,
+    flags: c_int,
+) -> c_int {
+    if is_device_path(path) {
+        return answer_stat64(buf);
+    }
+    real::fstatat64(dirfd, path, buf, flags)
+}
+
+/// `statx(2)`; Rust's `std::fs::metadata` asks this one first.
+#[no_mangle]
+pub unsafe extern "C" fn statx(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mask: c_uint,
+    buf: *mut Statx,
+) -> c_int {
+    if is_device_path(path) {
+        return answer_statx(buf);
+    }
+    real::statx(dirfd, path, flags, mask, buf)
+}
+
+/// glibc's `__xstat` (what `stat` compiled to before glibc 2.33).
+#[no_mangle]
+pub unsafe extern "C" fn __xstat(ver: c_int, path: *const c_char, buf: *mut Stat) -> c_int {
+    if is_device_path(path) {
+        return answer_stat(buf);
+    }
+    real::xstat(ver, path, buf)
+}
+
+/// glibc's `__xstat64`.
+#[no_mangle]
+pub unsafe extern "C" fn __xstat64(ver: c_int, path: *const c_char, buf: *mut Stat64) -> c_int {
+    if is_device_path(path) {
+        return answer_stat64(buf);
+    }
+    real::xstat64(ver, path, buf)
+}
+
+/// glibc's `__lxstat`.
+#[no_mangle]
+pub unsafe extern "C" fn __lxstat(ver: c_int, path: *const c_char, buf: *mut Stat) -> c_int {
+    if is_device_path(path) {
+        return answer_stat(buf);
+    }
+    real::lxstat(ver, path, buf)
+}
+
+/// glibc's `__lxstat64`.
+#[no_mangle]
+pub unsafe extern "C" fn __lxstat64(ver: c_int, path: *const c_char, buf: *mut Stat64) -> c_int {
+    if is_device_path(path) {
+        return answer_stat64(buf);
+    }
+    real::lxstat64(ver, path, buf)
+}
+
+/// glibc's `__fxstatat`.
+#[no_mangle]
+pub unsafe extern "C" fn __fxstatat(
+    ver: c_int,
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut Stat,
+    flags: c_int,
+) -> c_int {
+    if is_device_path(path) {
+        return answer_stat(buf);
+    }
+    real::fxstatat(ver, dirfd, path, buf, flags)
+}
+
+/// glibc's `__fxstatat64`.
+#[no_mangle]
+pub unsafe extern "C" fn __fxstatat64(
+    ver: c_int,
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut Stat64,
+    flags: c_int,
+) -> c_int {
+    if is_device_path(path) {
+        return answer_stat64(buf);
+    }
+    real::fxstatat64(ver, dirfd, path, buf, flags)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_exact_device_path_matches() {
+        assert!(is_device_path(c"/dev/gdrdrv".as_ptr()));
+        for p in [
+            c"/dev/gdrdrv1",
+            c"/dev/gdrdr",
+            c"dev/gdrdrv",
+            c"",
+            c"/dev/null",
+        ] {
+            assert!(!is_device_path(p.as_ptr()), "{p:?}");
+        }
+        assert!(!is_device_path(std::ptr::null()));
+    }
+}
