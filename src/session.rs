@@ -314,7 +314,7 @@ impl Open {
     /// Refuses use from a process other than the opener (a forked child): such a process
     /// must issue no ioctl or mmap on the inherited fd.
     fn check_process(&self, rec: &SessionRecord) -> Result<()> {
-        let me = sys::getpid();
+        let me = current_pid();
         if me == self.pid {
             return Ok(());
         }
@@ -438,7 +438,7 @@ fn check_opener(rec: &SessionRecord, g: usize) -> Result<()> {
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
         return Err(Error::InvalidHandle);
     }
-    let me = sys::getpid();
+    let me = current_pid();
     if opener != me {
         gdr_err!(
             "gdr_t {:#x} was opened by process {} and cannot be used in process {} (a forked child?): \
@@ -491,22 +491,50 @@ extern "C" fn registries_after_fork() {
     });
 }
 
-/// Makes the record registries fork-safe once per process: their allocation locks are taken
-/// around `fork`, so a child never inherits one held by a thread that does not exist there.
-fn register_fork_handlers() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if let Err(e) = sys::at_fork(
+extern "C" fn child_after_fork() {
+    PID.store(0, Ordering::Relaxed);
+    registries_after_fork();
+}
+
+/// This process's id as [`current_pid`] caches it; 0 until first asked, and again in a forked
+/// child (the fork handler clears it).
+static PID: AtomicI32 = AtomicI32::new(0);
+
+/// Makes the record registries fork-safe once per process (their allocation locks are taken
+/// around `fork`, so a child never inherits one held by a thread that does not exist there)
+/// and lets [`current_pid`] cache the pid. Returns whether the handlers are in place.
+fn register_fork_handlers() -> bool {
+    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OK.get_or_init(|| {
+        match sys::at_fork(
             registries_before_fork,
             registries_after_fork,
-            registries_after_fork,
+            child_after_fork,
         ) {
-            gdr_warn!(
-                "cannot register fork handlers ({}): gdr_open in a forked child may block",
-                e
-            );
+            Ok(()) => true,
+            Err(e) => {
+                gdr_warn!(
+                    "cannot register fork handlers ({}): gdr_open in a forked child may block",
+                    e
+                );
+                false
+            }
         }
-    });
+    })
+}
+
+/// The calling process's id without a system call on every API call: cached once the fork
+/// handlers, which clear the cache in a child, are in place.
+fn current_pid() -> i32 {
+    let p = PID.load(Ordering::Relaxed);
+    if p != 0 {
+        return p;
+    }
+    let p = sys::getpid();
+    if register_fork_handlers() {
+        PID.store(p, Ordering::Relaxed);
+    }
+    p
 }
 
 /// `gdr_open` on a given backend.
@@ -531,12 +559,12 @@ pub(crate) fn open_with(backend: Box<dyn Backend>) -> Result<usize> {
     let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
     *rec.open.write() = Some(Open {
         backend,
-        pid: sys::getpid(),
+        pid: current_pid(),
         serial,
         page_size,
         handles: Mutex::new(Handles::default()),
     });
-    rec.opener.store(sys::getpid(), Ordering::Release);
+    rec.opener.store(current_pid(), Ordering::Release);
     Ok(rec as *const SessionRecord as usize)
 }
 
@@ -552,7 +580,7 @@ pub fn close(g: usize) -> Result<()> {
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
         return Err(Error::InvalidHandle);
     }
-    if opener != sys::getpid() {
+    if opener != current_pid() {
         return close_foreign(rec, g, opener);
     }
     let mut guard = rec.open.write();
@@ -588,7 +616,7 @@ pub fn close(g: usize) -> Result<()> {
 /// closed (it would otherwise keep the parent's pins alive after the parent closes); the
 /// pins stay with the parent. Returns 0 when the child's copy owned no buffers, else EACCES.
 fn close_foreign(rec: &'static SessionRecord, g: usize, opener: i32) -> Result<()> {
-    let me = sys::getpid();
+    let me = current_pid();
     let Some(mut guard) = rec.open.try_write() else {
         gdr_err!(
             "gdr_close in process {} of gdr_t {:#x}, opened by process {} that was inside a call on it \
