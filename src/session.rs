@@ -75,8 +75,6 @@ pub struct SessionRecord {
 /// A live session.
 struct Open {
     backend: Box<dyn Backend>,
-    /// The process that opened it; any other process is refused.
-    pid: i32,
     /// Unique per `gdr_open`; handle records name their owner by it.
     serial: u64,
     page_size: usize,
@@ -311,23 +309,6 @@ impl Handles {
 }
 
 impl Open {
-    /// Refuses use from a process other than the opener (a forked child): such a process
-    /// must issue no ioctl or mmap on the inherited fd.
-    fn check_process(&self, rec: &SessionRecord) -> Result<()> {
-        let me = current_pid();
-        if me == self.pid {
-            return Ok(());
-        }
-        gdr_err!(
-            "gdr_t {:p} was opened by process {} and cannot be used in process {} (a forked child?): \
-             call gdr_open in this process instead",
-            rec,
-            self.pid,
-            me
-        );
-        Err(Error::ForeignProcess)
-    }
-
     /// The live record behind `mh`, owned by this session.
     fn handle(&self, mh: u64) -> Result<&'static HandleRecord> {
         let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
@@ -452,8 +433,9 @@ fn check_opener(rec: &SessionRecord, g: usize) -> Result<()> {
     Ok(())
 }
 
-/// Runs `f` on the live session behind the `gdr_t` value `g`.
-fn with_session<R>(g: usize, f: impl FnOnce(&SessionRecord, &Open) -> Result<R>) -> Result<R> {
+/// Runs `f` on the live session behind the `gdr_t` value `g`, once [`check_opener`] has
+/// refused a closed session or another process (no lock is taken before that check).
+fn with_session<R>(g: usize, f: impl FnOnce(&Open) -> Result<R>) -> Result<R> {
     let Some(rec) = SESSIONS.lookup(g) else {
         gdr_err!("invalid gdr_t {:#x}: not opened by this library", g);
         return Err(Error::InvalidHandle);
@@ -464,7 +446,7 @@ fn with_session<R>(g: usize, f: impl FnOnce(&SessionRecord, &Open) -> Result<R>)
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
         return Err(Error::InvalidHandle);
     };
-    f(rec, open)
+    f(open)
 }
 
 /// `gdr_open`: opens a backend and returns the new session's address.
@@ -559,7 +541,6 @@ pub(crate) fn open_with(backend: Box<dyn Backend>) -> Result<usize> {
     let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
     *rec.open.write() = Some(Open {
         backend,
-        pid: current_pid(),
         serial,
         page_size,
         handles: Mutex::new(Handles::default()),
@@ -661,8 +642,7 @@ fn close_foreign(rec: &'static SessionRecord, g: usize, opener: i32) -> Result<(
 
 /// `gdr_pin_buffer(_v2)`: pins and returns the new `gdr_mh_t.h`.
 pub fn pin(g: usize, req: &PinRequest) -> Result<u64> {
-    with_session(g, |rec, open| {
-        open.check_process(rec)?;
+    with_session(g, |open| {
         let Some(h) = HANDLES.allocate() else {
             gdr_err!("error while allocating memory");
             return Err(Error::NoMemory);
@@ -724,8 +704,7 @@ impl Drop for Reserved {
 /// `gdr_unpin_buffer`: unmaps if still mapped, unpins, and frees the handle even when the
 /// driver refuses.
 pub fn unpin(g: usize, mh: u64) -> Result<()> {
-    with_session(g, |rec, open| {
-        open.check_process(rec)?;
+    with_session(g, |open| {
         let h = open.handle(mh)?;
         open.release(h, Release::Unpin)
     })
@@ -733,8 +712,7 @@ pub fn unpin(g: usize, mh: u64) -> Result<()> {
 
 /// `gdr_get_callback_flag`.
 pub fn callback_flag(g: usize, mh: u64) -> Result<bool> {
-    with_session(g, |rec, open| {
-        open.check_process(rec)?;
+    with_session(g, |open| {
         let h = open.handle(mh)?;
         open.backend.callback_flag(&h.pin())
     })
@@ -742,8 +720,7 @@ pub fn callback_flag(g: usize, mh: u64) -> Result<bool> {
 
 /// `gdr_get_info_v2` (`legacy` = false) or the legacy v1 `gdr_get_info` (`legacy` = true).
 pub fn info(g: usize, mh: u64, legacy: bool) -> Result<Info> {
-    with_session(g, |rec, open| {
-        open.check_process(rec)?;
+    with_session(g, |open| {
         let h = open.handle(mh)?;
         let m = (h.state.load(Ordering::Acquire) == state::MAPPED).then(|| h.mapping());
         if legacy {
@@ -757,8 +734,7 @@ pub fn info(g: usize, mh: u64, legacy: bool) -> Result<Info> {
 /// `gdr_map_v2`: maps `size` bytes (rounded up to the host page) of the pinned buffer with
 /// the mapping type `flags` asks for; returns the mapping's address.
 pub fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
-    with_session(g, |rec, open| {
-        open.check_process(rec)?;
+    with_session(g, |open| {
         let h = open.handle(mh)?;
         let s = h.state.load(Ordering::Acquire);
         if s == state::MAPPED || s == state::MAPPING {
@@ -810,8 +786,7 @@ pub fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
 /// `gdr_unmap`: `va` and `size` must be the address `gdr_map` returned and the size it was
 /// given (compared after rounding to the host page).
 pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
-    with_session(g, |rec, open| {
-        open.check_process(rec)?;
+    with_session(g, |open| {
         let h = open.handle(mh)?;
         let matches =
             |m: &Mapping| va == m.addr && sys::round_up(size, open.page_size) == Some(m.len);
@@ -962,10 +937,9 @@ fn copy_target_refused(
 
 /// `gdr_get_attribute`.
 pub fn attribute(g: usize, attr: i32) -> Result<i32> {
-    with_session(g, |rec, open| match attr {
+    with_session(g, |open| match attr {
         3 => Ok(i32::from(open.backend.kind() == BackendKind::DmaBuf)),
         1 | 2 => {
-            open.check_process(rec)?;
             let a = if attr == 1 {
                 Attr::UsePersistentMapping
             } else {
@@ -982,10 +956,7 @@ pub fn attribute(g: usize, attr: i32) -> Result<i32> {
 
 /// `gdr_driver_get_version`: `(major, minor)` of the driver behind the session.
 pub fn driver_version(g: usize) -> Result<(i32, i32)> {
-    with_session(g, |rec, open| {
-        open.check_process(rec)?;
-        open.backend.driver_version()
-    })
+    with_session(g, |open| open.backend.driver_version())
 }
 
 #[cfg(test)]
