@@ -67,10 +67,7 @@ const DEVTMPFS_MINOR: u32 = 5;
 macro_rules! fill_stat {
     ($buf:expr, $a:expr) => {{
         let a: Attrs = $a;
-        let b = &mut *$buf;
-        // SAFETY (of the caller): `b` points at a writable struct of this type; all-zero is a
-        // valid value of it.
-        *b = std::mem::zeroed();
+        let b = $buf;
         b.st_dev = libc::makedev(0, DEVTMPFS_MINOR) as _;
         b.st_ino = NODE_INO as _;
         b.st_nlink = 1;
@@ -94,51 +91,55 @@ fn guard(f: impl FnOnce() -> c_int) -> c_int {
         .unwrap_or_else(|_| errno_fail(libc::EIO))
 }
 
-/// Answers a `struct stat` query for the node.
+/// Answers a stat-family query for the node: the errno of [`attrs`] when there is no node,
+/// EFAULT for a NULL buffer, else the buffer zeroed and then completed by `fill`.
 ///
 /// # Safety
-/// `buf` must be null or point at writable storage for a `struct stat`.
-unsafe fn answer_stat(buf: *mut Stat) -> c_int {
+/// `buf` must be null or point at writable storage for a `T`, for which all-zero is a valid
+/// value (true of `struct stat`, `stat64` and `statx`).
+unsafe fn answer<T>(buf: *mut T, fill: impl FnOnce(&mut T, Attrs)) -> c_int {
     guard(|| match attrs() {
         Err(e) => errno_fail(e),
         Ok(_) if buf.is_null() => errno_fail(libc::EFAULT),
-        // SAFETY: buf is non-null and writable (the caller's contract).
-        Ok(a) => unsafe {
-            fill_stat!(buf, a);
+        Ok(a) => {
+            // SAFETY: buf is non-null and writable (the caller's contract), and all-zero is a
+            // valid `T`.
+            let b = unsafe {
+                buf.write(std::mem::zeroed());
+                &mut *buf
+            };
+            fill(b, a);
             0
-        },
+        }
     })
+}
+
+/// Answers a `struct stat` query for the node.
+///
+/// # Safety
+/// As [`answer`].
+unsafe fn answer_stat(buf: *mut Stat) -> c_int {
+    // SAFETY: forwarded caller contract.
+    unsafe { answer(buf, |b, a| fill_stat!(b, a)) }
 }
 
 /// Answers a `struct stat64` query for the node.
 ///
 /// # Safety
-/// `buf` must be null or point at writable storage for a `struct stat64`.
+/// As [`answer`].
 unsafe fn answer_stat64(buf: *mut Stat64) -> c_int {
-    guard(|| match attrs() {
-        Err(e) => errno_fail(e),
-        Ok(_) if buf.is_null() => errno_fail(libc::EFAULT),
-        // SAFETY: buf is non-null and writable (the caller's contract).
-        Ok(a) => unsafe {
-            fill_stat!(buf, a);
-            0
-        },
-    })
+    // SAFETY: forwarded caller contract.
+    unsafe { answer(buf, |b, a| fill_stat!(b, a)) }
 }
 
 /// Answers a `statx` query for the node.
 ///
 /// # Safety
-/// `buf` must be null or point at writable storage for a `struct statx`.
+/// As [`answer`].
 unsafe fn answer_statx(buf: *mut Statx) -> c_int {
-    guard(|| match attrs() {
-        Err(e) => errno_fail(e),
-        Ok(_) if buf.is_null() => errno_fail(libc::EFAULT),
-        // SAFETY: buf is non-null and writable (the caller's contract); all-zero is a valid
-        // struct statx.
-        Ok(a) => unsafe {
-            let b = &mut *buf;
-            *b = std::mem::zeroed();
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        answer(buf, |b, a| {
             b.stx_mask = libc::STATX_BASIC_STATS;
             b.stx_blksize = 4096;
             b.stx_nlink = 1;
@@ -152,9 +153,8 @@ unsafe fn answer_statx(buf: *mut Statx) -> c_int {
             b.stx_rdev_minor = 0;
             b.stx_dev_major = 0;
             b.stx_dev_minor = DEVTMPFS_MINOR;
-            0
-        },
-    })
+        })
+    }
 }
 
 /// `stat(2)`.
