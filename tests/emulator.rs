@@ -127,6 +127,20 @@ fn failing_get_version_is_logged() {
 
 #[test]
 #[ignore = "needs the emulator: run by `make test-core`"]
+fn read_fence_is_off_by_default_and_switched_on_by_the_environment() {
+    let logging = [("GDRCOPY_ENABLE_LOGGING", "1"), ("GDRCOPY_LOG_LEVEL", "2")];
+    let line = "INFO: GDRAPI_READ_FENCE=1: load fence after every read";
+    for (value, on) in [("1", true), ("0", false), ("", false)] {
+        let mut env = logging.to_vec();
+        env.push(("GDRAPI_READ_FENCE", value));
+        env.push(("EXPECT_READ_FENCE", if on { "1" } else { "0" }));
+        let err = run_inner("inner::read_fence", &env);
+        assert_eq!(err.contains(line), on, "GDRAPI_READ_FENCE={value:?}:\n{err}");
+    }
+}
+
+#[test]
+#[ignore = "needs the emulator: run by `make test-core`"]
 fn close_goes_on_past_a_failed_unpin() {
     run_inner("inner::close_past_failures", &[]);
 }
@@ -379,6 +393,40 @@ mod inner {
         assert_eq!(gdr_close(g), 0);
         let c = counters();
         assert_eq!((c.live_pins, c.live_mappings, c.open_files), (0, 0, 0));
+    }
+
+    #[test]
+    #[ignore = "run by the outer tests under the emulator"]
+    fn read_fence() {
+        if !active() {
+            return;
+        }
+        let expect = std::env::var("EXPECT_READ_FENCE").unwrap() == "1";
+        let base = gpu_buffer(1);
+        let g = gdr_open();
+        assert!(!g.is_null());
+        let (rc, mh) = pin2(g, base, GPU_PAGE, 0);
+        assert_eq!(rc, 0);
+        // The switch is read at the first mapping.
+        assert!(!gdrapi::copy::fence::read_fence());
+        let (rc, p) = map(g, mh, GPU_PAGE, 0);
+        assert_eq!(rc, 0);
+        assert_eq!(gdrapi::copy::fence::read_fence(), expect);
+        // Copies are exact either way, on the inline paths and through the kernels.
+        let src: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
+        for (n, off) in [(1, 0), (13, 3), (64, 0), (300, 17), (1023, 5), (4000, 32)] {
+            let mut back = vec![0u8; n];
+            // SAFETY: `off + n` stays inside the 64 KiB mapping and the host buffers.
+            unsafe {
+                let d = p.cast::<u8>().add(off).cast::<c_void>();
+                assert_eq!(gdr_copy_to_mapping(mh, d, src.as_ptr().cast(), n), 0);
+                assert_eq!(gdr_copy_from_mapping(mh, back.as_mut_ptr().cast(), d, n), 0);
+            }
+            assert_eq!(back, src[..n], "n={n} off={off}");
+        }
+        assert_eq!(gdr_unmap(g, mh, p, GPU_PAGE), 0);
+        assert_eq!(gdr_unpin_buffer(g, mh), 0);
+        assert_eq!(gdr_close(g), 0);
     }
 
     #[test]

@@ -1,47 +1,53 @@
 //! Fences after a copy, and the live-mapping counters that decide which one.
 //!
-//! Rules (upstream's, plus one load fence): when mappings of more than one type are live in
-//! the process, every non-empty copy ends with a full fence (`MFENCE` / `DMB SY`). Otherwise a
-//! copy to a write-combining mapping ends with a store fence (`SFENCE` / `DMB ST`) that drains
-//! the write-combining buffers, and a copy *from* one ends with `LFENCE; SFENCE` on x86
-//! (`DMB SY` on aarch64): reads of write-combining memory are weakly ordered and may be
-//! speculative, so without the load fence a later read (of a flag, of the next buffer) could
-//! be satisfied before this copy's reads. Upstream only issues the store fence there; ours is
-//! a superset. Caching and device mappings get no fence unless mappings are mixed.
+//! Rules (upstream's): when mappings of more than one type are live in the process, every
+//! non-empty copy ends with a full fence (`MFENCE` / `DMB SY`); otherwise a copy to or from a
+//! write-combining mapping ends with a store fence (`SFENCE` / `DMB ST`), which drains the
+//! write-combining buffers after stores. Caching and device mappings get no fence unless
+//! mappings are mixed.
 //!
-//! # Why `LFENCE` and not something cheaper
+//! # Ordered reads: `GDRAPI_READ_FENCE=1`
 //!
-//! The guarantee after a copy from a write-combining mapping: a later read sees data no older
-//! than the bytes just copied. Streaming loads (`MOVNTDQA`) from write-combining memory are
-//! weakly ordered, so something must order them before later loads. Candidates, each timed
-//! as the extra cost over a load and a store in a loop on a Xeon (ordinary memory, best of 5):
-//! `SFENCE` +0.1 ns (orders stores only: no help), `LFENCE` +3.8 ns, `LFENCE; SFENCE` +3.8 ns
-//! (the store fence is free once the load fence has drained the pipeline), a locked
-//! read-modify-write of the stack +4.3 ns (and the ordering of weakly ordered loads by locked
-//! instructions is less plainly documented than `LFENCE`'s), `MFENCE` +10.8 ns. `LFENCE`
-//! is the cheapest instruction that gives the guarantee, so it stays. In the library
-//! benchmark on the emulator (ordinary memory) it is the whole remaining gap for small reads:
-//! a 1-byte `gdr_copy_from_mapping` took 14.7 ns with it and 6.1 ns without (upstream, which
-//! issues only `SFENCE`, 4.8 ns). Through a GPU BAR the load latency (about 1 us) dominates
-//! and the fence was within noise.
+//! Reads of write-combining memory are weakly ordered and may be speculative: after a copy
+//! *from* such a mapping, a later read (of a flag, of the next buffer) can be satisfied
+//! before this copy's reads, and upstream gives no guarantee there. Setting the environment
+//! variable [`READ_FENCE_ENV`] to `1` (read once, at the first `gdr_map`) adds `LFENCE`
+//! before the store fence after every such copy (`DMB SY` on aarch64), so that a later read
+//! sees data no older than the bytes just copied. It is off by default because its price
+//! falls on the calls that are meant to be cheapest: `LFENCE` was the cheapest instruction
+//! that gives the guarantee when timed on a Xeon (extra cost over a load and a store in a
+//! loop, ordinary memory, best of 5: `SFENCE` +0.1 ns but no help, `LFENCE` +3.8 ns, a locked
+//! read-modify-write +4.3 ns, `MFENCE` +10.8 ns), and on ordinary memory it doubles a small
+//! read (1 byte: 10.5 against 3.5 ns), whereas through a GPU BAR, where one read costs about
+//! 1 us, it is within noise. Programs that poll a flag in device memory and then read the data
+//! it guards should set it, or order the two reads themselves.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
 
 use parking_lot::Mutex;
 
 use crate::backend::MappingType;
 
-/// Live mappings per type and whether more than one type is live.
+/// The environment variable that turns on the load fence after reads from WC mappings.
+pub const READ_FENCE_ENV: &str = "GDRAPI_READ_FENCE";
+
+/// Flag bit: mappings of more than one type are live.
+const MIXED: u8 = 1;
+/// Flag bit: `GDRAPI_READ_FENCE=1`.
+const READ_FENCE: u8 = 2;
+
+/// Live mappings per type, and the flag word every copy reads once to pick its fence.
 struct Counters {
     live: Mutex<[usize; 4]>,
-    mixed: AtomicBool,
+    flags: AtomicU8,
 }
 
 impl Counters {
     const fn new() -> Counters {
         Counters {
             live: Mutex::new([0; 4]),
-            mixed: AtomicBool::new(false),
+            flags: AtomicU8::new(0),
         }
     }
 
@@ -50,10 +56,18 @@ impl Counters {
         let slot = &mut live[kind as usize];
         *slot = f(*slot);
         let types = live.iter().filter(|&&c| c > 0).count();
-        self.mixed.store(types > 1, Ordering::Release);
+        // Under the lock, so concurrent updates cannot interleave their read and write.
+        if types > 1 {
+            self.flags.fetch_or(MIXED, Ordering::Release);
+        } else {
+            self.flags.fetch_and(!MIXED, Ordering::Release);
+        }
     }
 
     fn created(&self, kind: MappingType) {
+        if read_fence_requested() {
+            self.flags.fetch_or(READ_FENCE, Ordering::Release);
+        }
         self.update(kind, |c| c.saturating_add(1));
     }
 
@@ -62,12 +76,35 @@ impl Counters {
     }
 
     #[inline(always)]
-    fn mixed(&self) -> bool {
-        self.mixed.load(Ordering::Acquire)
+    fn flags(&self) -> u8 {
+        self.flags.load(Ordering::Acquire)
     }
 }
 
 static COUNTERS: Counters = Counters::new();
+
+/// Whether `GDRAPI_READ_FENCE` asks for the load fence (`1`, `yes`, `on` or `true`); read once.
+fn read_fence_requested() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        let v = std::env::var(READ_FENCE_ENV).unwrap_or_default();
+        let on = parse_switch(&v);
+        if on {
+            gdr_info!(
+                "{READ_FENCE_ENV}={v}: load fence after every read from a write-combining mapping"
+            );
+        }
+        on
+    })
+}
+
+/// `1`, `yes`, `on`, `true` (any case, blanks around ignored) are on; anything else is off.
+fn parse_switch(v: &str) -> bool {
+    let v = v.trim();
+    ["1", "yes", "on", "true"]
+        .iter()
+        .any(|w| v.eq_ignore_ascii_case(w))
+}
 
 /// Counts one more live mapping of `kind`.
 pub(crate) fn created(kind: MappingType) {
@@ -82,7 +119,12 @@ pub(crate) fn destroyed(kind: MappingType) {
 /// True when live mappings of more than one type exist.
 #[inline(always)]
 pub fn mixed() -> bool {
-    COUNTERS.mixed()
+    COUNTERS.flags() & MIXED != 0
+}
+
+/// True when the load fence after reads from write-combining mappings is on.
+pub fn read_fence() -> bool {
+    COUNTERS.flags() & READ_FENCE != 0
 }
 
 /// The fence after a device-bound copy to a mapping of `kind`.
@@ -98,10 +140,15 @@ pub(crate) fn after_store(kind: MappingType) {
 /// The fence after a host-bound copy from a mapping of `kind`.
 #[inline(always)]
 pub(crate) fn after_load(kind: MappingType) {
-    if mixed() {
+    let flags = COUNTERS.flags();
+    if flags & MIXED != 0 {
         full();
     } else if kind == MappingType::WriteCombining {
-        load();
+        if flags & READ_FENCE != 0 {
+            load();
+        } else {
+            store();
+        }
     }
 }
 
@@ -139,7 +186,7 @@ pub fn store() {
     std::sync::atomic::fence(Ordering::SeqCst);
 }
 
-/// Load fence after reading write-combining memory (plus upstream's store fence).
+/// Load fence after reading write-combining memory, plus upstream's store fence.
 #[inline(always)]
 pub fn load() {
     #[cfg(target_arch = "x86_64")]
@@ -159,23 +206,34 @@ mod tests {
     #[test]
     fn mixed_follows_live_types() {
         let c = Counters::new();
-        assert!(!c.mixed());
+        assert!(c.flags() & MIXED == 0);
         c.created(MappingType::WriteCombining);
         c.created(MappingType::WriteCombining);
-        assert!(!c.mixed());
+        assert!(c.flags() & MIXED == 0);
         c.created(MappingType::Caching);
-        assert!(c.mixed());
+        assert!(c.flags() & MIXED != 0);
         c.destroyed(MappingType::WriteCombining);
-        assert!(c.mixed());
+        assert!(c.flags() & MIXED != 0);
         c.destroyed(MappingType::WriteCombining);
-        assert!(!c.mixed());
+        assert!(c.flags() & MIXED == 0);
         c.destroyed(MappingType::WriteCombining); // an extra destroy must not underflow
         c.created(MappingType::Device);
-        assert!(c.mixed());
+        assert!(c.flags() & MIXED != 0);
         c.destroyed(MappingType::Device);
-        assert!(!c.mixed());
+        assert!(c.flags() & MIXED == 0);
         c.destroyed(MappingType::Caching);
-        assert!(!c.mixed());
+        assert!(c.flags() & MIXED == 0);
         assert_eq!(*c.live.lock(), [0; 4]);
+        assert_eq!(c.flags() & MIXED, 0);
+    }
+
+    #[test]
+    fn read_fence_switch_values() {
+        for on in ["1", " yes", "ON", "true "] {
+            assert!(parse_switch(on), "{on:?}");
+        }
+        for off in ["", "0", "no", "off", "2", "enable"] {
+            assert!(!parse_switch(off), "{off:?}");
+        }
     }
 }

@@ -9,7 +9,8 @@
 //!   (`MOVNTDQA`); whole lines are stored with streaming stores (or `MOVDIR64B`) from
 //!   [`kernels::STREAM_MIN`] bytes on and with ordinary stores below, which is the same thing
 //!   on write-combining memory and much faster on cached memory (see there). Stores of at most
-//!   64 bytes and loads below 16 bytes are done inline, without any indirect call.
+//!   64 bytes, loads below 16 bytes and, with the AVX2 and AVX-512 families, loads of at most
+//!   1023 bytes (16- and 32-byte streaming loads) are done inline, without any indirect call.
 //! - **Device** (`GDR_MAPPING_TYPE_DEVICE`): naturally aligned device accesses, never wider
 //!   than 8 bytes, in both directions.
 //! - **Caching** (and anything else): plain `memcpy`.
@@ -18,10 +19,11 @@
 //!
 //! After every non-empty copy: a full fence when mappings of more than one type are live in
 //! the process (counted through [`mapping_created`] and [`mapping_destroyed`]); otherwise, for
-//! write-combining mappings, a store fence after stores and a load fence plus a store fence
-//! after loads (reads of write-combining memory are weakly ordered, so the load fence keeps a
-//! later read, of a flag or of the next buffer, from being satisfied before this copy's reads;
-//! upstream only issues the store fence). An empty copy does nothing, not even a fence.
+//! write-combining mappings, a store fence, in both directions, as upstream. With
+//! `GDRAPI_READ_FENCE=1` a load fence precedes it after reads, so that later reads (of a flag,
+//! of the next buffer) cannot be satisfied before this copy's weakly ordered reads (see
+//! [`fence`] for the price and why it is not the default). An empty copy does nothing, not
+//! even a fence.
 //!
 //! # Kernel choice
 //!
@@ -57,9 +59,13 @@ pub use wc::CopyFn;
 use crate::backend::MappingType;
 use access::{FromDev, ToDev};
 
-/// Records that a mapping of `kind` now exists (drives the mixed-mapping fence).
+/// Records that a mapping of `kind` now exists (drives the mixed-mapping fence), and makes
+/// the process-wide kernel choice if it is not made yet.
 pub fn mapping_created(kind: MappingType) {
     fence::created(kind);
+    if kind == MappingType::WriteCombining {
+        select::prepare();
+    }
 }
 
 /// Records that a mapping of `kind` is gone; extra calls never take a count below zero.
@@ -84,7 +90,7 @@ pub unsafe fn to_mapping(kind: MappingType, dev: *mut u8, host: *const u8, n: us
 #[inline]
 pub unsafe fn from_mapping(kind: MappingType, host: *mut u8, dev: *const u8, n: usize) {
     // SAFETY: as in `to_mapping`.
-    unsafe { from_mapping_via(select::load_fn, kind, host, dev, n) }
+    unsafe { from_mapping_via(select::load_fn, select::inline_loads, kind, host, dev, n) }
 }
 
 /// The device-bound copy; `store` gives the write-combining copy, asked only when the inline
@@ -121,10 +127,12 @@ unsafe fn to_mapping_via(
     fence::after_store(kind);
 }
 
-/// The host-bound copy; `load` gives the write-combining copy.
+/// The host-bound copy; `load` gives the write-combining copy, `inline` says whether the
+/// inline streaming-load path may be used for small sizes (both asked only when needed).
 #[inline(always)]
 unsafe fn from_mapping_via(
     load: impl FnOnce() -> CopyFn,
+    inline: impl FnOnce() -> bool,
     kind: MappingType,
     host: *mut u8,
     dev: *const u8,
@@ -138,6 +146,8 @@ unsafe fn from_mapping_via(
         if kind == MappingType::WriteCombining {
             if n < 16 {
                 wc::load_small(host, dev, n)
+            } else if n <= wc::SMALL_LOAD && inline() {
+                wc::load_inline(host, dev, n)
             } else {
                 load()(dev.cast_mut(), host, n)
             }
@@ -191,7 +201,8 @@ impl Engine {
     /// As [`from_mapping`].
     #[inline]
     pub unsafe fn from_mapping(&self, kind: MappingType, host: *mut u8, dev: *const u8, n: usize) {
-        // SAFETY: as in `to_mapping`.
-        unsafe { from_mapping_via(|| self.kernels.load, kind, host, dev, n) }
+        let inline = || self.kernels.load_impl.inline_loads();
+        // SAFETY: as in `to_mapping`; `inline` only where the load family is AVX2 or wider.
+        unsafe { from_mapping_via(|| self.kernels.load, inline, kind, host, dev, n) }
     }
 }

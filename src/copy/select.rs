@@ -5,7 +5,7 @@
 //! the choice on first use, store the chosen functions and forward the call; every later call
 //! is one atomic load and one indirect call, with no feature test and no lock.
 
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 use super::kernels::{self, Bulk};
@@ -97,13 +97,11 @@ impl Impl {
     }
 
     /// The default choice for streaming loads from write-combining memory on this CPU: the
-    /// AVX-512 family where present (AVX2 loads below
-    /// [`LOAD_ZMM_MIN`](super::kernels::x86::LOAD_ZMM_MIN) bytes, `VMOVNTDQA zmm` from there
-    /// on), else AVX2, SSE4.1, NEON. Through the BAR of an H200 host, unfenced back-to-back
-    /// 64-byte reads took 0.35 us with AVX2 or SSE4.1 loads and 0.97 us with AVX-512 ones;
-    /// from 1 KiB on the two were equal, and with this engine's load fence after every copy
-    /// they were within run-to-run noise (10-20%) at every size. On ordinary memory AVX-512
-    /// loads are 25-35% faster than AVX2 from 2 to 16 KiB and equal beyond.
+    /// AVX-512 family where present (`VMOVNTDQA zmm` only from 1 to 32 KiB, AVX2 outside:
+    /// see [`load_avx512_split`](super::kernels::x86::load_avx512_split) for the
+    /// measurements), else AVX2, SSE4.1, NEON. Through the BAR of an H200 host, unfenced
+    /// back-to-back 64-byte reads took 0.35 us with AVX2 or SSE4.1 loads and 0.97 us with
+    /// AVX-512 ones; from 1 KiB on the two were equal.
     pub fn auto_load() -> Impl {
         first_supported(&[Impl::Avx512, Impl::Avx2, Impl::Sse41, Impl::Neon])
     }
@@ -145,6 +143,13 @@ impl Impl {
             store,
             load,
         })
+    }
+
+    /// True when loads of this family may take the inline path of VEX streaming loads
+    /// ([`wc::load_inline`]): the AVX2 and AVX-512 families, whose kernels use those same
+    /// instructions for 16-byte units. Forced `sse41` and `portable` keep their own accesses.
+    pub fn inline_loads(self) -> bool {
+        matches!(self, Impl::Avx2 | Impl::Avx512)
     }
 
     /// Which family's loads this family uses (itself, except store-only `movdir64b`).
@@ -311,12 +316,27 @@ pub fn chosen() -> &'static Kernels {
 
 static STORE: AtomicPtr<()> = AtomicPtr::new(resolve_store as CopyFn as *mut ());
 static LOAD: AtomicPtr<()> = AtomicPtr::new(resolve_load as CopyFn as *mut ());
+/// Whether the chosen load family allows the inline load path; false until installed.
+static INLINE_LOADS: AtomicBool = AtomicBool::new(false);
 
 fn install() -> &'static Kernels {
     let k = chosen();
     STORE.store(k.store as *mut (), Ordering::Release);
     LOAD.store(k.load as *mut (), Ordering::Release);
+    INLINE_LOADS.store(k.load_impl.inline_loads(), Ordering::Release);
     k
+}
+
+/// Makes the process-wide choice now (at the first mapping) rather than at the first copy
+/// that needs the table, so that the inline load path applies from the first small read.
+pub(crate) fn prepare() {
+    let _ = install_or_portable();
+}
+
+/// True when the installed load family allows the inline load path.
+#[inline(always)]
+pub(crate) fn inline_loads() -> bool {
+    INLINE_LOADS.load(Ordering::Relaxed)
 }
 
 /// [`install`], for the resolvers: never panics. Should the choice panic (it reads the

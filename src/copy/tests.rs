@@ -353,10 +353,10 @@ fn device_path_accesses_are_naturally_aligned_and_at_most_8_bytes() {
 
 #[test]
 fn wc_path_accesses_are_naturally_aligned() {
-    let b = Bench::new(400, 23);
+    let b = Bench::new(1200, 23);
     for imp in Impl::supported() {
         let Some(e) = Engine::new(imp) else { continue };
-        for n in 0..=300usize {
+        for n in (0..=300usize).chain([511, 512, 513, 767, 1000, 1022, 1023, 1024, 1025, 1100]) {
             for off in 0..64 {
                 for dir in DIRS {
                     let (dev, host) = (
@@ -376,17 +376,29 @@ fn wc_path_accesses_are_naturally_aligned() {
                             }
                         }
                     });
-                    // The inline small-store path uses aligned 16-byte stores; everything
-                    // else below 16 bytes is at most 8 bytes wide.
-                    let max = if dir == Direction::ToDevice && n <= wc::SMALL {
-                        16
-                    } else {
-                        8
+                    // The inline small-store path uses aligned 16-byte stores, the inline
+                    // load path (AVX2 and AVX-512 families) aligned 16- and 32-byte loads;
+                    // everything else outside a bulk range is at most 8 bytes wide.
+                    let inline_load =
+                        e.kernels().load_impl.inline_loads() && (16..=wc::SMALL_LOAD).contains(&n);
+                    let max = match dir {
+                        Direction::ToDevice if n <= wc::SMALL => 16,
+                        Direction::FromDevice if inline_load => 32,
+                        _ => 8,
                     };
                     let what = format!("WC {imp:?} {dir:?} n={n} off={off}");
                     assert_accesses(&log, dev as usize, n, max, &what);
                     if n < 16 {
                         assert!(log.iter().all(|a| a.len <= 8), "{what}: {log:?}");
+                    }
+                    if inline_load && dir == Direction::FromDevice {
+                        // No indirect call: the whole copy is individual accesses.
+                        assert!(log.iter().all(|a| !a.bulk), "{what}: {log:?}");
+                        // Whole 32-byte units wherever the length allows.
+                        let wide = log.iter().filter(|a| a.len == 32).count();
+                        let aligned32 = (dev as usize).next_multiple_of(32) - dev as usize;
+                        let expect = n.saturating_sub(aligned32) / 32;
+                        assert_eq!(wide, expect, "{what}: {log:?}");
                     }
                 }
             }

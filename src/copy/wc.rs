@@ -5,14 +5,23 @@
 //! `< 16` bytes. Copies below 16 bytes are scalar accesses only.
 //!
 //! Stores of at most [`SMALL`] bytes take an inline path with 16-byte SSE2/NEON stores and no
-//! indirect call at all; so do loads below 16 bytes (scalar accesses only: 16-byte streaming
-//! loads need SSE4.1, which only the dispatch table may assume).
+//! indirect call at all; so do loads below 16 bytes (scalar accesses only), and, when the
+//! chosen load family is AVX2 or wider, loads of at most [`SMALL_LOAD`] bytes
+//! ([`load_inline`]: 16- and 32-byte VEX streaming loads written as inline assembly, which the
+//! compiler needs no target feature for; the caller's flag is what proves the CPU has them).
 
 use super::access::{head, tail, Cursor, Dir, FromDev, ToDev};
 use super::kernels::Bulk;
 
 /// Largest store handled inline, without going through the dispatch table.
 pub(crate) const SMALL: usize = 64;
+
+/// Largest load handled inline (with [`load_inline`]), without going through the table: just
+/// below the size where the AVX-512 family switches to `VMOVNTDQA zmm`. On ordinary memory
+/// (a Xeon, best of 21 batches) this path beat the indirect call to the AVX2 kernel at every
+/// size up to there: 64 bytes 4.9 against 6.9 ns, 256 bytes 5.5 against 8.4 ns, 768 bytes 8.1
+/// against 16 ns.
+pub(crate) const SMALL_LOAD: usize = 1023;
 
 /// A complete write-combining copy in one direction, `fn(dev, host, n)`; what the dispatch
 /// table holds.
@@ -135,6 +144,145 @@ pub(crate) unsafe fn load_small(host: *mut u8, dev: *const u8, n: usize) {
         }
         head::<FromDev, true>(&mut c);
         tail::<FromDev>(&mut c);
+    }
+}
+
+/// One `VMOVNTDQA` streaming load of `N` (16 or 32) bytes from the device and a `VMOVDQU`
+/// store of them to the host.
+///
+/// # Safety
+/// `dev` aligned to `N` and readable for `N` bytes, `host` writable for `N` bytes; the CPU
+/// must support AVX (16) or AVX2 (32). After a 32-byte one the caller must run
+/// [`vzeroupper`] before returning to code that may use legacy SSE instructions.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn stream_load<const N: usize>(host: *mut u8, dev: *const u8) {
+    super::access::trace::record(dev.cast_mut(), N, false);
+    // SAFETY: caller contract. Both instructions are VEX-encoded and touch only the two
+    // ranges and the scratch register.
+    unsafe {
+        if N == 32 {
+            // ymm0 is named literally: code compiled without AVX cannot name a ymm register
+            // class, and the xmm0 clobber covers the register as far as that code can see.
+            core::arch::asm!(
+                "vmovntdqa ymm0, ymmword ptr [{s}]",
+                "vmovdqu ymmword ptr [{d}], ymm0",
+                s = in(reg) dev,
+                d = in(reg) host,
+                out("xmm0") _,
+                options(nostack, preserves_flags),
+            )
+        } else {
+            core::arch::asm!(
+                "vmovntdqa {t}, xmmword ptr [{s}]",
+                "vmovdqu xmmword ptr [{d}], {t}",
+                s = in(reg) dev,
+                d = in(reg) host,
+                t = out(xmm_reg) _,
+                options(nostack, preserves_flags),
+            )
+        }
+    };
+}
+
+/// Four 32-byte streaming loads from the device, then four stores to the host: 128 bytes
+/// with the loads of two whole lines in flight together.
+///
+/// # Safety
+/// `dev` 32-aligned and readable for 128 bytes, `host` writable for 128 bytes; the CPU must
+/// support AVX2, and the caller must run [`vzeroupper`] afterwards.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn stream_load128(host: *mut u8, dev: *const u8) {
+    super::access::trace::record(dev.cast_mut(), 32, false);
+    super::access::trace::record(dev.cast_mut().wrapping_add(32), 32, false);
+    super::access::trace::record(dev.cast_mut().wrapping_add(64), 32, false);
+    super::access::trace::record(dev.cast_mut().wrapping_add(96), 32, false);
+    // SAFETY: caller contract; registers named literally as in `stream_load`.
+    unsafe {
+        core::arch::asm!(
+            "vmovntdqa ymm0, ymmword ptr [{s}]",
+            "vmovntdqa ymm1, ymmword ptr [{s} + 32]",
+            "vmovntdqa ymm2, ymmword ptr [{s} + 64]",
+            "vmovntdqa ymm3, ymmword ptr [{s} + 96]",
+            "vmovdqu ymmword ptr [{d}], ymm0",
+            "vmovdqu ymmword ptr [{d} + 32], ymm1",
+            "vmovdqu ymmword ptr [{d} + 64], ymm2",
+            "vmovdqu ymmword ptr [{d} + 96], ymm3",
+            s = in(reg) dev,
+            d = in(reg) host,
+            out("xmm0") _,
+            out("xmm1") _,
+            out("xmm2") _,
+            out("xmm3") _,
+            options(nostack, preserves_flags),
+        )
+    };
+}
+
+/// `VZEROUPPER`: clears the upper halves of the vector registers after 256-bit code, so that
+/// later legacy SSE code pays no transition.
+///
+/// # Safety
+/// The CPU must support AVX. No live value may be held in a ymm register's upper half (true
+/// in code compiled without AVX, which cannot hold one).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn vzeroupper() {
+    // SAFETY: caller contract.
+    unsafe { core::arch::asm!("vzeroupper", options(nostack, preserves_flags, nomem)) };
+}
+
+/// Inline load path for `16 <= n <= SMALL_LOAD`: scalar head up to 16-byte alignment, one
+/// 16-byte streaming load up to 32-byte alignment, 32-byte streaming loads (four at a time
+/// while 128 bytes remain), then one 16-byte
+/// load and the scalar tail. Every device access is naturally aligned, as in [`copy`], and
+/// the loads of one line are issued back to back, so on write-combining memory they share one
+/// line fill as the kernels' do.
+///
+/// # Safety
+/// As for [`copy`] with `D = FromDev`, `n <= SMALL_LOAD`, and the CPU must support AVX2 (the
+/// caller's flag, set only for the AVX2 and AVX-512 families, proves it).
+#[inline(always)]
+pub(crate) unsafe fn load_inline(host: *mut u8, dev: *const u8, n: usize) {
+    debug_assert!(n <= SMALL_LOAD);
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut c = Cursor {
+            dev: dev.cast_mut(),
+            host,
+            n,
+        };
+        // SAFETY: as in `copy`: after `head` the device cursor is 16-aligned (or `n < 16`),
+        // after the optional 16-byte load it is 32-aligned, and every load fits in `n`.
+        unsafe {
+            head::<FromDev, true>(&mut c);
+            if c.n >= 16 && c.dev as usize & 16 != 0 {
+                stream_load::<16>(c.host, c.dev);
+                c.advance(16);
+            }
+            if c.n >= 32 {
+                while c.n >= 128 {
+                    stream_load128(c.host, c.dev);
+                    c.advance(128);
+                }
+                while c.n >= 32 {
+                    stream_load::<32>(c.host, c.dev);
+                    c.advance(32);
+                }
+                vzeroupper();
+            }
+            if c.n >= 16 {
+                stream_load::<16>(c.host, c.dev);
+                c.advance(16);
+            }
+            tail::<FromDev>(&mut c);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: forwarded; elsewhere the flag is never set, and this is the portable copy.
+    unsafe {
+        copy::<FromDev>(super::kernels::portable::load, dev.cast_mut(), host, n)
     }
 }
 
