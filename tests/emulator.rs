@@ -135,7 +135,11 @@ fn read_fence_is_off_by_default_and_switched_on_by_the_environment() {
         env.push(("GDRAPI_READ_FENCE", value));
         env.push(("EXPECT_READ_FENCE", if on { "1" } else { "0" }));
         let err = run_inner("inner::read_fence", &env);
-        assert_eq!(err.contains(line), on, "GDRAPI_READ_FENCE={value:?}:\n{err}");
+        assert_eq!(
+            err.contains(line),
+            on,
+            "GDRAPI_READ_FENCE={value:?}:\n{err}"
+        );
     }
 }
 
