@@ -122,14 +122,22 @@ fn c_name(bytes: &[c_char]) -> String {
 ///
 /// # Safety
 /// `F` must be the `extern "C"` function pointer type of the entry point `name`.
-unsafe fn instance_fn<F: Copy>(gipa: PFN_vkGetInstanceProcAddr, instance: VkInstance, name: &'static str) -> Result<F> {
-    let c = CString::new(name).map_err(|_| Error::Symbol { name: name.to_owned() })?;
+unsafe fn instance_fn<F: Copy>(
+    gipa: PFN_vkGetInstanceProcAddr,
+    instance: VkInstance,
+    name: &'static str,
+) -> Result<F> {
+    let c = CString::new(name).map_err(|_| Error::Symbol {
+        name: name.to_owned(),
+    })?;
     // SAFETY: `gipa` is the loader's vkGetInstanceProcAddr; `instance` is null or live.
     let p = unsafe { gipa(instance, c.as_ptr()) };
     match p {
         // SAFETY: the caller names the matching type; both are one code pointer wide.
         Some(f) => Ok(unsafe { std::mem::transmute_copy::<unsafe extern "C" fn(), F>(&f) }),
-        None => Err(Error::Symbol { name: name.to_owned() }),
+        None => Err(Error::Symbol {
+            name: name.to_owned(),
+        }),
     }
 }
 
@@ -137,14 +145,22 @@ unsafe fn instance_fn<F: Copy>(gipa: PFN_vkGetInstanceProcAddr, instance: VkInst
 ///
 /// # Safety
 /// As [`instance_fn`], for a live `device`.
-unsafe fn device_fn<F: Copy>(gdpa: PFN_vkGetDeviceProcAddr, device: VkDevice, name: &'static str) -> Result<F> {
-    let c = CString::new(name).map_err(|_| Error::Symbol { name: name.to_owned() })?;
+unsafe fn device_fn<F: Copy>(
+    gdpa: PFN_vkGetDeviceProcAddr,
+    device: VkDevice,
+    name: &'static str,
+) -> Result<F> {
+    let c = CString::new(name).map_err(|_| Error::Symbol {
+        name: name.to_owned(),
+    })?;
     // SAFETY: `gdpa` is the device's vkGetDeviceProcAddr and `device` is live.
     let p = unsafe { gdpa(device, c.as_ptr()) };
     match p {
         // SAFETY: as in `instance_fn`.
         Some(f) => Ok(unsafe { std::mem::transmute_copy::<unsafe extern "C" fn(), F>(&f) }),
-        None => Err(Error::Symbol { name: name.to_owned() }),
+        None => Err(Error::Symbol {
+            name: name.to_owned(),
+        }),
     }
 }
 
@@ -177,7 +193,8 @@ impl VkBar {
         // SAFETY: the loader exports vkGetInstanceProcAddr with exactly this signature.
         let gipa: PFN_vkGetInstanceProcAddr = unsafe { std::mem::transmute(sym) };
         // SAFETY: the type named is vkCreateInstance's.
-        let create_instance: PFN_vkCreateInstance = unsafe { instance_fn(gipa, ptr::null_mut(), "vkCreateInstance")? };
+        let create_instance: PFN_vkCreateInstance =
+            unsafe { instance_fn(gipa, ptr::null_mut(), "vkCreateInstance")? };
 
         let app_name = c"vkbar";
         let app = VkApplicationInfo {
@@ -206,7 +223,8 @@ impl VkBar {
         })?;
         // SAFETY (all instance_fn calls below): each names its entry point's own type.
         // Without vkDestroyInstance the instance can only be leaked.
-        let destroy_instance: PFN_vkDestroyInstance = unsafe { instance_fn(gipa, instance, "vkDestroyInstance")? };
+        let destroy_instance: PFN_vkDestroyInstance =
+            unsafe { instance_fn(gipa, instance, "vkDestroyInstance")? };
         let mut partial = Partial {
             instance,
             destroy_instance,
@@ -224,8 +242,10 @@ impl VkBar {
             unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceMemoryProperties")? };
         let enum_ext: PFN_vkEnumerateDeviceExtensionProperties =
             unsafe { instance_fn(gipa, instance, "vkEnumerateDeviceExtensionProperties")? };
-        let create_device: PFN_vkCreateDevice = unsafe { instance_fn(gipa, instance, "vkCreateDevice")? };
-        let gdpa: PFN_vkGetDeviceProcAddr = unsafe { instance_fn(gipa, instance, "vkGetDeviceProcAddr")? };
+        let create_device: PFN_vkCreateDevice =
+            unsafe { instance_fn(gipa, instance, "vkCreateDevice")? };
+        let gdpa: PFN_vkGetDeviceProcAddr =
+            unsafe { instance_fn(gipa, instance, "vkGetDeviceProcAddr")? };
 
         let mut count = 0u32;
         // SAFETY: a count query with a null array.
@@ -244,15 +264,24 @@ impl VkBar {
         let mut all_props = Vec::with_capacity(phys.len());
         for &p in &phys {
             // SAFETY: all-zero is a valid value of this plain-data struct.
-            let mut props: Box<VkPhysicalDeviceProperties> = Box::new(unsafe { std::mem::zeroed() });
+            let mut props: Box<VkPhysicalDeviceProperties> =
+                Box::new(unsafe { std::mem::zeroed() });
             // SAFETY: `p` is a live physical device; `props` is large enough (see vk.rs).
             unsafe { get_props(p, &mut *props) };
             all_props.push(props);
         }
         let types: Vec<u32> = all_props.iter().map(|p| p.deviceType).collect();
-        let chosen = match std::env::var("VKBAR_DEVICE").ok().and_then(|v| v.parse::<usize>().ok()) {
+        let chosen = match std::env::var("VKBAR_DEVICE")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+        {
             Some(i) if i < phys.len() => i,
-            Some(i) => return Err(Error::Invalid(format!("VKBAR_DEVICE={i}: only {} devices", phys.len()))),
+            Some(i) => {
+                return Err(Error::Invalid(format!(
+                    "VKBAR_DEVICE={i}: only {} devices",
+                    phys.len()
+                )))
+            }
             None => choose_device(&types).ok_or(Error::NoDevice)?,
         };
         let pd = phys[chosen];
@@ -280,7 +309,10 @@ impl VkBar {
         let memory_types: Vec<MemoryType> = (0..ntypes)
             .map(|i| {
                 let t = mp.memoryTypes[i];
-                let heap = mp.memoryHeaps.get(t.heapIndex as usize).map_or(0, |h| h.size);
+                let heap = mp
+                    .memoryHeaps
+                    .get(t.heapIndex as usize)
+                    .map_or(0, |h| h.size);
                 MemoryType {
                     index: i as u32,
                     flags: t.propertyFlags,
@@ -296,7 +328,8 @@ impl VkBar {
             enum_ext(pd, ptr::null(), &mut ecount, ptr::null_mut())
         })?;
         // SAFETY: all-zero is valid for this plain-data struct.
-        let mut exts: Vec<VkExtensionProperties> = (0..ecount).map(|_| unsafe { std::mem::zeroed() }).collect();
+        let mut exts: Vec<VkExtensionProperties> =
+            (0..ecount).map(|_| unsafe { std::mem::zeroed() }).collect();
         // SAFETY: `exts` has room for `ecount` entries.
         check("vkEnumerateDeviceExtensionProperties", unsafe {
             enum_ext(pd, ptr::null(), &mut ecount, exts.as_mut_ptr())
@@ -343,7 +376,8 @@ impl VkBar {
         })?;
         partial.device = device;
         // SAFETY (device_fn calls): each names its entry point's own type; `device` is live.
-        let destroy_device: PFN_vkDestroyDevice = unsafe { device_fn(gdpa, device, "vkDestroyDevice")? };
+        let destroy_device: PFN_vkDestroyDevice =
+            unsafe { device_fn(gdpa, device, "vkDestroyDevice")? };
         partial.destroy_device = Some(destroy_device);
         let fns = Fns {
             destroy_instance,
@@ -373,7 +407,10 @@ impl VkBar {
                 driver_version: props.driverVersion,
                 uuid,
                 memory_types,
-                external_fd: external_fd && enable.iter().any(|c| c.as_bytes() == EXT_EXTERNAL_MEMORY_FD.as_bytes()),
+                external_fd: external_fd
+                    && enable
+                        .iter()
+                        .any(|c| c.as_bytes() == EXT_EXTERNAL_MEMORY_FD.as_bytes()),
             },
             bar_type,
         })
@@ -459,12 +496,20 @@ impl VkBar {
     /// As [`VkBar::import_fd`] for an exported allocation of `len` bytes, but maps only
     /// `map_len` bytes from `offset`: the result's pointer and length describe that range, and
     /// dropping it unmaps the range and frees the imported allocation.
-    pub fn import_fd_range(&self, fd: OwnedFd, len: usize, offset: usize, map_len: usize) -> Result<BarMemory<'_>> {
+    pub fn import_fd_range(
+        &self,
+        fd: OwnedFd,
+        len: usize,
+        offset: usize,
+        map_len: usize,
+    ) -> Result<BarMemory<'_>> {
         if len == 0 || map_len == 0 {
             return Err(Error::Invalid("import of 0 bytes".into()));
         }
         if offset.checked_add(map_len).map_or(true, |end| end > len) {
-            return Err(Error::Invalid(format!("range {offset}+{map_len} past {len} bytes")));
+            return Err(Error::Invalid(format!(
+                "range {offset}+{map_len} past {len} bytes"
+            )));
         }
         if !self.info.external_fd {
             return Err(Error::MissingExtension(EXT_EXTERNAL_MEMORY_FD));
@@ -539,7 +584,9 @@ impl BarMemory<'_> {
         };
         let mut fd = -1;
         // SAFETY: the allocation is live and was made exportable as an opaque fd.
-        check("vkGetMemoryFdKHR", unsafe { f(self.bar.device, &info, &mut fd) })?;
+        check("vkGetMemoryFdKHR", unsafe {
+            f(self.bar.device, &info, &mut fd)
+        })?;
         if fd < 0 {
             return Err(Error::Vulkan {
                 call: "vkGetMemoryFdKHR",
@@ -622,7 +669,10 @@ mod tests {
         // Without any coherent one, the non-coherent BAR type qualifies.
         assert_eq!(choose_memory_type(&types[..3]).map(|m| m.index), Some(2));
         // A cached one is taken when it is all there is (lavapipe: 0xF).
-        assert_eq!(choose_memory_type(&[t(0, 0xF, 1 << 30)]).map(|m| m.index), Some(0));
+        assert_eq!(
+            choose_memory_type(&[t(0, 0xF, 1 << 30)]).map(|m| m.index),
+            Some(0)
+        );
         // Equal candidates: the lowest index.
         assert_eq!(
             choose_memory_type(&[t(0, 0x1, 9), t(1, 0x7, 9), t(2, 0x7, 9)]).map(|m| m.index),
@@ -637,7 +687,10 @@ mod tests {
             Some(1)
         );
         assert_eq!(
-            choose_device(&[PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, PHYSICAL_DEVICE_TYPE_CPU]),
+            choose_device(&[
+                PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU,
+                PHYSICAL_DEVICE_TYPE_CPU
+            ]),
             Some(0)
         );
         assert_eq!(

@@ -182,7 +182,11 @@ mod tests {
 
     #[test]
     fn raw_kernels_only_take_their_direction_alignment_and_width() {
-        unsafe extern "C" fn k(_: *mut std::ffi::c_void, _: *const std::ffi::c_void, _: usize) -> std::ffi::c_int {
+        unsafe extern "C" fn k(
+            _: *mut std::ffi::c_void,
+            _: *const std::ffi::c_void,
+            _: usize,
+        ) -> std::ffi::c_int {
             0
         }
         let r = RawKernel {

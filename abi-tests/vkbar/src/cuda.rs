@@ -41,9 +41,13 @@ struct ExternalMemoryBufferDesc {
 struct Fns {
     ctx_synchronize: unsafe extern "C" fn() -> CuResult,
     primary_release: unsafe extern "C" fn(CuDevice) -> CuResult,
-    import: unsafe extern "C" fn(*mut CuExternalMemory, *const ExternalMemoryHandleDesc) -> CuResult,
-    mapped_buffer:
-        unsafe extern "C" fn(*mut CuDevicePtr, CuExternalMemory, *const ExternalMemoryBufferDesc) -> CuResult,
+    import:
+        unsafe extern "C" fn(*mut CuExternalMemory, *const ExternalMemoryHandleDesc) -> CuResult,
+    mapped_buffer: unsafe extern "C" fn(
+        *mut CuDevicePtr,
+        CuExternalMemory,
+        *const ExternalMemoryBufferDesc,
+    ) -> CuResult,
     destroy_external: unsafe extern "C" fn(CuExternalMemory) -> CuResult,
     mem_free: unsafe extern "C" fn(CuDevicePtr) -> CuResult,
     htod: unsafe extern "C" fn(CuDevicePtr, *const c_void, usize) -> CuResult,
@@ -90,15 +94,18 @@ impl Cuda {
         let lib = Library::open(library)?;
         // SAFETY (all `sym` calls): each type is the one `cuda.h` declares for that name.
         let init: unsafe extern "C" fn(c_uint) -> CuResult = unsafe { sym(&lib, "cuInit")? };
-        let count: unsafe extern "C" fn(*mut c_int) -> CuResult = unsafe { sym(&lib, "cuDeviceGetCount")? };
-        let get: unsafe extern "C" fn(*mut CuDevice, c_int) -> CuResult = unsafe { sym(&lib, "cuDeviceGet")? };
+        let count: unsafe extern "C" fn(*mut c_int) -> CuResult =
+            unsafe { sym(&lib, "cuDeviceGetCount")? };
+        let get: unsafe extern "C" fn(*mut CuDevice, c_int) -> CuResult =
+            unsafe { sym(&lib, "cuDeviceGet")? };
         let get_uuid: Option<unsafe extern "C" fn(*mut [u8; 16], CuDevice) -> CuResult> =
             unsafe { sym(&lib, "cuDeviceGetUuid_v2") }
                 .or_else(|_| unsafe { sym(&lib, "cuDeviceGetUuid") })
                 .ok();
         let retain: unsafe extern "C" fn(*mut CuContext, CuDevice) -> CuResult =
             unsafe { sym(&lib, "cuDevicePrimaryCtxRetain")? };
-        let set_current: unsafe extern "C" fn(CuContext) -> CuResult = unsafe { sym(&lib, "cuCtxSetCurrent")? };
+        let set_current: unsafe extern "C" fn(CuContext) -> CuResult =
+            unsafe { sym(&lib, "cuCtxSetCurrent")? };
         let fns = Fns {
             ctx_synchronize: unsafe { sym(&lib, "cuCtxSynchronize")? },
             primary_release: unsafe { sym(&lib, "cuDevicePrimaryCtxRelease_v2") }
@@ -145,7 +152,9 @@ impl Cuda {
         })?;
         let mut ctx: CuContext = std::ptr::null_mut();
         // SAFETY: `device` is valid; `ctx` is writable.
-        ok("cuDevicePrimaryCtxRetain", unsafe { retain(&mut ctx, device) })?;
+        ok("cuDevicePrimaryCtxRetain", unsafe {
+            retain(&mut ctx, device)
+        })?;
         // SAFETY: `ctx` is the retained primary context.
         if let Err(e) = ok("cuCtxSetCurrent", unsafe { set_current(ctx) }) {
             // SAFETY: releases the retain above, once.
@@ -188,7 +197,9 @@ impl Cuda {
         };
         let mut ext: CuExternalMemory = std::ptr::null_mut();
         // SAFETY: `desc` is a complete descriptor; `ext` is writable.
-        ok("cuImportExternalMemory", unsafe { (self.fns.import)(&mut ext, &desc) })?;
+        ok("cuImportExternalMemory", unsafe {
+            (self.fns.import)(&mut ext, &desc)
+        })?;
         // Success: CUDA owns the descriptor now.
         let _ = fd.into_raw_fd();
         let bdesc = ExternalMemoryBufferDesc {
@@ -248,7 +259,10 @@ impl Imported<'_> {
     fn range(&self, offset: usize, n: usize) -> Result<()> {
         match offset.checked_add(n) {
             Some(end) if end <= self.size => Ok(()),
-            _ => Err(Error::Invalid(format!("range {offset}+{n} past {} bytes", self.size))),
+            _ => Err(Error::Invalid(format!(
+                "range {offset}+{n} past {} bytes",
+                self.size
+            ))),
         }
     }
 
@@ -257,7 +271,11 @@ impl Imported<'_> {
         self.range(offset, dst.len())?;
         // SAFETY: the range lies in the mapped buffer and `dst` is writable for its length.
         ok("cuMemcpyDtoH", unsafe {
-            (self.cuda.fns.dtoh)(dst.as_mut_ptr().cast(), self.dptr + offset as u64, dst.len())
+            (self.cuda.fns.dtoh)(
+                dst.as_mut_ptr().cast(),
+                self.dptr + offset as u64,
+                dst.len(),
+            )
         })
     }
 

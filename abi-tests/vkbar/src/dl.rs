@@ -49,11 +49,15 @@ impl Library {
 
     /// The address of symbol `name`, or [`Error::Symbol`] if it is absent.
     pub fn symbol(&self, name: &str) -> Result<*mut c_void> {
-        let c = CString::new(name).map_err(|_| Error::Symbol { name: name.to_owned() })?;
+        let c = CString::new(name).map_err(|_| Error::Symbol {
+            name: name.to_owned(),
+        })?;
         // SAFETY: `handle` is a live dlopen handle (never closed) and `c` is NUL-terminated.
         let p = unsafe { libc::dlsym(self.handle, c.as_ptr()) };
         if p.is_null() {
-            Err(Error::Symbol { name: name.to_owned() })
+            Err(Error::Symbol {
+                name: name.to_owned(),
+            })
         } else {
             Ok(p)
         }

@@ -29,7 +29,10 @@ pub enum Error {
         found: u8,
     },
     /// A system call or file read failed.
-    Io { what: String, source: std::io::Error },
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
 }
 
 /// Shorthand for results of this crate.
@@ -53,7 +56,10 @@ impl fmt::Display for Error {
                 offset,
                 expected,
                 found,
-            } => write!(f, "{what}: byte {offset} is {found:#04x}, expected {expected:#04x}"),
+            } => write!(
+                f,
+                "{what}: byte {offset} is {found:#04x}, expected {expected:#04x}"
+            ),
             Error::Io { what, source } => write!(f, "{what}: {source}"),
         }
     }

@@ -171,7 +171,11 @@ impl Upstream {
                 scalar(dev, host, m, to_dev);
                 (dev, host, n) = (dev.add(m), host.add(m), n - m);
             }
-            let run = |k: Option<Kernel>, len: usize, dev: &mut *mut u8, host: &mut *mut u8, n: &mut usize| {
+            let run = |k: Option<Kernel>,
+                       len: usize,
+                       dev: &mut *mut u8,
+                       host: &mut *mut u8,
+                       n: &mut usize| {
                 if let Some(f) = k {
                     if to_dev {
                         f((*dev).cast(), (*host).cast(), len);
@@ -272,7 +276,14 @@ mod tests {
                 assert!(dev[..off].iter().chain(&dev[off + n..]).all(|&b| b == 0));
                 let mut host = vec![0u8; 96];
                 // SAFETY: as above.
-                unsafe { scalar(src.as_ptr().add(off).cast_mut(), host.as_mut_ptr(), n, false) };
+                unsafe {
+                    scalar(
+                        src.as_ptr().add(off).cast_mut(),
+                        host.as_mut_ptr(),
+                        n,
+                        false,
+                    )
+                };
                 assert_eq!(&host[..n], &src[off..off + n], "from dev off {off} n {n}");
                 assert!(host[n..].iter().all(|&b| b == 0));
             }

@@ -47,7 +47,10 @@ impl CpuView {
     fn range(&self, offset: usize, n: usize) -> Result<()> {
         match offset.checked_add(n) {
             Some(end) if end <= self.len => Ok(()),
-            _ => Err(Error::Invalid(format!("range {offset}+{n} past {} bytes", self.len))),
+            _ => Err(Error::Invalid(format!(
+                "range {offset}+{n} past {} bytes",
+                self.len
+            ))),
         }
     }
 }
@@ -103,7 +106,9 @@ pub unsafe fn check_one(
 ) -> Result<()> {
     let window = (off + n + 64).next_multiple_of(64);
     if window > len {
-        return Err(Error::Invalid(format!("check of {n} bytes at {off} past {len}")));
+        return Err(Error::Invalid(format!(
+            "check of {n} bytes at {off} past {len}"
+        )));
     }
     // To the mapping.
     if c.supports(true, dev as usize + off, n) {
@@ -190,7 +195,10 @@ mod tests {
     #[test]
     fn sweep_lengths_are_dense_then_around_powers_of_two() {
         let v = sweep_lengths(4, 64);
-        assert_eq!(v, vec![0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64]);
+        assert_eq!(
+            v,
+            vec![0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64]
+        );
     }
 
     #[test]
@@ -238,9 +246,12 @@ mod tests {
         // SAFETY: as above.
         let view = unsafe { CpuView::new(buf.as_mut_ptr(), buf.len()) };
         // SAFETY: `buf` is the memory the view sees and outlives both calls.
-        let e = unsafe { check_one(&OffByOne, buf.as_mut_ptr(), 4096, &view, 3, 10, 1) }.unwrap_err();
+        let e =
+            unsafe { check_one(&OffByOne, buf.as_mut_ptr(), 4096, &view, 3, 10, 1) }.unwrap_err();
         assert!(matches!(e, Error::Mismatch { offset: 13, .. }), "{e}");
         // SAFETY: as above.
-        assert!(unsafe { check_one(&OffByOne, buf.as_mut_ptr(), 4096, &view, 0, 5000, 1) }.is_err());
+        assert!(
+            unsafe { check_one(&OffByOne, buf.as_mut_ptr(), 4096, &view, 0, 5000, 1) }.is_err()
+        );
     }
 }

@@ -229,42 +229,61 @@ pub struct VkMemoryGetFdInfoKHR {
 /// `PFN_vkVoidFunction` as returned by the `Get*ProcAddr` functions.
 pub type PFN_vkVoidFunction = Option<unsafe extern "C" fn()>;
 /// `vkGetInstanceProcAddr`.
-pub type PFN_vkGetInstanceProcAddr = unsafe extern "C" fn(VkInstance, *const c_char) -> PFN_vkVoidFunction;
+pub type PFN_vkGetInstanceProcAddr =
+    unsafe extern "C" fn(VkInstance, *const c_char) -> PFN_vkVoidFunction;
 /// `vkGetDeviceProcAddr`.
-pub type PFN_vkGetDeviceProcAddr = unsafe extern "C" fn(VkDevice, *const c_char) -> PFN_vkVoidFunction;
+pub type PFN_vkGetDeviceProcAddr =
+    unsafe extern "C" fn(VkDevice, *const c_char) -> PFN_vkVoidFunction;
 /// `vkCreateInstance`.
 pub type PFN_vkCreateInstance =
     unsafe extern "C" fn(*const VkInstanceCreateInfo, *const c_void, *mut VkInstance) -> VkResult;
 /// `vkDestroyInstance`.
 pub type PFN_vkDestroyInstance = unsafe extern "C" fn(VkInstance, *const c_void);
 /// `vkEnumeratePhysicalDevices`.
-pub type PFN_vkEnumeratePhysicalDevices = unsafe extern "C" fn(VkInstance, *mut u32, *mut VkPhysicalDevice) -> VkResult;
+pub type PFN_vkEnumeratePhysicalDevices =
+    unsafe extern "C" fn(VkInstance, *mut u32, *mut VkPhysicalDevice) -> VkResult;
 /// `vkGetPhysicalDeviceProperties`.
-pub type PFN_vkGetPhysicalDeviceProperties = unsafe extern "C" fn(VkPhysicalDevice, *mut VkPhysicalDeviceProperties);
+pub type PFN_vkGetPhysicalDeviceProperties =
+    unsafe extern "C" fn(VkPhysicalDevice, *mut VkPhysicalDeviceProperties);
 /// `vkGetPhysicalDeviceProperties2`.
-pub type PFN_vkGetPhysicalDeviceProperties2 = unsafe extern "C" fn(VkPhysicalDevice, *mut VkPhysicalDeviceProperties2);
+pub type PFN_vkGetPhysicalDeviceProperties2 =
+    unsafe extern "C" fn(VkPhysicalDevice, *mut VkPhysicalDeviceProperties2);
 /// `vkGetPhysicalDeviceMemoryProperties`.
 pub type PFN_vkGetPhysicalDeviceMemoryProperties =
     unsafe extern "C" fn(VkPhysicalDevice, *mut VkPhysicalDeviceMemoryProperties);
 /// `vkEnumerateDeviceExtensionProperties`.
-pub type PFN_vkEnumerateDeviceExtensionProperties =
-    unsafe extern "C" fn(VkPhysicalDevice, *const c_char, *mut u32, *mut VkExtensionProperties) -> VkResult;
+pub type PFN_vkEnumerateDeviceExtensionProperties = unsafe extern "C" fn(
+    VkPhysicalDevice,
+    *const c_char,
+    *mut u32,
+    *mut VkExtensionProperties,
+) -> VkResult;
 /// `vkCreateDevice`.
-pub type PFN_vkCreateDevice =
-    unsafe extern "C" fn(VkPhysicalDevice, *const VkDeviceCreateInfo, *const c_void, *mut VkDevice) -> VkResult;
+pub type PFN_vkCreateDevice = unsafe extern "C" fn(
+    VkPhysicalDevice,
+    *const VkDeviceCreateInfo,
+    *const c_void,
+    *mut VkDevice,
+) -> VkResult;
 /// `vkDestroyDevice`.
 pub type PFN_vkDestroyDevice = unsafe extern "C" fn(VkDevice, *const c_void);
 /// `vkAllocateMemory`.
-pub type PFN_vkAllocateMemory =
-    unsafe extern "C" fn(VkDevice, *const VkMemoryAllocateInfo, *const c_void, *mut VkDeviceMemory) -> VkResult;
+pub type PFN_vkAllocateMemory = unsafe extern "C" fn(
+    VkDevice,
+    *const VkMemoryAllocateInfo,
+    *const c_void,
+    *mut VkDeviceMemory,
+) -> VkResult;
 /// `vkFreeMemory`.
 pub type PFN_vkFreeMemory = unsafe extern "C" fn(VkDevice, VkDeviceMemory, *const c_void);
 /// `vkMapMemory`.
-pub type PFN_vkMapMemory = unsafe extern "C" fn(VkDevice, VkDeviceMemory, u64, u64, u32, *mut *mut c_void) -> VkResult;
+pub type PFN_vkMapMemory =
+    unsafe extern "C" fn(VkDevice, VkDeviceMemory, u64, u64, u32, *mut *mut c_void) -> VkResult;
 /// `vkUnmapMemory`.
 pub type PFN_vkUnmapMemory = unsafe extern "C" fn(VkDevice, VkDeviceMemory);
 /// `vkGetMemoryFdKHR`.
-pub type PFN_vkGetMemoryFdKHR = unsafe extern "C" fn(VkDevice, *const VkMemoryGetFdInfoKHR, *mut c_int) -> VkResult;
+pub type PFN_vkGetMemoryFdKHR =
+    unsafe extern "C" fn(VkDevice, *const VkMemoryGetFdInfoKHR, *mut c_int) -> VkResult;
 
 #[cfg(test)]
 mod tests {
@@ -275,13 +294,22 @@ mod tests {
     fn layouts_match_the_specification() {
         // Offsets of vulkan_core.h on LP64, the ones a wrong field order would move.
         assert_eq!(offset_of!(VkPhysicalDeviceProperties, deviceName), 20);
-        assert_eq!(offset_of!(VkPhysicalDeviceProperties, pipelineCacheUUID), 276);
+        assert_eq!(
+            offset_of!(VkPhysicalDeviceProperties, pipelineCacheUUID),
+            276
+        );
         assert!(size_of::<VkPhysicalDeviceProperties>() >= 824);
         assert_eq!(offset_of!(VkPhysicalDeviceProperties2, properties), 16);
         assert_eq!(offset_of!(VkPhysicalDeviceIDProperties, deviceUUID), 16);
         assert_eq!(size_of::<VkPhysicalDeviceIDProperties>(), 64);
-        assert_eq!(offset_of!(VkPhysicalDeviceMemoryProperties, memoryHeapCount), 260);
-        assert_eq!(offset_of!(VkPhysicalDeviceMemoryProperties, memoryHeaps), 264);
+        assert_eq!(
+            offset_of!(VkPhysicalDeviceMemoryProperties, memoryHeapCount),
+            260
+        );
+        assert_eq!(
+            offset_of!(VkPhysicalDeviceMemoryProperties, memoryHeaps),
+            264
+        );
         assert_eq!(size_of::<VkPhysicalDeviceMemoryProperties>(), 520);
         assert_eq!(size_of::<VkExtensionProperties>(), 260);
         assert_eq!(offset_of!(VkDeviceCreateInfo, pEnabledFeatures), 64);

@@ -13,8 +13,9 @@ use vkbar::vk::{MEMORY_PROPERTY_DEVICE_LOCAL, MEMORY_PROPERTY_HOST_VISIBLE};
 use vkbar::{pattern, smaps};
 
 fn open() -> VkBar {
-    VkBar::open()
-        .unwrap_or_else(|e| panic!("no usable Vulkan device ({e}); install libvulkan1 and mesa-vulkan-drivers"))
+    VkBar::open().unwrap_or_else(|e| {
+        panic!("no usable Vulkan device ({e}); install libvulkan1 and mesa-vulkan-drivers")
+    })
 }
 
 #[test]
@@ -50,7 +51,9 @@ fn bad_requests_are_errors() {
     let plain = vk.allocate(4096, false).expect("allocate");
     assert!(matches!(plain.export_fd(), Err(Error::MissingExtension(_))));
     if vk.info().external_fd {
-        let fd: OwnedFd = std::fs::File::open("/dev/null").expect("open /dev/null").into();
+        let fd: OwnedFd = std::fs::File::open("/dev/null")
+            .expect("open /dev/null")
+            .into();
         assert!(matches!(vk.import_fd(fd, 0), Err(Error::Invalid(_))));
     }
 }
@@ -58,10 +61,15 @@ fn bad_requests_are_errors() {
 #[test]
 fn exported_fd_gives_a_second_mapping_of_the_same_bytes() {
     let vk = open();
-    assert!(vk.info().external_fd, "the device offers no VK_KHR_external_memory_fd");
+    assert!(
+        vk.info().external_fd,
+        "the device offers no VK_KHR_external_memory_fd"
+    );
     let len = 256 << 10;
     let mem = vk.allocate(len, true).expect("exportable allocation");
-    let second = vk.import_fd(mem.export_fd().expect("export"), len).expect("re-import");
+    let second = vk
+        .import_fd(mem.export_fd().expect("export"), len)
+        .expect("re-import");
     assert_ne!(second.as_ptr(), mem.as_ptr());
     // SAFETY: `second` outlives the view.
     let view = unsafe { CpuView::new(second.as_ptr(), second.len()) };
@@ -84,7 +92,8 @@ fn exported_fd_gives_a_second_mapping_of_the_same_bytes() {
     let lengths = verify::sweep_lengths(70, 8192);
     for c in [&eng as &dyn Copier, &Memcpy] {
         // SAFETY: `mem` is live for `len` bytes and the view maps the same memory.
-        let n = unsafe { verify::sweep(c, mem.as_ptr(), len, &view, &offsets, &lengths) }.expect("sweep passes");
+        let n = unsafe { verify::sweep(c, mem.as_ptr(), len, &view, &offsets, &lengths) }
+            .expect("sweep passes");
         assert_eq!(n, offsets.len() * lengths.len());
     }
 }
@@ -93,13 +102,28 @@ fn exported_fd_gives_a_second_mapping_of_the_same_bytes() {
 fn barbench_checks_pass_end_to_end_and_bad_arguments_fail() {
     let exe = env!("CARGO_BIN_EXE_barbench");
     let out = Command::new(exe)
-        .args(["--quick", "--no-cuda", "--check-only", "--alloc", "1M", "--max", "64K"])
+        .args([
+            "--quick",
+            "--no-cuda",
+            "--check-only",
+            "--alloc",
+            "1M",
+            "--max",
+            "64K",
+        ])
         .output()
         .expect("run barbench");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("bar memory type:"), "{text}");
-    assert!(text.contains("read back identical through the second"), "{text}");
+    assert!(
+        text.contains("read back identical through the second"),
+        "{text}"
+    );
     assert!(text.contains("check ours:"), "{text}");
     assert!(text.contains("barbench: checks passed"), "{text}");
 
@@ -108,7 +132,10 @@ fn barbench_checks_pass_end_to_end_and_bad_arguments_fail() {
         .output()
         .expect("run barbench");
     assert_eq!(bad.status.code(), Some(2));
-    let bad = Command::new(exe).arg("--frobnicate").output().expect("run barbench");
+    let bad = Command::new(exe)
+        .arg("--frobnicate")
+        .output()
+        .expect("run barbench");
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown argument"));
 }

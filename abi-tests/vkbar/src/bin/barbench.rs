@@ -71,7 +71,10 @@ fn expand_impls(list: &str) -> Vec<String> {
             .map(|i| i.name().to_owned())
             .collect();
     }
-    list.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect()
+    list.split(',')
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 fn parse_args(args: &[String]) -> Result<Opts> {
@@ -99,8 +102,16 @@ fn parse_args(args: &[String]) -> Result<Opts> {
         match a.as_str() {
             "--alloc" => o.alloc = parse_size(&val()?)?,
             "--max" => o.max = parse_size(&val()?)?,
-            "--reps" => o.reps = val()?.parse().map_err(|_| Error::Invalid("--reps".into()))?,
-            "--sample-ms" => o.sample_ms = val()?.parse().map_err(|_| Error::Invalid("--sample-ms".into()))?,
+            "--reps" => {
+                o.reps = val()?
+                    .parse()
+                    .map_err(|_| Error::Invalid("--reps".into()))?
+            }
+            "--sample-ms" => {
+                o.sample_ms = val()?
+                    .parse()
+                    .map_err(|_| Error::Invalid("--sample-ms".into()))?
+            }
             "--upstream" => o.upstream = Some(val()?),
             "--impls" => o.impls = expand_impls(&val()?),
             "--no-cuda" => o.no_cuda = true,
@@ -114,7 +125,9 @@ fn parse_args(args: &[String]) -> Result<Opts> {
         }
     }
     if o.reps == 0 || o.max == 0 || o.max.checked_mul(2).map_or(true, |m| m > o.alloc) {
-        return Err(Error::Invalid("need --reps >= 1 and 0 < 2 * --max <= --alloc".into()));
+        return Err(Error::Invalid(
+            "need --reps >= 1 and 0 < 2 * --max <= --alloc".into(),
+        ));
     }
     Ok(o)
 }
@@ -169,8 +182,8 @@ struct HostBuf {
 
 impl HostBuf {
     fn new(len: usize, seed: u64) -> Result<HostBuf> {
-        let layout =
-            std::alloc::Layout::from_size_align(len.max(1), 4096).map_err(|e| Error::Invalid(e.to_string()))?;
+        let layout = std::alloc::Layout::from_size_align(len.max(1), 4096)
+            .map_err(|e| Error::Invalid(e.to_string()))?;
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { std::alloc::alloc(layout) };
         if ptr.is_null() {
@@ -515,12 +528,36 @@ fn run(o: &Opts) -> Result<Vec<Row>> {
             copiers.push(Box::new(UpstreamCopy(u)));
             copiers.push(Box::new(LoadFenced(UpstreamCopy(u))));
             let raw = [
-                ("memcpy_uncached_store_sse41", "up:sse41", 16, true, cpu.sse41),
-                ("memcpy_uncached_load_sse41", "up:sse41", 16, false, cpu.sse41),
+                (
+                    "memcpy_uncached_store_sse41",
+                    "up:sse41",
+                    16,
+                    true,
+                    cpu.sse41,
+                ),
+                (
+                    "memcpy_uncached_load_sse41",
+                    "up:sse41",
+                    16,
+                    false,
+                    cpu.sse41,
+                ),
                 ("memcpy_uncached_store_avx2", "up:avx2", 32, true, cpu.avx2),
                 ("memcpy_uncached_load_avx2", "up:avx2", 32, false, cpu.avx2),
-                ("memcpy_uncached_store_avx512", "up:avx512", 64, true, cpu.avx512f),
-                ("memcpy_uncached_load_avx512", "up:avx512", 64, false, cpu.avx512f),
+                (
+                    "memcpy_uncached_store_avx512",
+                    "up:avx512",
+                    64,
+                    true,
+                    cpu.avx512f,
+                ),
+                (
+                    "memcpy_uncached_load_avx512",
+                    "up:avx512",
+                    64,
+                    false,
+                    cpu.avx512f,
+                ),
                 (
                     "memcpy_uncached_store_movdir64b",
                     "up:movdir64b",
@@ -560,7 +597,8 @@ fn run(o: &Opts) -> Result<Vec<Row>> {
         }
         let t0 = Instant::now();
         // SAFETY: `mem` is live for `alloc` bytes and `view` sees the same memory.
-        let count = unsafe { verify::sweep(c.as_ref(), mem.as_ptr(), o.alloc, view, &offsets, &lengths) }?;
+        let count =
+            unsafe { verify::sweep(c.as_ref(), mem.as_ptr(), o.alloc, view, &offsets, &lengths) }?;
         say(&format!(
             "check {}: {count} (offset, length) pairs in both directions match through {} ({:.1} s)",
             c.name(),
@@ -578,7 +616,11 @@ fn run(o: &Opts) -> Result<Vec<Row>> {
         let t0 = Instant::now();
         measure(c.as_ref(), &mem, view, o, &host, &mut rows)?;
         if !worker {
-            say(&format!("timed {} ({:.1} s)", c.name(), t0.elapsed().as_secs_f64()));
+            say(&format!(
+                "timed {} ({:.1} s)",
+                c.name(),
+                t0.elapsed().as_secs_f64()
+            ));
         }
     }
     Ok(rows)
@@ -690,7 +732,10 @@ fn table(rows: &[Row], o: &Opts) {
             }
         }
         say(&head);
-        say(&format!("|{}", "---|".repeat(head.matches('|').count() - 1)));
+        say(&format!(
+            "|{}",
+            "---|".repeat(head.matches('|').count() - 1)
+        ));
         for n in sizes(o.max) {
             let mut line = format!("| {} |", human(n));
             for m in &methods {
@@ -739,7 +784,8 @@ fn main() -> ExitCode {
     match run_workers(&o, &args) {
         Ok(mut w) => {
             // Engine columns first: the default choice, then the forced ones.
-            let (mut ours, others): (Vec<Row>, Vec<Row>) = rows.into_iter().partition(|r| r.method == "ours");
+            let (mut ours, others): (Vec<Row>, Vec<Row>) =
+                rows.into_iter().partition(|r| r.method == "ours");
             ours.append(&mut w);
             ours.extend(others);
             rows = ours;
@@ -809,7 +855,10 @@ mod tests {
             ns: 1234.5,
         };
         let back = Row::from_tsv(&r.tsv()).unwrap();
-        assert_eq!((back.method.as_str(), back.dir, back.size), ("ours:avx2", "from", 4096));
+        assert_eq!(
+            (back.method.as_str(), back.dir, back.size),
+            ("ours:avx2", "from", 4096)
+        );
         assert!((back.ns - 1234.5).abs() < 0.01);
         assert!(Row::from_tsv("x\tsideways\t1\t2").is_none());
         assert!(Row::from_tsv("garbage").is_none());
