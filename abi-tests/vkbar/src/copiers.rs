@@ -138,7 +138,7 @@ impl Copier for RawKernel {
 
 /// Another method followed by `lfence` after each copy from the mapping (copies to the mapping
 /// are not offered): the same work, but no later load may start before the copy's loads have
-/// completed, as with this project's engine, whose load fence includes `lfence`.
+/// completed, as with this project's engine under `GDRAPI_READ_FENCE=1`.
 pub struct LoadFenced<C>(pub C);
 
 impl<C: Copier> Copier for LoadFenced<C> {
