@@ -2,7 +2,12 @@
 //!
 //! Mode 1 (default): every write-combining kernel family this CPU runs, and the process-wide
 //! dispatch, against glibc `memcpy`, in both directions, on a pluggable target buffer
-//! (ordinary memory by default).
+//! (ordinary memory by default). Then, when the CUDA driver (`libcuda.so.1`) and a device are
+//! present, the same tables again on write-combined host memory from `cuMemHostAlloc` with
+//! `CU_MEMHOSTALLOC_WRITECOMBINED`, which the CPU maps much as it maps a BAR (see [`hostwc`]);
+//! otherwise one line says it was skipped and why. `--no-host-wc` leaves it out. On a virtual
+//! machine that memory may read at cached speed: it is not a stand-in for a BAR there (the BAR
+//! numbers come from `barbench`, `make bench-bar`).
 //!
 //! Mode 2 (`--against PATH`): this project's `libgdrapi.so` and another one (such as
 //! upstream's 2.6), both loaded with `dlopen(RTLD_LOCAL)`, each mapping device memory through
@@ -12,6 +17,7 @@
 //! Every point interleaves all methods round by round and reports the best and median batch.
 
 mod gdrlib;
+mod hostwc;
 mod target;
 mod timing;
 
@@ -21,12 +27,13 @@ use std::process::ExitCode;
 use gdrapi::backend::MappingType;
 use gdrapi::copy::{self, Engine, Impl};
 
+use hostwc::HostWc;
 use target::{Plain, Target};
 use timing::{measure, Plan, Sample};
 
 const USAGE: &str = "\
 usage: gdrapi-bench [--quick] [--rounds N] [--batch-us US] [--max BYTES] [--sizes LIST]
-                    [--dev-offset N] [--host-offset N] [--impls LIST]
+                    [--dev-offset N] [--host-offset N] [--impls LIST] [--no-host-wc]
                     [--against OTHER_LIBGDRAPI.so [--ours OUR_LIBGDRAPI.so]]
   --quick         few sizes and rounds (CI smoke test)
   --rounds N      batches per method and point (default 21; quick: 5)
@@ -37,6 +44,9 @@ usage: gdrapi-bench [--quick] [--rounds N] [--batch-us US] [--max BYTES] [--size
   --impls LIST    comma-separated kernel families for mode 1 (default: all supported)
   --sizes LIST    comma-separated sizes instead of the default set
   --kind TYPE     mapping type mode 1 assumes: wc (default), caching or device
+  --no-host-wc    mode 1: skip the second run on CUDA write-combined host memory
+                  (cuMemHostAlloc, CU_MEMHOSTALLOC_WRITECOMBINED; skipped anyway, with
+                  the reason, without libcuda.so.1 or a device)
   --against PATH  mode 2: time this library against ours (run under the emulator's SIM_ENV)
   --ours PATH     our library for mode 2 (default build/lib/libgdrapi.so.2.6)";
 
@@ -50,6 +60,7 @@ struct Opts {
     impls: Option<Vec<Impl>>,
     sizes: Option<Vec<usize>>,
     kind: MappingType,
+    host_wc: bool,
     against: Option<String>,
     ours: String,
 }
@@ -66,7 +77,8 @@ fn parse_size(s: &str) -> Result<usize, String> {
         .map_err(|_| format!("bad size {s:?}"))
 }
 
-fn parse_args() -> Result<Opts, String> {
+/// Parses the arguments after the program name; `Err("")` asks for the usage text alone.
+fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Opts, String> {
     let mut o = Opts {
         quick: false,
         rounds: 0,
@@ -77,10 +89,11 @@ fn parse_args() -> Result<Opts, String> {
         impls: None,
         sizes: None,
         kind: MappingType::WriteCombining,
+        host_wc: true,
         against: None,
         ours: "build/lib/libgdrapi.so.2.6".into(),
     };
-    let mut args = std::env::args().skip(1);
+    let mut args = argv.into_iter();
     while let Some(a) = args.next() {
         let mut val = || args.next().ok_or(format!("{a} needs a value"));
         match a.as_str() {
@@ -111,6 +124,7 @@ fn parse_args() -> Result<Opts, String> {
                     other => return Err(format!("unknown mapping type {other:?}")),
                 }
             }
+            "--no-host-wc" => o.host_wc = false,
             "--against" => o.against = Some(val()?),
             "--ours" => o.ours = val()?,
             "-h" | "--help" => return Err(String::new()),
@@ -327,14 +341,45 @@ fn mode_engines(o: &Opts, target: &dyn Target) -> Result<(), String> {
                 }),
             });
         }
-        let title = if to_dev {
+        let dir = if to_dev {
             "host -> mapping"
         } else {
             "mapping -> host"
         };
-        run_and_print(o, &mut methods, title, "memcpy");
+        let title = format!("{dir}{}", target.tag());
+        run_and_print(o, &mut methods, &title, "memcpy");
     }
     copy::mapping_destroyed(kind);
+    Ok(())
+}
+
+/// Mode 1 on CUDA write-combined host memory, when the driver gives some; otherwise one line
+/// saying why not.
+fn mode_host_wc(o: &Opts) -> Result<(), String> {
+    match HostWc::open(o.max + 8192) {
+        Ok(t) => {
+            println!("\n=== the same on CUDA write-combined host memory (cuMemHostAlloc)");
+            mode_engines(o, &t.with_kind(o.kind))
+        }
+        Err(e) => {
+            println!("\n{}", skipped_line(&e));
+            Ok(())
+        }
+    }
+}
+
+/// The line printed when the write-combined host memory run cannot happen.
+fn skipped_line(why: &hostwc::Unavailable) -> String {
+    format!("CUDA write-combined host memory (cuMemHostAlloc): skipped: {why}")
+}
+
+/// Mode 1: ordinary memory, then (unless `--no-host-wc`) CUDA write-combined host memory.
+fn mode_one(o: &Opts) -> Result<(), String> {
+    let plain = Plain::new(o.max + 8192)?;
+    mode_engines(o, &plain.with_kind(o.kind))?;
+    if o.host_wc {
+        mode_host_wc(o)?;
+    }
     Ok(())
 }
 
@@ -412,7 +457,7 @@ fn mode_against(o: &Opts, other: &str) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let o = match parse_args() {
+    let o = match parse_args(std::env::args().skip(1)) {
         Ok(o) => o,
         Err(e) => {
             if !e.is_empty() {
@@ -424,7 +469,7 @@ fn main() -> ExitCode {
     };
     let result = match &o.against {
         Some(other) => mode_against(&o, other),
-        None => Plain::new(o.max + 8192).and_then(|t| mode_engines(&o, &t.with_kind(o.kind))),
+        None => mode_one(&o),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -446,6 +491,32 @@ mod tests {
         assert_eq!(parse_size("1000003"), Ok(1_000_003));
         assert!(parse_size("12Q").is_err());
         assert!(parse_size("").is_err());
+    }
+
+    fn parse(v: &[&str]) -> Result<Opts, String> {
+        parse_args(v.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn host_wc_runs_by_default_and_no_host_wc_turns_it_off() {
+        let o = parse(&["--quick"]).expect("valid");
+        assert!(o.host_wc);
+        let o = parse(&["--no-host-wc", "--quick"]).expect("valid");
+        assert!(!o.host_wc);
+        assert!(o.quick);
+        assert!(parse(&["--no-host-wc", "--bogus"]).is_err());
+        assert!(parse(&["--no-host-wcx"]).is_err());
+    }
+
+    #[test]
+    fn skipped_line_names_the_missing_driver() {
+        let name = "libcuda-not-here.so.1";
+        let e = HostWc::open_from(name, 4096)
+            .err()
+            .expect("no such library");
+        let line = skipped_line(&e);
+        assert!(line.contains("skipped"), "{line}");
+        assert!(line.contains(name), "{line}");
     }
 
     #[test]

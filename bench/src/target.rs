@@ -1,7 +1,7 @@
 //! Where the "device" side of a timed copy lives. A target hands out one mapping-side buffer
 //! and says which mapping type the copy engine should treat it as; the rest of the benchmark
 //! does not care whether it is plain memory, a mapping made through a libgdrapi (on the
-//! emulator or a real driver), or, later, a Vulkan BAR mapping.
+//! emulator or a real driver), or CUDA write-combined host memory (`crate::hostwc`).
 
 use std::ptr::NonNull;
 
@@ -11,6 +11,11 @@ use gdrapi::backend::MappingType;
 pub trait Target {
     /// Short description for the table header.
     fn describe(&self) -> String;
+    /// Appended to table titles to tell this target's tables from the default one's
+    /// (empty for the default).
+    fn tag(&self) -> &'static str {
+        ""
+    }
     /// Start of the buffer (at least 64-byte aligned).
     fn ptr(&self) -> *mut u8;
     /// Usable length in bytes.
