@@ -1,6 +1,8 @@
 //! The real CUDA driver (`libcuda.so.1`, loaded at run time): imports an opaque fd exported
 //! by Vulkan as a CUDA device pointer and copies through it, so that bytes written through
-//! the BAR can be checked from the GPU's side and the reverse.
+//! the BAR can be checked from the GPU's side and the reverse. It also allocates page-locked
+//! host memory (`cuMemHostAlloc`, write-combined for `barbench --host-wc`) with a device
+//! pointer to the same bytes, checked the same way.
 
 use crate::dl::Library;
 use crate::error::{Error, Result};
@@ -12,6 +14,11 @@ type CuDevice = c_int;
 type CuContext = *mut c_void;
 type CuExternalMemory = *mut c_void;
 type CuDevicePtr = u64;
+
+/// `CU_MEMHOSTALLOC_DEVICEMAP`: the allocation also gets a device pointer.
+pub const MEMHOSTALLOC_DEVICEMAP: c_uint = 0x02;
+/// `CU_MEMHOSTALLOC_WRITECOMBINED`: the CPU maps the allocation write-combining.
+pub const MEMHOSTALLOC_WRITECOMBINED: c_uint = 0x04;
 
 /// `CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD`.
 const EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD: c_uint = 1;
@@ -54,9 +61,17 @@ struct Fns {
     dtoh: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> CuResult,
 }
 
+/// The functions of page-locked host memory, resolved when first needed (the emulator's
+/// real-VRAM mode loads this module without using them).
+struct HostFns {
+    alloc: unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> CuResult,
+    free: unsafe extern "C" fn(*mut c_void) -> CuResult,
+    device_ptr: unsafe extern "C" fn(*mut CuDevicePtr, *mut c_void, c_uint) -> CuResult,
+}
+
 /// The CUDA driver with the primary context of one device current on the calling thread.
 pub struct Cuda {
-    _lib: Library,
+    lib: Library,
     fns: Fns,
     device: CuDevice,
     ordinal: usize,
@@ -162,7 +177,7 @@ impl Cuda {
             return Err(e);
         }
         Ok(Cuda {
-            _lib: lib,
+            lib,
             fns,
             device,
             ordinal,
@@ -232,6 +247,89 @@ impl Cuda {
         // SAFETY: no arguments; the context is current.
         ok("cuCtxSynchronize", unsafe { (self.fns.ctx_synchronize)() })
     }
+
+    /// Allocates `size` bytes of page-locked host memory (`cuMemHostAlloc` with `flags`, which
+    /// must include [`MEMHOSTALLOC_DEVICEMAP`]) and gets its device pointer
+    /// (`cuMemHostGetDevicePointer`).
+    pub fn host_alloc(&self, size: usize, flags: c_uint) -> Result<HostMemory<'_>> {
+        if size == 0 || flags & MEMHOSTALLOC_DEVICEMAP == 0 {
+            return Err(Error::Invalid(format!(
+                "host allocation of {size} bytes with flags {flags:#x} (needs DEVICEMAP)"
+            )));
+        }
+        // SAFETY (all three): each type is the one `cuda.h` declares for that name.
+        let fns = HostFns {
+            alloc: unsafe { sym(&self.lib, "cuMemHostAlloc")? },
+            free: unsafe { sym(&self.lib, "cuMemFreeHost")? },
+            device_ptr: unsafe { sym(&self.lib, "cuMemHostGetDevicePointer_v2")? },
+        };
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `p` is writable; the context is current.
+        ok("cuMemHostAlloc", unsafe {
+            (fns.alloc)(&mut p, size, flags)
+        })?;
+        if p.is_null() {
+            return Err(Error::Invalid("cuMemHostAlloc returned NULL".into()));
+        }
+        // From here on, an error drops `mem`, which frees the allocation.
+        let mut mem = HostMemory {
+            cuda: self,
+            free: fns.free,
+            ptr: p.cast(),
+            dptr: 0,
+            size,
+        };
+        let mut dptr: CuDevicePtr = 0;
+        // SAFETY: `p` is the live allocation; `dptr` is writable; flags must be 0.
+        ok("cuMemHostGetDevicePointer", unsafe {
+            (fns.device_ptr)(&mut dptr, p, 0)
+        })?;
+        mem.dptr = dptr;
+        Ok(mem)
+    }
+
+    /// Copies `dst.len()` bytes at `offset` of the `size`-byte device buffer `dptr` to `dst`
+    /// (`cuMemcpyDtoH`, synchronous).
+    fn read_device(
+        &self,
+        dptr: CuDevicePtr,
+        size: usize,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        in_range(size, offset, dst.len())?;
+        // SAFETY: the range lies in the buffer and `dst` is writable for its length.
+        ok("cuMemcpyDtoH", unsafe {
+            (self.fns.dtoh)(dst.as_mut_ptr().cast(), dptr + offset as u64, dst.len())
+        })
+    }
+
+    /// Copies `src` to `offset` of the `size`-byte device buffer `dptr` (`cuMemcpyHtoD`), then
+    /// synchronises the context.
+    fn write_device(
+        &self,
+        dptr: CuDevicePtr,
+        size: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<()> {
+        in_range(size, offset, src.len())?;
+        // SAFETY: the range lies in the buffer and `src` is readable for its length.
+        ok("cuMemcpyHtoD", unsafe {
+            (self.fns.htod)(dptr + offset as u64, src.as_ptr().cast(), src.len())
+        })?;
+        self.synchronize()
+    }
+}
+
+/// Whether `offset..offset + n` lies within `size` bytes.
+fn in_range(size: usize, offset: usize, n: usize) -> Result<()> {
+    match offset.checked_add(n) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(Error::Invalid(format!(
+            "range {offset}+{n} past {size} bytes"
+        ))),
+    }
 }
 
 impl Drop for Cuda {
@@ -256,37 +354,14 @@ impl Imported<'_> {
         self.dptr
     }
 
-    fn range(&self, offset: usize, n: usize) -> Result<()> {
-        match offset.checked_add(n) {
-            Some(end) if end <= self.size => Ok(()),
-            _ => Err(Error::Invalid(format!(
-                "range {offset}+{n} past {} bytes",
-                self.size
-            ))),
-        }
-    }
-
     /// Copies `dst.len()` bytes at `offset` of the buffer to `dst` (`cuMemcpyDtoH`, synchronous).
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
-        self.range(offset, dst.len())?;
-        // SAFETY: the range lies in the mapped buffer and `dst` is writable for its length.
-        ok("cuMemcpyDtoH", unsafe {
-            (self.cuda.fns.dtoh)(
-                dst.as_mut_ptr().cast(),
-                self.dptr + offset as u64,
-                dst.len(),
-            )
-        })
+        self.cuda.read_device(self.dptr, self.size, offset, dst)
     }
 
     /// Copies `src` to `offset` of the buffer (`cuMemcpyHtoD`), then synchronises the context.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<()> {
-        self.range(offset, src.len())?;
-        // SAFETY: the range lies in the mapped buffer and `src` is readable for its length.
-        ok("cuMemcpyHtoD", unsafe {
-            (self.cuda.fns.htod)(self.dptr + offset as u64, src.as_ptr().cast(), src.len())
-        })?;
-        self.cuda.synchronize()
+        self.cuda.write_device(self.dptr, self.size, offset, src)
     }
 }
 
@@ -298,6 +373,57 @@ impl Drop for Imported<'_> {
             (self.cuda.fns.mem_free)(self.dptr);
             (self.cuda.fns.destroy_external)(self.ext);
         }
+    }
+}
+
+/// Page-locked host memory from `cuMemHostAlloc` with its device pointer, freed on drop.
+pub struct HostMemory<'a> {
+    cuda: &'a Cuda,
+    free: unsafe extern "C" fn(*mut c_void) -> CuResult,
+    ptr: *mut u8,
+    dptr: CuDevicePtr,
+    size: usize,
+}
+
+impl HostMemory<'_> {
+    /// The CPU address of the allocation.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.size
+    }
+
+    /// Whether it is empty (never: [`Cuda::host_alloc`] refuses 0 bytes).
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    /// The device pointer to the same bytes (`cuMemHostGetDevicePointer`).
+    pub fn device_ptr(&self) -> u64 {
+        self.dptr
+    }
+
+    /// Copies `dst.len()` bytes at `offset` to `dst` through the device pointer
+    /// (`cuMemcpyDtoH`, synchronous).
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.cuda.read_device(self.dptr, self.size, offset, dst)
+    }
+
+    /// Copies `src` to `offset` through the device pointer (`cuMemcpyHtoD`), then synchronises
+    /// the context.
+    pub fn write(&self, offset: usize, src: &[u8]) -> Result<()> {
+        self.cuda.write_device(self.dptr, self.size, offset, src)
+    }
+}
+
+impl Drop for HostMemory<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the allocation of `host_alloc`, freed once, while the context that made it
+        // is retained (`cuda` outlives this value).
+        unsafe { (self.free)(self.ptr.cast()) };
     }
 }
 
@@ -314,5 +440,13 @@ mod tests {
         assert_eq!(size_of::<ExternalMemoryHandleDesc>(), 104);
         assert_eq!(offset_of!(ExternalMemoryBufferDesc, flags), 16);
         assert_eq!(size_of::<ExternalMemoryBufferDesc>(), 88);
+    }
+
+    #[test]
+    fn ranges_inside_the_buffer_only() {
+        assert!(in_range(4096, 0, 4096).is_ok());
+        assert!(in_range(4096, 4096, 0).is_ok());
+        assert!(in_range(4096, 1, 4096).is_err());
+        assert!(in_range(4096, usize::MAX, 2).is_err());
     }
 }

@@ -1,9 +1,10 @@
 //! Correctness through a second view of the same memory: bytes a [`Copier`] writes through the
-//! BAR mapping must appear, exactly and nowhere else, when read another way (CUDA's
-//! `cuMemcpyDtoH`, or a second CPU mapping of the re-imported fd), and the reverse.
+//! BAR mapping (or into CUDA host memory) must appear, exactly and nowhere else, when read
+//! another way (CUDA's `cuMemcpyDtoH`, or a second CPU mapping of the re-imported fd), and the
+//! reverse.
 
 use crate::copiers::Copier;
-use crate::cuda::Imported;
+use crate::cuda::{HostMemory, Imported};
 use crate::error::{Error, Result};
 use crate::pattern;
 
@@ -26,6 +27,18 @@ impl View for Imported<'_> {
     }
     fn write(&self, offset: usize, src: &[u8]) -> Result<()> {
         Imported::write(self, offset, src)
+    }
+}
+
+impl View for HostMemory<'_> {
+    fn describe(&self) -> String {
+        "CUDA (cuMemcpyDtoH/HtoD on the cuMemHostGetDevicePointer pointer)".into()
+    }
+    fn read(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        HostMemory::read(self, offset, dst)
+    }
+    fn write(&self, offset: usize, src: &[u8]) -> Result<()> {
+        HostMemory::write(self, offset, src)
     }
 }
 

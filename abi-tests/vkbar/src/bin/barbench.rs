@@ -5,13 +5,19 @@
 //! Steps: device and memory type, `/proc/self/smaps` of the mapping, a second mapping through
 //! the re-imported fd, the CUDA import round trip, a correctness sweep of every copy method
 //! against the GPU's view, then best-of-N timings of each method, size and direction.
+//!
+//! `--host-wc` runs the same checks and timings on CUDA host memory instead, without opening
+//! Vulkan: `cuMemHostAlloc` with `CU_MEMHOSTALLOC_WRITECOMBINED | CU_MEMHOSTALLOC_DEVICEMAP`,
+//! which the CPU maps write-combining much as it maps a BAR, checked through its device pointer
+//! (`cuMemHostGetDevicePointer`). A virtual machine may map it cached: there it reads at cached
+//! speed and is no stand-in for a BAR.
 
 use std::io::Write;
 use std::process::{Command, ExitCode};
 use std::time::Instant;
-use vkbar::bar::{device_type_name, BarMemory, VkBar};
+use vkbar::bar::{device_type_name, VkBar};
 use vkbar::copiers::{Copier, Engine, LoadFenced, Memcpy, RawKernel, UpstreamCopy};
-use vkbar::cuda::Cuda;
+use vkbar::cuda::{Cuda, MEMHOSTALLOC_DEVICEMAP, MEMHOSTALLOC_WRITECOMBINED};
 use vkbar::error::{Error, Result};
 use vkbar::upstream::{CpuFlags, Upstream};
 use vkbar::verify::{self, CpuView, View};
@@ -19,7 +25,7 @@ use vkbar::{pattern, smaps};
 
 const USAGE: &str = "\
 usage: barbench [options]
-  --alloc BYTES      size of the BAR allocation (default 64M)
+  --alloc BYTES      size of the BAR (or --host-wc) allocation (default 64M)
   --max BYTES        largest copy timed (default 16M)
   --reps N           timed samples per point, the best is kept (default 5)
   --sample-ms MS     shortest sample (default 2)
@@ -27,6 +33,9 @@ usage: barbench [options]
   --impls LIST       comma-separated GDRAPI_COPY_IMPL values, one process each, besides
                      the engine's own choice; `auto`: every family this CPU runs
   --no-cuda          skip the CUDA import (checks then use a second CPU mapping)
+  --host-wc          no Vulkan: check and time CUDA write-combined host memory
+                     (cuMemHostAlloc, WRITECOMBINED | DEVICEMAP) instead of the BAR,
+                     checked through its device pointer (needs libcuda.so.1 and a GPU)
   --check-only       stop after the checks
   --workers-only     time only the --impls processes (skip this process's methods)
   --quick            small sweep and sizes (for tests)
@@ -42,6 +51,7 @@ struct Opts {
     upstream: Option<String>,
     impls: Vec<String>,
     no_cuda: bool,
+    host_wc: bool,
     check_only: bool,
     workers_only: bool,
     quick: bool,
@@ -86,6 +96,7 @@ fn parse_args(args: &[String]) -> Result<Opts> {
         upstream: None,
         impls: Vec::new(),
         no_cuda: false,
+        host_wc: false,
         check_only: false,
         workers_only: false,
         quick: false,
@@ -115,6 +126,7 @@ fn parse_args(args: &[String]) -> Result<Opts> {
             "--upstream" => o.upstream = Some(val()?),
             "--impls" => o.impls = expand_impls(&val()?),
             "--no-cuda" => o.no_cuda = true,
+            "--host-wc" => o.host_wc = true,
             "--check-only" => o.check_only = true,
             "--workers-only" => o.workers_only = true,
             "--quick" => o.quick = true,
@@ -124,9 +136,14 @@ fn parse_args(args: &[String]) -> Result<Opts> {
             _ => return Err(Error::Invalid(format!("unknown argument {a:?}\n{USAGE}"))),
         }
     }
-    if o.reps == 0 || o.max == 0 || o.max.checked_mul(2).map_or(true, |m| m > o.alloc) {
+    if o.reps == 0 || o.max == 0 || o.max.checked_mul(2).is_none_or(|m| m > o.alloc) {
         return Err(Error::Invalid(
             "need --reps >= 1 and 0 < 2 * --max <= --alloc".into(),
+        ));
+    }
+    if o.host_wc && o.no_cuda {
+        return Err(Error::Invalid(
+            "--host-wc allocates and checks through CUDA: it cannot go with --no-cuda".into(),
         ));
     }
     Ok(o)
@@ -226,15 +243,41 @@ fn time_best(reps: usize, sample_ms: f64, mut f: impl FnMut()) -> f64 {
     best
 }
 
+/// The memory copies go to and come from: `len` bytes at `ptr` (the BAR mapping, or CUDA host
+/// memory with `--host-wc`).
+#[derive(Clone, Copy, Debug)]
+struct Region {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Region {
+    /// The region of `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// `ptr..ptr + len` must stay a readable and writable mapping, touched by nothing but this
+    /// program's copies and checks, for as long as the region is used.
+    unsafe fn new(ptr: *mut u8, len: usize) -> Region {
+        Region { ptr, len }
+    }
+}
+
+/// Checks, then times, method `c` at every size up to `--max`, both directions, on `mem`.
 fn measure(
     c: &dyn Copier,
-    mem: &BarMemory,
+    mem: Region,
     view: &dyn View,
     o: &Opts,
     host: &HostBuf,
     rows: &mut Vec<Row>,
 ) -> Result<()> {
-    let dev = mem.as_ptr();
+    if o.max > mem.len {
+        return Err(Error::Invalid(format!(
+            "--max {} past the {} bytes of the memory",
+            o.max, mem.len
+        )));
+    }
+    let dev = mem.ptr;
     for &n in &sizes(o.max) {
         for to in [true, false] {
             if !c.supports(to, dev as usize, n) {
@@ -244,7 +287,8 @@ fn measure(
             let seed = n as u64 * 31 + to as u64;
             if to {
                 let src = pattern::bytes(n, seed);
-                // SAFETY: n <= max < alloc bytes of the live mapping; `src` holds n bytes.
+                // SAFETY: n <= max <= the region's bytes (checked above), live by its
+                // contract; `src` holds n bytes.
                 unsafe { c.to_mapping(dev, src.as_ptr(), n) };
                 let mut got = vec![0u8; n];
                 view.read(0, &mut got)?;
@@ -272,7 +316,7 @@ fn measure(
                 }
             }
             let ns = time_best(o.reps, o.sample_ms, || {
-                // SAFETY: the host buffer and the mapping both hold at least `max` bytes.
+                // SAFETY: the host buffer and the region both hold at least `max` bytes.
                 unsafe {
                     if to {
                         c.to_mapping(dev, host.ptr, n)
@@ -332,12 +376,87 @@ fn report_mapping(label: &str, p: *mut u8) {
     }
 }
 
+/// Every step, on the BAR or (`--host-wc`) on CUDA host memory; returns the timings.
 fn run(o: &Opts) -> Result<Vec<Row>> {
-    let worker = o.worker.is_some();
     let cpu = CpuFlags::detect();
-    if !worker {
+    if o.worker.is_none() {
         say(&format!("cpu: {} [{}]", cpu_model(), cpu.describe()));
     }
+    if o.host_wc {
+        run_host_wc(o, cpu)
+    } else {
+        run_bar(o, cpu)
+    }
+}
+
+/// Whole-buffer round trip: CPU -> memory -> CUDA, then CUDA -> memory -> CPU, through `view`
+/// (device pointer `dptr`); `what` names the memory in the report.
+fn round_trip(o: &Opts, mem: Region, view: &dyn View, dptr: u64, what: &str) -> Result<()> {
+    let n = o.alloc.min(mem.len).min(4 << 20);
+    let a = pattern::bytes(n, 1001);
+    let eng = Engine::new("ours");
+    // SAFETY: n bytes of the live region; `a` holds n bytes.
+    unsafe { eng.to_mapping(mem.ptr, a.as_ptr(), n) };
+    let mut got = vec![0u8; n];
+    view.read(0, &mut got)?;
+    let ok1 = got == a;
+    let b = pattern::bytes(n, 2002);
+    view.write(0, &b)?;
+    let mut back = vec![0u8; n];
+    // SAFETY: as above.
+    unsafe { eng.from_mapping(back.as_mut_ptr(), mem.ptr, n) };
+    let ok2 = back == b;
+    if o.worker.is_none() {
+        say(&format!(
+            "cuda round trip ({} KiB, dptr {:#x}): CPU->{what} then cuMemcpyDtoH {}; cuMemcpyHtoD then {what}->CPU {}",
+            n >> 10,
+            dptr,
+            if ok1 { "identical" } else { "DIFFERENT" },
+            if ok2 { "identical" } else { "DIFFERENT" }
+        ));
+    }
+    if !(ok1 && ok2) {
+        return Err(Error::Mismatch {
+            what: "CUDA round trip".into(),
+            offset: 0,
+            expected: 0,
+            found: 0,
+        });
+    }
+    Ok(())
+}
+
+/// `--host-wc`: no Vulkan; write-combined host memory from `cuMemHostAlloc`, checked through
+/// its device pointer.
+fn run_host_wc(o: &Opts, cpu: CpuFlags) -> Result<Vec<Row>> {
+    let worker = o.worker.is_some();
+    let cuda = Cuda::open(None)?;
+    let flags = MEMHOSTALLOC_WRITECOMBINED | MEMHOSTALLOC_DEVICEMAP;
+    let mem = cuda.host_alloc(o.alloc, flags)?;
+    if !worker {
+        say(&format!(
+            "cuda: device {} uuid {}",
+            cuda.ordinal(),
+            cuda.uuid().map(|u| hex(&u)).unwrap_or_else(|| "?".into())
+        ));
+        say(&format!(
+            "allocated {} MiB with cuMemHostAlloc (flags {flags:#x}: WRITECOMBINED | DEVICEMAP) at {:p}, device pointer {:#x}",
+            o.alloc >> 20,
+            mem.as_ptr(),
+            mem.device_ptr()
+        ));
+        report_mapping("smaps of the buffer", mem.as_ptr());
+    }
+    // SAFETY: `mem` stays allocated until the end of this function, after every use of the
+    // region, and nothing else in the process touches it.
+    let region = unsafe { Region::new(mem.as_ptr(), mem.len()) };
+    round_trip(o, region, &mem, mem.device_ptr(), "host-wc")?;
+    run_methods(o, cpu, region, &mem)
+}
+
+/// The Vulkan path: BAR memory, its re-imported second mapping, the CUDA import.
+fn run_bar(o: &Opts, cpu: CpuFlags) -> Result<Vec<Row>> {
+    let worker = o.worker.is_some();
     let vk = VkBar::open()?;
     let info = vk.info();
     let t = vk.bar_type();
@@ -460,41 +579,19 @@ fn run(o: &Opts) -> Result<Vec<Row>> {
         }
     };
 
+    // SAFETY: `mem` (and the second mapping and import that `view` may use) live until the
+    // end of this function, after every use of the region; nothing else touches the memory.
+    let region = unsafe { Region::new(mem.as_ptr(), mem.len()) };
     if let Some(imp) = &imported {
-        // Whole-buffer round trip: CPU -> BAR -> CUDA, then CUDA -> BAR -> CPU.
-        let n = o.alloc.min(4 << 20);
-        let a = pattern::bytes(n, 1001);
-        let eng = Engine::new("ours");
-        // SAFETY: n bytes of the live mapping; `a` holds n bytes.
-        unsafe { eng.to_mapping(mem.as_ptr(), a.as_ptr(), n) };
-        let mut got = vec![0u8; n];
-        imp.read(0, &mut got)?;
-        let ok1 = got == a;
-        let b = pattern::bytes(n, 2002);
-        imp.write(0, &b)?;
-        let mut back = vec![0u8; n];
-        // SAFETY: as above.
-        unsafe { eng.from_mapping(back.as_mut_ptr(), mem.as_ptr(), n) };
-        let ok2 = back == b;
-        if !worker {
-            say(&format!(
-                "cuda round trip ({} KiB, dptr {:#x}): CPU->BAR then cuMemcpyDtoH {}; cuMemcpyHtoD then BAR->CPU {}",
-                n >> 10,
-                imp.device_ptr(),
-                if ok1 { "identical" } else { "DIFFERENT" },
-                if ok2 { "identical" } else { "DIFFERENT" }
-            ));
-        }
-        if !(ok1 && ok2) {
-            return Err(Error::Mismatch {
-                what: "CUDA round trip".into(),
-                offset: 0,
-                expected: 0,
-                found: 0,
-            });
-        }
+        round_trip(o, region, imp, imp.device_ptr(), "BAR")?;
     }
+    run_methods(o, cpu, region, view)
+}
 
+/// What follows the setup, on either memory: upstream's library, the correctness sweep of
+/// every method through `view`, then the timings (none in `--workers-only` or `--check-only`).
+fn run_methods(o: &Opts, cpu: CpuFlags, mem: Region, view: &dyn View) -> Result<Vec<Row>> {
+    let worker = o.worker.is_some();
     if o.workers_only && !worker {
         return Ok(Vec::new());
     }
@@ -596,9 +693,9 @@ fn run(o: &Opts) -> Result<Vec<Row>> {
             continue;
         }
         let t0 = Instant::now();
-        // SAFETY: `mem` is live for `alloc` bytes and `view` sees the same memory.
+        // SAFETY: the region is live (its contract) and `view` sees the same memory.
         let count =
-            unsafe { verify::sweep(c.as_ref(), mem.as_ptr(), o.alloc, view, &offsets, &lengths) }?;
+            unsafe { verify::sweep(c.as_ref(), mem.ptr, mem.len, view, &offsets, &lengths) }?;
         say(&format!(
             "check {}: {count} (offset, length) pairs in both directions match through {} ({:.1} s)",
             c.name(),
@@ -614,7 +711,7 @@ fn run(o: &Opts) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for c in &copiers {
         let t0 = Instant::now();
-        measure(c.as_ref(), &mem, view, o, &host, &mut rows)?;
+        measure(c.as_ref(), mem, view, o, &host, &mut rows)?;
         if !worker {
             say(&format!(
                 "timed {} ({:.1} s)",
@@ -626,6 +723,26 @@ fn run(o: &Opts) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// The arguments of the worker process for family `imp`: this process's own (so the memory,
+/// sizes and `--host-wc` are the same), less what only the parent does, plus `--worker imp`.
+fn worker_args(args: &[String], imp: &str) -> Vec<String> {
+    let mut child_args: Vec<String> = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--impls" | "--upstream" | "--tsv" => {
+                it.next();
+            }
+            "--workers-only" => {}
+            _ => child_args.push(a.clone()),
+        }
+    }
+    child_args.push("--worker".into());
+    child_args.push(imp.to_owned());
+    child_args
+}
+
+/// Runs one worker process per `--impls` family and collects its timings.
 fn run_workers(o: &Opts, args: &[String]) -> Result<Vec<Row>> {
     let exe = std::env::current_exe().map_err(|e| Error::Io {
         what: "current_exe".into(),
@@ -633,19 +750,7 @@ fn run_workers(o: &Opts, args: &[String]) -> Result<Vec<Row>> {
     })?;
     let mut rows = Vec::new();
     for imp in &o.impls {
-        let mut child_args: Vec<String> = Vec::new();
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            match a.as_str() {
-                "--impls" | "--upstream" | "--tsv" => {
-                    it.next();
-                }
-                "--workers-only" => {}
-                _ => child_args.push(a.clone()),
-            }
-        }
-        child_args.push("--worker".into());
-        child_args.push(imp.clone());
+        let child_args = worker_args(args, imp);
         let t0 = Instant::now();
         let out = Command::new(&exe)
             .args(&child_args)
@@ -711,9 +816,14 @@ fn table(rows: &[Row], o: &Opts) {
             .map(|r| r.gbps())
     };
     let ours: Vec<&String> = methods.iter().filter(|m| m.starts_with("ours")).collect();
+    let memory = if o.host_wc {
+        "CUDA write-combined host memory"
+    } else {
+        "the BAR"
+    };
     for dir in ["to", "from"] {
         say(&format!(
-            "\n### {} the BAR (GB/s, best of {}; each call fenced)\n",
+            "\n### {} {memory} (GB/s, best of {}; each call fenced)\n",
             if dir == "to" { "Host to" } else { "From" },
             o.reps
         ));
@@ -844,6 +954,55 @@ mod tests {
         assert!(parse_args(&args(&["--max", "40M"])).is_err()); // 2 * max > default alloc
         assert!(parse_args(&args(&["--upstream"])).is_err());
         assert!(parse_args(&args(&["--bogus"])).is_err());
+    }
+
+    #[test]
+    fn host_wc_is_an_option_and_needs_cuda() {
+        let o = parse_args(&args(&["--alloc", "4M", "--max", "1M"])).unwrap();
+        assert!(!o.host_wc);
+        let o = parse_args(&args(&["--host-wc", "--alloc", "4M", "--max", "1M"])).unwrap();
+        assert!(o.host_wc);
+        assert!(!o.no_cuda);
+        let e = parse_args(&args(&["--host-wc", "--no-cuda"])).unwrap_err();
+        assert!(e.to_string().contains("--no-cuda"), "{e}");
+    }
+
+    #[test]
+    fn workers_get_host_wc_and_the_sizes_but_not_the_parent_only_options() {
+        let parent = args(&[
+            "--host-wc",
+            "--impls",
+            "avx2,sse41",
+            "--alloc",
+            "8M",
+            "--max",
+            "1M",
+            "--upstream",
+            "/x/libgdrapi.so.2.6",
+            "--workers-only",
+            "--tsv",
+            "out.tsv",
+            "--quick",
+        ]);
+        let child = worker_args(&parent, "avx2");
+        assert_eq!(
+            child,
+            args(&[
+                "--host-wc",
+                "--alloc",
+                "8M",
+                "--max",
+                "1M",
+                "--quick",
+                "--worker",
+                "avx2"
+            ])
+        );
+        // What the worker gets parses to the same memory and mode.
+        let o = parse_args(&child).unwrap();
+        assert!(o.host_wc);
+        assert_eq!((o.alloc, o.worker.as_deref()), (8 << 20, Some("avx2")));
+        assert!(o.impls.is_empty() && o.upstream.is_none() && o.tsv.is_none());
     }
 
     #[test]
