@@ -3,6 +3,13 @@
 #   1 B to 16 MiB: GB/s with ratios, then ns per call (best / median of interleaved rounds).
 #   BENCH_ARGS passes options (--quick, --sizes, --impls, --dev-offset...; see --help).
 #   GDRAPI_COPY_IMPL=<family> in the environment changes what "dispatch" uses.
+#   Then, where libcuda.so.1 and a GPU are present, the same tables on CUDA write-combined host
+#   memory (cuMemHostAlloc with CU_MEMHOSTALLOC_WRITECOMBINED), which the CPU maps much as it
+#   maps a BAR; elsewhere (CI) one line says it was skipped and why (the dlopen error, or the
+#   call and its CUresult). BENCH_ARGS=--no-host-wc leaves it out. Known limit: on a virtual
+#   machine this memory may read at cached speed, so it is no stand-in for a BAR there; BAR
+#   numbers come from Vulkan memory (make bench-bar). Upstream's kernels on this memory:
+#   make bench-bar BAR_ARGS=--host-wc BAR_UPSTREAM=...
 # make bench UPSTREAM_LIB=<another libgdrapi.so, e.g. upstream 2.6 built outside the tree>:
 #   additionally loads both libraries with dlopen on the emulator, maps the same device memory
 #   through each one's API and times their gdr_copy_to_mapping/gdr_copy_from_mapping side by

@@ -7,6 +7,12 @@
 #   BAR_UPSTREAM=<libgdrapi.so.2.6 built from gdrcopy 2.6> adds upstream's copy and kernels;
 #   BAR_IMPLS=auto (default) also times every copy-engine family this CPU runs, one process each
 #   (GDRAPI_COPY_IMPL); BAR_ARGS passes more options (barbench --help).
+# make bench-bar BAR_ARGS=--host-wc: the same checks and tables (ours, memcpy, upstream's copy
+#   and kernels with BAR_UPSTREAM, the BAR_IMPLS processes) on CUDA host memory from
+#   cuMemHostAlloc(WRITECOMBINED | DEVICEMAP) instead of the BAR, without Vulkan, checked
+#   through its device pointer; needs libcuda.so.1 and a GPU. Known limit: on a virtual machine
+#   (the project's GPU machine is one) this memory reads at cached speed, so it is no stand-in
+#   for a BAR there; the BAR numbers come from the Vulkan memory of plain make bench-bar.
 # make test-vkbar: the same program on any Vulkan device (lavapipe on machines without a GPU),
 #   small sizes, no CUDA: exercises the checks and the tables, not a measurement.
 
