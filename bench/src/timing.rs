@@ -1,6 +1,6 @@
-//! Interleaved timing: every method of a point runs one batch per round, rounds repeat, and
-//! each method keeps its best and median per-call time. Interleaving spreads frequency and
-//! noise drift evenly over the methods being compared.
+//! Interleaved timing: every method of a point runs one batch per round, rounds repeat (in
+//! alternating order), and each method keeps its best and median per-call time. Interleaving
+//! spreads frequency and noise drift evenly over the methods being compared.
 
 use std::time::Instant;
 
@@ -46,8 +46,17 @@ pub fn measure(plan: Plan, methods: &mut [&mut dyn FnMut(usize)]) -> Vec<Sample>
         calls.push(k);
     }
     let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(plan.rounds); methods.len()];
-    for _ in 0..plan.rounds {
-        for (i, m) in methods.iter_mut().enumerate() {
+    for round in 0..plan.rounds {
+        // Every other round runs the methods in reverse order, so that no method always
+        // follows the same one (with the same target memory, a DRAM-bound copy right after
+        // another method's measured 1-2% slower than the same copy run first).
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..methods.len()).collect()
+        } else {
+            (0..methods.len()).rev().collect()
+        };
+        for i in order {
+            let m = &mut methods[i];
             // One untimed call first, so that the batch starts from this method's own cache
             // state rather than the previous method's (streaming stores after cached ones
             // would otherwise pay for evicting the other method's dirty lines).
