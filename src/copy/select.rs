@@ -97,7 +97,7 @@ impl Impl {
     }
 
     /// The default choice for streaming loads from write-combining memory on this CPU: the
-    /// AVX-512 family where present (`VMOVNTDQA zmm` only from 1 to 32 KiB, AVX2 outside:
+    /// AVX-512 family where present (`VMOVNTDQA zmm` from 1 KiB on, AVX2 below:
     /// see [`load_avx512_split`](super::kernels::x86::load_avx512_split) for the
     /// measurements), else AVX2, SSE4.1, NEON. Through the BAR of an H200 host, unfenced
     /// back-to-back 64-byte reads took 0.35 us with AVX2 or SSE4.1 loads and 0.97 us with

@@ -269,17 +269,13 @@ pub unsafe fn store_avx512(dst: *mut u8, src: *const u8, n: usize) {
 /// Loads of fewer bytes than this use AVX2 in [`load_avx512_split`].
 pub const LOAD_ZMM_MIN: usize = 1024;
 
-/// Loads of this many bytes or more use AVX2 again in [`load_avx512_split`].
-pub const LOAD_ZMM_MAX: usize = 32 << 10;
-
-/// The AVX-512 family's loads: `VMOVNTDQA zmm` ([`load_avx512`]) from [`LOAD_ZMM_MIN`] up to
-/// [`LOAD_ZMM_MAX`] bytes, [`load_avx2`] outside that window. Through the BAR of an H200
-/// host, back-to-back unfenced AVX-512 streaming loads of 64 and 256 bytes took 0.97-1.02 us
-/// against 0.35-0.51 us with AVX2 (they did not overlap), and from 1 KiB on the two were equal
-/// (1.04 against 1.08 us). On ordinary memory (a Xeon, best of 21 batches) AVX-512 loads are
-/// 15-35% faster than AVX2 from 2 to 16 KiB, but from 32 KiB on, once the copy no longer fits
-/// in L1, they were 3-5% slower (64 KiB: 1266 against 1197 ns, 128 KiB: 2526 against
-/// 2449 ns).
+/// The AVX-512 family's loads: [`load_avx2`] below [`LOAD_ZMM_MIN`] bytes, `VMOVNTDQA zmm`
+/// ([`load_avx512`]) from there on. Through the BAR of an H200 host (GB/s, best of 5, two
+/// runs): back-to-back AVX-512 streaming loads of 64 and 256 bytes were 2-3x slower than
+/// AVX2 ones, from 1 KiB on they were as fast or faster, and from 256 KiB to 16 MiB they
+/// reached 0.99-1.0 GB/s where AVX2 loads (upstream's choice) stayed at 0.79-0.87. On
+/// ordinary memory (a Xeon) AVX-512 loads are 15-35% faster than AVX2 from 2 to 16 KiB and
+/// 2-3% slower from 32 to 256 KiB, once a copy no longer fits in L1; the BAR decides.
 ///
 /// # Safety
 /// [`super::Bulk`] contract with the device on the source side; the CPU must support AVX-512F
@@ -288,10 +284,10 @@ pub const LOAD_ZMM_MAX: usize = 32 << 10;
 pub unsafe fn load_avx512_split(dst: *mut u8, src: *const u8, n: usize) {
     // SAFETY: forwarded contract; this CPU runs both kernels.
     unsafe {
-        if (LOAD_ZMM_MIN..LOAD_ZMM_MAX).contains(&n) {
-            load_avx512(dst, src, n)
-        } else {
+        if n < LOAD_ZMM_MIN {
             load_avx2(dst, src, n)
+        } else {
+            load_avx512(dst, src, n)
         }
     }
 }
