@@ -123,14 +123,22 @@ impl State {
                 fd
             }
         };
+        // A mapping the Vulkan backing made is handed back to the GPU driver first (which
+        // unmaps it), then the empty file takes the freed range, never anything else's.
+        let fixed = if crate::vulkan::arena::surrender(va) {
+            libc::MAP_FIXED_NOREPLACE
+        } else {
+            libc::MAP_FIXED
+        };
         // SAFETY: [va, va+len) is a mapping of the emulated device that this process made and
-        // still has; replacing it in place changes only what backs it.
+        // still has (replacing it in place changes only what backs it), or the range it left
+        // just above, which MAP_FIXED_NOREPLACE takes only if nothing else did meanwhile.
         unsafe {
             real::mmap(
                 va as *mut c_void,
                 len as usize,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_FIXED,
+                libc::MAP_SHARED | fixed,
                 fd,
                 0,
             )

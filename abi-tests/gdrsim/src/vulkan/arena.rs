@@ -209,6 +209,26 @@ pub fn map(offset: u64, len: u64, prot: c_int, flags: c_int) -> Result<u64, c_in
     Ok(addr)
 }
 
+/// Gives up the import mapped at exactly `addr`, if any (which unmaps it), so that the caller
+/// can put something else at that address. Returns whether there was one. Used by the zap of
+/// an unpinned or invalidated mapping: replacing the range in place under the GPU driver's
+/// own mapping left the driver an import whose pages were no longer its, and NVIDIA's driver
+/// then killed the process at exit.
+pub fn surrender(addr: u64) -> bool {
+    let mut slot = ARENA.lock();
+    let me = pid();
+    let Some(a) = slot.0.as_mut().filter(|a| a.pid == me) else {
+        return false;
+    };
+    match a.imports.remove(&addr) {
+        Some(m) => {
+            with_driver(|| drop(m));
+            true
+        }
+        None => false,
+    }
+}
+
 /// munmap of `[addr, addr + len)`: frees every import mapped there (which unmaps it, zapped or
 /// not). Returns whether there was any, i.e. whether the munmap was this backing's.
 pub fn unmap(addr: u64, len: u64) -> bool {
