@@ -1,0 +1,26 @@
+# make test-aarch64: the library's unit tests built for aarch64 and run under qemu-user, so that
+#   the NEON kernels and every aarch64-only path run, not only type-check; then the full copy
+#   sweep (every size 0..4160 x every device and host offset 0..63, guard pages) of the NEON and
+#   portable families in release mode. Needs the Rust target aarch64-unknown-linux-gnu and
+#   Debian's qemu-user, gcc-aarch64-linux-gnu and libc6-dev-arm64-cross (.ci/apt-packages);
+#   without the Rust target or qemu it says so and passes, as there is nothing to run.
+#   One test is skipped there: qemu-user answers an ioctl it does not know with ENOSYS, where
+#   a kernel answers ENOTTY (open_failures_are_errors_with_a_fix_hint checks the latter).
+
+AARCH64 := aarch64-unknown-linux-gnu
+AARCH64_ENV := CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+	CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu"
+AARCH64_TEST = $(AARCH64_ENV) $(CARGO) test --locked -p gdrapi --lib --target $(AARCH64) $(CARGO_FLAGS)
+
+.PHONY: test-aarch64
+test-aarch64:
+	@if [ ! -d "$$(rustc --print sysroot)/lib/rustlib/$(AARCH64)" ]; then \
+		echo "test-aarch64: skipped: the Rust target $(AARCH64) is not installed"; \
+	elif ! command -v qemu-aarch64 >/dev/null || ! command -v aarch64-linux-gnu-gcc >/dev/null; then \
+		echo "test-aarch64: skipped: qemu-aarch64 or aarch64-linux-gnu-gcc missing (.ci/apt-packages)"; \
+	else \
+		$(AARCH64_TEST) -- --skip open_failures_are_errors_with_a_fix_hint && \
+		$(COPY_TEST_ENV) $(AARCH64_TEST) --release -- --ignored \
+			full_sweep_wc_neon full_sweep_wc_portable; \
+	fi
+TEST_TARGETS += test-aarch64
