@@ -156,7 +156,20 @@ impl Gpu {
             return fail(cu::OUT_OF_MEMORY);
         }
         dontfork(base, linear_size);
-        Ok(Gpu {
+        Ok(Gpu::empty(pid, gen, memfd, base, size, linear_size))
+    }
+
+    /// A GPU whose `cuMemAlloc` memory is `size` bytes at device address `base` that the
+    /// emulator does not map itself (the Vulkan backing's arena; offsets are arena offsets).
+    /// It has no memfd and no `cuMemCreate` memory.
+    pub fn external(pid: pid_t, gen: u64, base: u64, size: u64) -> Gpu {
+        Gpu::empty(pid, gen, -1, base, size, size)
+    }
+
+    /// A GPU with nothing allocated: `size` bytes of VRAM whose first `linear_size` serve
+    /// `cuMemAlloc` at device address `base` and the rest `cuMemCreate`.
+    fn empty(pid: pid_t, gen: u64, memfd: c_int, base: u64, size: u64, linear_size: u64) -> Gpu {
+        Gpu {
             pid,
             gen,
             memfd,
@@ -165,28 +178,6 @@ impl Gpu {
             linear_size,
             linear: RangeAlloc::new(0, linear_size),
             phys: RangeAlloc::new(linear_size, size - linear_size),
-            allocs: BTreeMap::new(),
-            zombies: Vec::new(),
-            handles: HashMap::new(),
-            next_handle: 1,
-            reservations: BTreeMap::new(),
-            vmaps: BTreeMap::new(),
-        })
-    }
-
-    /// A GPU whose `cuMemAlloc` memory is `size` bytes at device address `base` that the
-    /// emulator does not map itself (the Vulkan backing's arena; offsets are arena offsets).
-    /// It has no memfd and no `cuMemCreate` memory.
-    pub fn external(pid: pid_t, gen: u64, base: u64, size: u64) -> Gpu {
-        Gpu {
-            pid,
-            gen,
-            memfd: -1,
-            base,
-            total: size,
-            linear_size: size,
-            linear: RangeAlloc::new(0, size),
-            phys: RangeAlloc::new(size, 0),
             allocs: BTreeMap::new(),
             zombies: Vec::new(),
             handles: HashMap::new(),
