@@ -10,17 +10,17 @@ $(SIM_DIR)/libcuda.so.1:
 	ln -sfn libcuda.so.1 $(SIM_DIR)/libcuda.so
 
 SIM_TESTS_DIR := $(BUILD_DIR)/sim-tests
-SIM_TESTS_SRC := $(wildcard abi-tests/sim-tests/*.c)
-SIM_TESTS_DEPS := $(SIM_TESTS_SRC) $(wildcard abi-tests/sim-tests/*.h) abi-tests/gdrsim/include/gdrsim.h
+SIM_TESTS_SRC := $(wildcard gdrsim/tests/c/*.c)
+SIM_TESTS_DEPS := $(SIM_TESTS_SRC) $(wildcard gdrsim/tests/c/*.h) gdrsim/include/gdrsim.h
 
 $(SIM_TESTS_DIR)/sim_tests: $(SIM_TESTS_DEPS) $(SIM_DIR)/libcuda.so.1
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(SIM_TESTS_DIR)
-	$(CC) -O1 -g -Wall -Wextra -Werror -Wno-unused-result -I$(CUDA_INCLUDE) -Iabi-tests/gdrsim/include \
+	$(CC) -O1 -g -Wall -Wextra -Werror -Wno-unused-result -I$(CUDA_INCLUDE) -Igdrsim/include \
 		-o $@ $(SIM_TESTS_SRC) -L$(SIM_DIR) -lcuda -lpthread -ldl
 
 # Every case of the driver and CUDA surface, under each setting that changes behaviour.
 test-sim: $(SIM_TESTS_DIR)/sim_tests
-	$(SIM_ENV) abi-tests/sim-tests/run.sh $(SIM_TESTS_DIR)/sim_tests
+	$(SIM_ENV) gdrsim/tests/c/run.sh $(SIM_TESTS_DIR)/sim_tests
 TEST_TARGETS += test-sim
 .PHONY: test-sim

@@ -6,7 +6,7 @@ ABI_SRC := abi-tests/c
 ABI_OUT := $(BUILD_DIR)/abi
 ABI_WARN := -Wall -Wextra -Werror
 ABI_CFLAGS := -std=c11 $(ABI_WARN) -O1 -g -Iinclude
-ABI_SIM_CFLAGS := $(ABI_CFLAGS) -I$(CUDA_INCLUDE) -Iabi-tests/gdrsim/include
+ABI_SIM_CFLAGS := $(ABI_CFLAGS) -I$(CUDA_INCLUDE) -Igdrsim/include
 ABI_SIM_LIBS := -L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda -lpthread -ldl
 ABI_DEPS := include/gdrapi.h include/gdrconfig.h $(ABI_SRC)/check.h
 

@@ -5,7 +5,7 @@
 DMABUF_SRC := abi-tests/dmabuf
 DMABUF_OUT := $(BUILD_DIR)/dmabuf
 DMABUF_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -O1 -g -Iinclude -Iabi-tests/c \
-	-Iabi-tests/gdrsim/include
+	-Igdrsim/include
 
 $(DMABUF_OUT)/dmabuf_test: $(DMABUF_SRC)/dmabuf_test.c abi-tests/c/check.h abi-tests/c/gpu.h \
 		include/gdrapi.h | lib sim

@@ -15,7 +15,7 @@
 
 REL_SRC := abi-tests/reliability
 REL_OUT := $(BUILD_DIR)/reliability
-REL_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -O1 -g -Iinclude -Iabi-tests/c -Iabi-tests/gdrsim/include
+REL_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -O1 -g -Iinclude -Iabi-tests/c -Igdrsim/include
 REL_LIBS := -L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda -lpthread -ldl
 REL_TIMEOUT ?= 300
 
@@ -50,10 +50,10 @@ $(FUZZ_OUT)/lib/libgdrapi.so.2: $(FUZZ_OUT)/lib/libsancov_stub.so
 	ln -sfn libgdrapi.so.2 $(@D)/libgdrapi.so
 
 $(FUZZ_OUT)/gdrapi_calls: fuzz/gdrapi_calls.c $(FUZZ_OUT)/lib/libgdrapi.so.2 include/gdrapi.h \
-		abi-tests/gdrsim/include/gdrsim.h | sim
+		gdrsim/include/gdrsim.h | sim
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	$(FUZZ_CC) -g -O1 -fsanitize=fuzzer -Wall -Wextra -Werror -Iinclude -I$(CUDA_INCLUDE) \
-		-Iabi-tests/gdrsim/include $< -o $@ -rdynamic -L$(FUZZ_OUT)/lib -Wl,-rpath-link,$(FUZZ_OUT)/lib \
+		-Igdrsim/include $< -o $@ -rdynamic -L$(FUZZ_OUT)/lib -Wl,-rpath-link,$(FUZZ_OUT)/lib \
 		-lgdrapi -L$(SIM_DIR) -lcuda -ldl
 
 fuzz-build: $(FUZZ_OUT)/gdrapi_calls
@@ -82,7 +82,7 @@ TEST_TARGETS += test-fuzz
 # ---- fault injection ----
 
 $(REL_OUT)/%: $(REL_SRC)/%.c abi-tests/c/check.h abi-tests/c/gpu.h include/gdrapi.h \
-		abi-tests/gdrsim/include/gdrsim.h | lib sim
+		gdrsim/include/gdrsim.h | lib sim
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(@D)
 	$(CC) $(REL_CFLAGS) -I$(CUDA_INCLUDE) $< -o $@ $(REL_LIBS)

@@ -41,5 +41,5 @@ COPY_TEST_ENV := CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_U
 
 test-copy:
 	$(COPY_TEST_ENV) $(CARGO) test --release --locked -p gdrapi --lib $(CARGO_FLAGS) copy:: -- --ignored
-	$(COPY_TEST_ENV) $(CARGO) run --release --locked -p gdrapi-bench $(CARGO_FLAGS) -- --quick
+	$(COPY_TEST_ENV) $(CARGO) run --release --locked -p gdrapi-bench --bin gdrapi-bench $(CARGO_FLAGS) -- --quick
 TEST_TARGETS += test-copy

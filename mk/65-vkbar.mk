@@ -1,4 +1,4 @@
-# Real GPU memory through the PCIe BAR, from Vulkan (abi-tests/vkbar).
+# Real GPU memory through the PCIe BAR, from Vulkan (bench).
 #
 # make bench-bar: needs a GPU machine whose Vulkan driver offers a device-local, host-visible
 #   memory type (NVIDIA with a large BAR1 does), the Vulkan loader (libvulkan.so.1) and, for the
@@ -21,11 +21,11 @@ BAR_IMPLS ?= auto
 BAR_ARGS ?=
 
 bench-bar:
-	$(CARGO) build --release --locked -p vkbar --bin barbench $(CARGO_FLAGS)
+	$(CARGO) build --release --locked -p gdrapi-bench --bin barbench $(CARGO_FLAGS)
 	$(CARGO_TARGET_DIR)/release/barbench $(if $(BAR_UPSTREAM),--upstream $(BAR_UPSTREAM)) $(if $(BAR_IMPLS),--impls $(BAR_IMPLS)) $(BAR_ARGS)
 
 test-vkbar:
-	$(CARGO) build --locked -p vkbar --bin barbench $(CARGO_FLAGS)
+	$(CARGO) build --locked -p gdrapi-bench --bin barbench $(CARGO_FLAGS)
 	$(CARGO_TARGET_DIR)/debug/barbench --quick --no-cuda --impls portable --alloc 4M --max 64K --reps 1 --sample-ms 0.1
 
 TEST_TARGETS += test-vkbar

@@ -1,8 +1,8 @@
-# The emulator on real VRAM (GDRSIM_BACKING=vulkan; abi-tests/gdrsim/README.md, "Real GPU
+# The emulator on real VRAM (GDRSIM_BACKING=vulkan; gdrsim/README.md, "Real GPU
 # memory"): device memory is one Vulkan allocation of BAR memory, shared with the real CUDA
 # driver, and the emulated /dev/gdrdrv maps pins of it through Vulkan.
 #
-# make test-vkreal: no GPU needed. The backing's checks (abi-tests/vkbar/sim/vkreal.c) on
+# make test-vkreal: no GPU needed. The backing's checks (gdrsim/tests/vkreal.c) on
 #   whatever Vulkan device the machine has (lavapipe without a GPU), with
 #   GDRSIM_REAL_LIBCUDA=none: device pointers are CPU addresses of the arena.
 # make validate-bar: needs a GPU machine whose Vulkan driver offers a device-local,
@@ -19,10 +19,10 @@ VKREAL_ENV := GDRSIM_BACKING=vulkan GDRSIM_VRAM_SIZE=$(or $(VKREAL_VRAM),256M)
 UPSTREAM_TESTS ?=
 UPSTREAM_LIB_DIR ?=
 
-$(VKREAL_OUT)/vkreal: abi-tests/vkbar/sim/vkreal.c abi-tests/c/check.h abi-tests/gdrsim/include/gdrsim.h | sim
+$(VKREAL_OUT)/vkreal: gdrsim/tests/vkreal.c abi-tests/c/check.h gdrsim/include/gdrsim.h | sim
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -O1 -g -Wall -Wextra -Werror -I$(CUDA_INCLUDE) -Iabi-tests/gdrsim/include -Iabi-tests/c \
+	$(CC) -std=c11 -O1 -g -Wall -Wextra -Werror -I$(CUDA_INCLUDE) -Igdrsim/include -Iabi-tests/c \
 		$< -o $@ -L$(SIM_DIR) -lcuda
 
 test-vkreal: $(VKREAL_OUT)/vkreal

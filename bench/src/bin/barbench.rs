@@ -15,13 +15,13 @@
 use std::io::Write;
 use std::process::{Command, ExitCode};
 use std::time::Instant;
-use vkbar::bar::{device_type_name, VkBar};
-use vkbar::copiers::{Copier, Engine, LoadFenced, Memcpy, RawKernel, UpstreamCopy};
-use vkbar::cuda::{Cuda, MEMHOSTALLOC_DEVICEMAP, MEMHOSTALLOC_WRITECOMBINED};
-use vkbar::error::{Error, Result};
-use vkbar::upstream::{CpuFlags, Upstream};
-use vkbar::verify::{self, CpuView, View};
-use vkbar::{pattern, smaps};
+use gdrapi_bench::bar::{device_type_name, VkBar};
+use gdrapi_bench::copiers::{Copier, Engine, LoadFenced, Memcpy, RawKernel, UpstreamCopy};
+use gdrapi_bench::cuda::{Cuda, MEMHOSTALLOC_DEVICEMAP, MEMHOSTALLOC_WRITECOMBINED};
+use gdrapi_bench::error::{Error, Result};
+use gdrapi_bench::upstream::{CpuFlags, Upstream};
+use gdrapi_bench::verify::{self, CpuView, View};
+use gdrapi_bench::{pattern, smaps};
 
 const USAGE: &str = "\
 usage: barbench [options]
@@ -506,7 +506,7 @@ fn run_bar(o: &Opts, cpu: CpuFlags) -> Result<Vec<Row>> {
                 let probe = pattern::bytes(4096, 77);
                 // SAFETY: both mappings are live and hold at least 4096 bytes.
                 unsafe { std::ptr::copy_nonoverlapping(probe.as_ptr(), mem.as_ptr(), 4096) };
-                vkbar::upstream::store_fence();
+                gdrapi_bench::upstream::store_fence();
                 // SAFETY: the second mapping lives until the end of `run`.
                 let v2 = unsafe { CpuView::new(m2.as_ptr(), m2.len()) };
                 let mut got = vec![0u8; 4096];

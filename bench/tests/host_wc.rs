@@ -3,7 +3,7 @@
 //! naming `libcuda.so.1`, and still without opening Vulkan.
 
 use std::process::Command;
-use vkbar::dl::Library;
+use gdrapi_bench::dl::Library;
 
 #[test]
 fn host_wc_runs_on_cuda_host_memory_without_vulkan_or_fails_naming_the_driver() {

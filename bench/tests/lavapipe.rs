@@ -5,12 +5,12 @@
 
 use std::os::fd::OwnedFd;
 use std::process::Command;
-use vkbar::bar::VkBar;
-use vkbar::copiers::{Copier, Engine, Memcpy};
-use vkbar::error::Error;
-use vkbar::verify::{self, CpuView, View};
-use vkbar::vk::{MEMORY_PROPERTY_DEVICE_LOCAL, MEMORY_PROPERTY_HOST_VISIBLE};
-use vkbar::{pattern, smaps};
+use gdrapi_bench::bar::VkBar;
+use gdrapi_bench::copiers::{Copier, Engine, Memcpy};
+use gdrapi_bench::error::Error;
+use gdrapi_bench::verify::{self, CpuView, View};
+use gdrapi_bench::vk::{MEMORY_PROPERTY_DEVICE_LOCAL, MEMORY_PROPERTY_HOST_VISIBLE};
+use gdrapi_bench::{pattern, smaps};
 
 fn open() -> VkBar {
     VkBar::open().unwrap_or_else(|e| {

@@ -10,8 +10,8 @@ use crate::state::pid;
 use libc::{c_int, c_void, pid_t};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
-use vkbar::bar::{BarMemory, VkBar};
-use vkbar::cuda::Cuda;
+use gdrapi_bench::bar::{BarMemory, VkBar};
+use gdrapi_bench::cuda::Cuda;
 
 /// The Vulkan device, created once per process and never destroyed (allocations borrow it).
 struct Device(VkBar);

@@ -1,7 +1,7 @@
 /*
  * gdrsim.h: test interface of the gdrdrv / CUDA driver emulator (libcuda.so.1 built from
- * abi-tests/gdrsim). Programs running on the emulator may call these to read its counters
- * and to inject faults at run time. See abi-tests/gdrsim/README.md.
+ * gdrsim). Programs running on the emulator may call these to read its counters
+ * and to inject faults at run time. See gdrsim/README.md.
  */
 #ifndef GDRSIM_H
 #define GDRSIM_H
