@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""Run gdrcopy's copylat, copybw and apiperf against two libgdrapi.so.2 builds, alternating.
+
+Every round runs each tool once per library, in an order that rotates from round to round,
+each process pinned to one CPU (near the GPU where sysfs says which CPUs are). Per size and
+direction it prints each library's median over the rounds and the min / median / max of the
+per-round ratio, oriented so that a ratio above 1 means the first library ("ours") is faster.
+With --control, a third arm runs the second library again: its ratio spread is what identical
+code measures, the noise floor against which the other ratios are read.
+
+The test programs are run unmodified; which library they load is chosen with LD_LIBRARY_PATH
+(programs that have their own RUNPATH still yield to it). On the emulator, --sim names the
+folder of its libcuda.so.1, which is preloaded; its GDRSIM_* settings pass through.
+"""
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+TOOLS = ("copylat", "copybw", "apiperf")
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tests", required=True, help="folder of gdrcopy_copylat, _copybw, _apiperf")
+    p.add_argument("--ours", required=True, help="folder holding our libgdrapi.so.2")
+    p.add_argument("--upstream", required=True, help="folder holding the other libgdrapi.so.2")
+    p.add_argument("--sim", help="folder of the emulator's libcuda.so.1 (preloaded)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--cpu", default="auto", help="CPU to pin to: a number, auto, or none")
+    p.add_argument("--tools", default=",".join(TOOLS))
+    p.add_argument("--quick", action="store_true", help="small sizes and few iterations")
+    p.add_argument("--control", action="store_true",
+                   help="also run the second library a second time (A/A noise floor)")
+    p.add_argument("--json", help="write every sample and the summary to this file")
+    p.add_argument("--args", action="append", default=[], metavar="TOOL=ARGS",
+                   help="the arguments for one tool instead of the defaults, e.g. "
+                        "'apiperf=-s 65536 -n 300' (repeatable)")
+    p.add_argument("--timeout", type=int, default=600, help="seconds per tool run")
+    p.add_argument("--verbose", action="store_true", help="print each tool's output")
+    return p.parse_args()
+
+
+def gpu_local_cpus():
+    """CPUs sysfs lists as local to the first NVIDIA display/3D controller, with its address."""
+    base = "/sys/bus/pci/devices"
+    try:
+        devices = sorted(os.listdir(base))
+    except OSError:
+        return None, []
+    for dev in devices:
+        try:
+            with open(f"{base}/{dev}/vendor") as f:
+                vendor = f.read().strip()
+            with open(f"{base}/{dev}/class") as f:
+                cls = f.read().strip()
+            if vendor != "0x10de" or not cls.startswith("0x03"):
+                continue
+            with open(f"{base}/{dev}/local_cpulist") as f:
+                return dev, expand_cpulist(f.read().strip())
+        except OSError:
+            continue
+    return None, []
+
+
+def expand_cpulist(text):
+    cpus = []
+    for part in text.split(","):
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-")
+            cpus.extend(range(int(lo), int(hi) + 1))
+        else:
+            cpus.append(int(part))
+    return cpus
+
+
+def choose_cpu(arg):
+    """(cpu or None, sentence saying why)."""
+    if arg == "none":
+        return None, "not pinned (--cpu none)"
+    allowed = sorted(os.sched_getaffinity(0))
+    if arg != "auto":
+        cpu = int(arg)
+        if cpu not in allowed:
+            sys.exit(f"compare: CPU {cpu} is not in this process's affinity set {allowed}")
+        return cpu, f"pinned to CPU {cpu} (--cpu)"
+    gpu, local = gpu_local_cpus()
+    # CPU 0 takes most interrupts; prefer another CPU that is local to the GPU.
+    candidates = [c for c in local if c in allowed]
+    if candidates:
+        cpu = next((c for c in candidates if c != 0), candidates[0])
+        return cpu, f"pinned to CPU {cpu}, local to GPU {gpu} (local_cpulist {len(local)} CPUs)"
+    cpu = next((c for c in reversed(allowed) if c != 0), allowed[0])
+    where = f"GPU {gpu} lists no local CPU" if gpu else "no NVIDIA GPU in sysfs"
+    return cpu, f"pinned to CPU {cpu} ({where}; the last CPU this process may use)"
+
+
+def tool_argv(tool, quick, overrides):
+    if tool in overrides:
+        return overrides[tool]
+    if tool == "copylat":
+        return ["-s", str(64 << 10), "-w", "1000", "-r", "100"] if quick else ["-s", str(1 << 20)]
+    if tool == "copybw":
+        if quick:
+            return ["-s", str(64 << 10), "-c", str(64 << 10), "-l", "-w", "1000", "-r", "20"]
+        return ["-s", str(1 << 20), "-c", str(1 << 20), "-l"]
+    if tool == "apiperf":
+        return ["-s", str(256 << 10), "-n", "200"] if quick else ["-s", str(1 << 20), "-n", "1000"]
+    raise ValueError(tool)
+
+
+# Each parser returns {(metric, size): value} and whether larger values are better.
+COPYLAT_ROW = re.compile(r"^(gdr_copy_(?:to|from)_mapping)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s*$")
+
+
+def parse_copylat(text):
+    out = {}
+    for line in text.splitlines():
+        m = COPYLAT_ROW.match(line.strip())
+        if m:
+            out[(m.group(1), int(m.group(2)))] = float(m.group(3))
+    return out, False
+
+
+def parse_copybw(text):
+    out = {}
+    size = None
+    for line in text.splitlines():
+        m = re.match(r"^(writing|reading) test, size=(\d+)", line.strip())
+        if m:
+            size = int(m.group(2))
+            continue
+        m = re.match(r"^(write|read) BW: ([\d.]+)\s*MB/s", line.strip())
+        if m and size is not None:
+            out[(f"copybw {m.group(1)} MB/s", size)] = float(m.group(2))
+    return out, True
+
+
+def parse_apiperf(text):
+    out = {}
+    lines = text.splitlines()
+    for i, line in enumerate(lines[:-1]):
+        if not line.startswith("Size(B)\tpin"):
+            continue
+        names = [h.split(".")[0] for h in line.split("\t")[1:]]
+        cols = lines[i + 1].split("\t")
+        size = int(cols[0])
+        for name, value in zip(names, cols[1:]):
+            out[(f"apiperf {name} us", size)] = float(value)
+    return out, False
+
+
+PARSERS = {"copylat": parse_copylat, "copybw": parse_copybw, "apiperf": parse_apiperf}
+
+
+def run_tool(tool, args, libdir, cpu):
+    exe = os.path.join(args.tests, f"gdrcopy_{tool}")
+    argv = [exe] + tool_argv(tool, args.quick, args.overrides)
+    if cpu is not None:
+        argv = ["taskset", "-c", str(cpu)] + argv
+    env = dict(os.environ)
+    paths = [libdir]
+    if args.sim:
+        paths.insert(0, args.sim)
+        env["LD_PRELOAD"] = os.path.join(args.sim, "libcuda.so.1")
+    env["LD_LIBRARY_PATH"] = ":".join(paths + [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p])
+    start = time.monotonic()
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=args.timeout)
+    elapsed = time.monotonic() - start
+    if args.verbose:
+        print(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        sys.exit(f"compare: {' '.join(argv)} with {libdir} exited {proc.returncode}:\n"
+                 f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    values, higher_better = PARSERS[tool](proc.stdout)
+    if not values:
+        sys.exit(f"compare: no result lines in the output of {' '.join(argv)}:\n{proc.stdout[-2000:]}")
+    return values, higher_better, elapsed
+
+
+def main():
+    args = parse_args()
+    tools = [t for t in args.tools.split(",") if t]
+    args.overrides = {}
+    for spec in args.args:
+        tool, _, rest = spec.partition("=")
+        if tool not in TOOLS:
+            sys.exit(f"compare: --args {spec!r}: unknown tool {tool!r}")
+        args.overrides[tool] = rest.split()
+    for t in tools:
+        if t not in TOOLS:
+            sys.exit(f"compare: unknown tool {t} (known: {', '.join(TOOLS)})")
+        exe = os.path.join(args.tests, f"gdrcopy_{t}")
+        if not os.access(exe, os.X_OK):
+            sys.exit(f"compare: {exe} is missing or not executable")
+    for d in (args.ours, args.upstream):
+        if not os.path.exists(os.path.join(d, "libgdrapi.so.2")):
+            sys.exit(f"compare: {d} holds no libgdrapi.so.2")
+    cpu, why = choose_cpu(args.cpu)
+    arms = [("ours", args.ours), ("upstream", args.upstream)]
+    if args.control:
+        arms.append(("upstream-again", args.upstream))
+    print(f"bench-upstream: {args.rounds} rounds, tools {', '.join(tools)}; {why}")
+    for t in tools:
+        print(f"  gdrcopy_{t} {' '.join(tool_argv(t, args.quick, args.overrides))}")
+    print(f"  ours:     {os.path.realpath(os.path.join(args.ours, 'libgdrapi.so.2'))}")
+    print(f"  upstream: {os.path.realpath(os.path.join(args.upstream, 'libgdrapi.so.2'))}")
+    if args.sim:
+        settings = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("GDRSIM_"))
+        print(f"  emulator: {args.sim}/libcuda.so.1 {settings or '(default settings)'}")
+
+    # samples[tool][arm][(metric, size)] -> list of values, one per round
+    samples = {t: {a: {} for a, _ in arms} for t in tools}
+    higher = {}
+    for r in range(args.rounds):
+        shift = r % len(arms)
+        order = arms[shift:] + arms[:shift]
+        for tool in tools:
+            for name, libdir in order:
+                values, higher_better, elapsed = run_tool(tool, args, libdir, cpu)
+                higher[tool] = higher_better
+                for key, v in values.items():
+                    samples[tool][name].setdefault(key, []).append(v)
+        print(f"  round {r + 1}/{args.rounds} done (order: {', '.join(n for n, _ in order)})",
+              flush=True)
+
+    summary = []
+    for tool in tools:
+        print()
+        hdr = f"{'metric':<28} {'size':>9} {'ours':>11} {'upstream':>11}  {'ratio min/median/max':>22}"
+        if args.control:
+            hdr += f"  {'A/A min-max':>13}"
+        print(f"{tool}: ratio = " + ("ours / upstream" if higher[tool] else "upstream / ours")
+              + " per round; above 1: ours faster")
+        print(hdr)
+        keys = sorted(samples[tool]["ours"], key=lambda k: (k[0], k[1]))
+        for key in keys:
+            ours = samples[tool]["ours"].get(key, [])
+            up = samples[tool]["upstream"].get(key, [])
+            n = min(len(ours), len(up))
+            if n == 0:
+                continue
+            ratios = [(ours[i] / up[i]) if higher[tool] else (up[i] / ours[i])
+                      for i in range(n) if ours[i] > 0 and up[i] > 0]
+            if not ratios:
+                continue
+            row = {"tool": tool, "metric": key[0], "size": key[1],
+                   "ours_median": statistics.median(ours), "upstream_median": statistics.median(up),
+                   "ratio_min": min(ratios), "ratio_median": statistics.median(ratios),
+                   "ratio_max": max(ratios), "ours": ours, "upstream": up}
+            line = (f"{key[0]:<28} {key[1]:>9} {row['ours_median']:>11.4g} "
+                    f"{row['upstream_median']:>11.4g}  "
+                    f"{row['ratio_min']:>6.2f} /{row['ratio_median']:>6.2f} /{row['ratio_max']:>6.2f}")
+            if args.control:
+                again = samples[tool]["upstream-again"].get(key, [])
+                aa = [(again[i] / up[i]) if higher[tool] else (up[i] / again[i])
+                      for i in range(min(len(again), len(up))) if again[i] > 0 and up[i] > 0]
+                if aa:
+                    row["aa_min"], row["aa_max"] = min(aa), max(aa)
+                    line += f"  {min(aa):>5.2f}-{max(aa):<5.2f}"
+            summary.append(row)
+            print(line)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"cpu": cpu, "placement": why, "rounds": args.rounds, "rows": summary}, f,
+                      indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+# NVIDIA's own instruments against both libraries (bench/upstream/).
+#
+# make bench-upstream UPSTREAM_TESTS=<dir> UPSTREAM_LIB_DIR=<dir>: gdrcopy 2.6's
+#   gdrcopy_copylat, gdrcopy_copybw and gdrcopy_apiperf (built by the user from gdrcopy's
+#   source; never fetched here) run against this library and against the libgdrapi.so.2 in
+#   UPSTREAM_LIB_DIR, in BENCH_ROUNDS alternating rounds (default 5), each process pinned to
+#   one CPU near the GPU (BENCH_CPU=auto, a number, or none), with an A/A control arm (the
+#   upstream library twice) that shows the spread of identical code. Prints per size and
+#   direction each library's median and the min/median/max of the per-round ratio. Runs on the
+#   emulator (its GDRSIM_* settings pass through, GDRSIM_BACKING=vulkan gives real VRAM);
+#   BENCH_SIM=0 runs on a machine with the real gdrdrv and CUDA. BENCH_UPSTREAM_ARGS adds
+#   options (--quick, --tools copylat,apiperf, --json FILE; compare.py --help).
+# make bench-drivercalls UPSTREAM_LIB_DIR=<dir>: the open/ioctl/mmap/munmap/close calls each
+#   API function makes, for both libraries side by side.
+# make test-bench-upstream: the harness itself on the emulator, with this project's tools (they
+#   take upstream's flags and print its result lines) as the test programs and this library on
+#   both arms, one quick round; and the driver-call counts of this library against
+#   bench/upstream/drivercalls.expected, so that an extra driver call fails the suite; and the
+#   freshness check (bench-freshness, below) on the emulator.
+
+BENCH_ROUNDS ?= 5
+BENCH_CPU ?= auto
+BENCH_SIM ?= 1
+BENCH_UPSTREAM_ARGS ?=
+BENCH_UP_OUT := $(BUILD_DIR)/bench-upstream
+BENCH_COMPARE := python3 bench/upstream/compare.py --rounds $(BENCH_ROUNDS) --cpu $(BENCH_CPU) \
+	$(if $(filter 1,$(BENCH_SIM)),--sim $(SIM_DIR))
+
+$(BENCH_UP_OUT)/drivercalls: bench/upstream/drivercalls.c abi-tests/c/gpu.h include/gdrapi.h | lib sim
+	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
+		-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda -ldl
+
+bench-upstream: lib $(if $(filter 1,$(BENCH_SIM)),sim)
+	@test -n "$(UPSTREAM_TESTS)" -a -n "$(UPSTREAM_LIB_DIR)" || { \
+		echo "bench-upstream: set UPSTREAM_TESTS=<folder of gdrcopy 2.6's gdrcopy_copylat, _copybw, _apiperf>"; \
+		echo "  and UPSTREAM_LIB_DIR=<folder holding gdrcopy 2.6's libgdrapi.so.2>, both built from gdrcopy's source"; \
+		exit 2; }
+	$(BENCH_COMPARE) --control --tests $(abspath $(UPSTREAM_TESTS)) --ours $(LIB_DIR) \
+		--upstream $(abspath $(UPSTREAM_LIB_DIR)) $(BENCH_UPSTREAM_ARGS)
+
+bench-drivercalls: $(BENCH_UP_OUT)/drivercalls
+	@for d in $(LIB_DIR) $(if $(UPSTREAM_LIB_DIR),$(abspath $(UPSTREAM_LIB_DIR))); do \
+		echo "== $$d/libgdrapi.so.2"; \
+		$(if $(filter 1,$(BENCH_SIM)),LD_PRELOAD=$(SIM_DIR)/libcuda.so.1) LD_LIBRARY_PATH=$(SIM_DIR):$$d \
+			$(BENCH_UP_OUT)/drivercalls || exit 1; \
+	done
+
+test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness tools
+	$(SIM_ENV) $(BENCH_UP_OUT)/freshness 50
+	$(SIM_ENV) $(BENCH_UP_OUT)/drivercalls > $(BENCH_UP_OUT)/drivercalls.out
+	diff -u bench/upstream/drivercalls.expected $(BENCH_UP_OUT)/drivercalls.out
+	python3 bench/upstream/compare.py --rounds 1 --quick --cpu auto --sim $(SIM_DIR) \
+		--tests $(BIN_DIR) --ours $(LIB_DIR) --upstream $(LIB_DIR) --json $(BENCH_UP_OUT)/smoke.json
+	python3 -c 'import json,sys; rows=json.load(open(sys.argv[1]))["rows"]; \
+		tools={r["tool"] for r in rows}; \
+		sys.exit(0 if tools=={"copylat","copybw","apiperf"} and len(rows)>=30 else \
+		"test-bench-upstream: expected rows from all three tools, got %d rows from %s" % (len(rows), sorted(tools)))' \
+		$(BENCH_UP_OUT)/smoke.json
+
+TEST_TARGETS += test-bench-upstream
+.PHONY: bench-upstream bench-drivercalls test-bench-upstream
+
+# make bench-freshness [UPSTREAM_LIB_DIR=<dir>]: does a read through the mapping return what
+#   the GPU wrote last (bench/upstream/freshness.c)? Meaningful on device memory behind a BAR
+#   (GDRSIM_BACKING=vulkan on a GPU machine); on the emulator's ordinary memory a smoke test.
+bench-freshness: $(BENCH_UP_OUT)/freshness
+	@for d in $(LIB_DIR) $(if $(UPSTREAM_LIB_DIR),$(abspath $(UPSTREAM_LIB_DIR))); do \
+		echo "== $$d/libgdrapi.so.2"; \
+		$(if $(filter 1,$(BENCH_SIM)),LD_PRELOAD=$(SIM_DIR)/libcuda.so.1) LD_LIBRARY_PATH=$(SIM_DIR):$$d \
+			$(BENCH_UP_OUT)/freshness $(FRESHNESS_ITERS) || true; \
+	done
+
+$(BENCH_UP_OUT)/freshness: bench/upstream/freshness.c abi-tests/c/gpu.h include/gdrapi.h | lib sim
+	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
+		-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda
+
+FRESHNESS_ITERS ?= 2000
+.PHONY: bench-freshness
