@@ -51,6 +51,17 @@ static int pin(gdr_t g, unsigned long addr, size_t size, gdr_mh_t *mh)
     return gdr_pin_buffer_v2(g, addr, size, GDR_PIN_FLAG_DEFAULT, mh);
 }
 
+/* What the driver holds: its pins and the process's mappings of the device, as the emulator
+ * counts them. A call that reports success must have changed them, whatever the library's
+ * own records say (a gdr_unmap or gdr_unpin_buffer that returns 0 and does nothing passes
+ * every check made through the library). */
+static void check_driver_holds(struct gdrsim_counters before, long pins, long mappings)
+{
+    struct gdrsim_counters now = counters();
+    CHECK_EQ(now.live_pins - before.live_pins, pins);
+    CHECK_EQ(now.live_mappings - before.live_mappings, mappings);
+}
+
 static gdr_mapping_type_t default_type(void)
 {
     return coherent ? GDR_MAPPING_TYPE_CACHING : GDR_MAPPING_TYPE_WC;
@@ -226,6 +237,7 @@ static void test_map_and_copy(gdr_t g, unsigned long base)
     const size_t size = 256 * 1024 + 16; /* pins 320 KiB */
     const size_t mapped = 5 * GPU_PAGE_SIZE;
     static unsigned char host[5 * 65536], back[5 * 65536];
+    struct gdrsim_counters c0 = counters();
     gdr_mh_t mh;
     void *p = NULL;
     unsigned char *m;
@@ -237,6 +249,7 @@ static void test_map_and_copy(gdr_t g, unsigned long base)
         return;
     }
     check_info_unmapped(g, mh, base, mapped);
+    check_driver_holds(c0, 1, 0);
 
     /* A copy through an unmapped handle fails, even an empty one. */
     CHECK_EQ(gdr_copy_to_mapping(mh, (void *)base, host, 16), EINVAL);
@@ -252,6 +265,7 @@ static void test_map_and_copy(gdr_t g, unsigned long base)
     }
     m = (unsigned char *)p;
     check_info_mapped(g, mh, default_type());
+    check_driver_holds(c0, 1, 1);
 
     /* One mapping per handle; "already mapped" wins over bad flags. */
     {
@@ -309,7 +323,9 @@ static void test_map_and_copy(gdr_t g, unsigned long base)
             CHECK_EQ(from(mh, back, m + 64, 512), 0);
             CHECK(memcmp(back, host, 512) == 0);
             CHECK_EQ(to(mh, m, host, 0), 0);
+            CHECK_EQ(from(mh, back, m, 0), 0);
             CHECK_EQ(to(mh, m + mapped, host, 1), EINVAL);
+            CHECK_EQ(from(mh, back, m + mapped, 1), EINVAL);
         }
 
         /* Copies stay inside the mapping. */
@@ -334,6 +350,7 @@ static void test_map_and_copy(gdr_t g, unsigned long base)
 
     CHECK_EQ(gdr_unmap(g, mh, p, mapped), 0);
     check_info_unmapped(g, mh, base, mapped);
+    check_driver_holds(c0, 1, 0); /* the mapping is gone, the pin is not */
     CHECK_EQ(gdr_unmap(g, mh, p, mapped), EINVAL);
     CHECK_EQ(gdr_copy_to_mapping(mh, m, host, 16), EINVAL);
     CHECK_EQ(gdr_copy_from_mapping(mh, back, m, 0), EINVAL);
@@ -352,8 +369,10 @@ static void test_map_and_copy(gdr_t g, unsigned long base)
     p = NULL;
     CHECK_EQ(gdr_map(g, mh, &p, mapped + GPU_PAGE_SIZE), EINVAL);
     check_info_unmapped(g, mh, base, mapped);
+    check_driver_holds(c0, 1, 0);
 
     CHECK_EQ(gdr_unpin_buffer(g, mh), 0);
+    check_driver_holds(c0, 0, 0);
 }
 
 /* Expected result of gdr_map_v2(flags) with this driver and profile. */
@@ -477,9 +496,9 @@ static int canary_intact(const unsigned char *buf, size_t from, size_t to)
 
 static void test_legacy_info(gdr_t g, unsigned long base)
 {
-    unsigned char buf[64];
-    uint64_t u64;
-    uint32_t u32;
+    unsigned char buf[64], v1_bytes[40];
+    uint64_t u64, v1_u64;
+    uint32_t u32, v1_u32;
     gdr_mh_t mh;
     void *p = NULL;
     gdr_mapping_type_t type = default_type();
@@ -506,12 +525,21 @@ static void test_legacy_info(gdr_t g, unsigned long base)
     CHECK_EQ(buf[36] & 0x03, 0);
     CHECK(canary_intact(buf, 40, sizeof(buf)));
 
-    /* gdr_get_info_v2 writes 48 bytes. */
+    /* gdr_get_info_v2 writes 48 bytes; both describe the same pin, down to the deprecated
+     * timing fields the driver recorded for it (tm_cycles at 24, cycles_per_ms at 32). */
+    memcpy(v1_bytes, buf, sizeof(v1_bytes));
     memset(buf, 0xAA, sizeof(buf));
     CHECK_EQ(gdr_get_info_v2(g, mh, (gdr_info_v2_t *)(void *)buf), 0);
     memcpy(&u32, buf + 40, 4);
     CHECK_EQ(u32, GDR_MAPPING_TYPE_NONE);
     CHECK(canary_intact(buf, 48, sizeof(buf)));
+    CHECK(memcmp(buf, v1_bytes, 20) == 0); /* va, mapped_size, page_size */
+    memcpy(&u64, buf + 24, 8);
+    memcpy(&v1_u64, v1_bytes + 24, 8);
+    CHECK_EQ(u64, v1_u64);
+    memcpy(&u32, buf + 32, 4);
+    memcpy(&v1_u32, v1_bytes + 32, 4);
+    CHECK_EQ(u32, v1_u32);
     gdr_unpin_buffer(g, mh);
 
     /* Mapped: the two bits of the v1 struct. */

@@ -14,6 +14,17 @@ suites=${ABI_SUITES:-layout elf api handles threads fork logging loading}
 export GDRAPI_TEST_OURS=${GDRAPI_TEST_OURS:-0}
 limit=${ABI_TIMEOUT:-120}
 
+# ABI_API_CONFIGS (space-separated VERSION/PERSISTENT[/coherent]) picks the emulator settings
+# the api suite runs under; default: drivers 2.0 to 2.6 on the x86 profile and 2.4, 2.6 on the
+# coherent one, each persistent and not.
+api_configs=${ABI_API_CONFIGS:-}
+if [ -z "$api_configs" ]; then
+    for persistent in 1 0; do
+        for version in 2.0 2.3 2.4 2.5 2.6; do api_configs+=" $version/$persistent"; done
+        for version in 2.4 2.6; do api_configs+=" $version/$persistent/coherent"; done
+    done
+fi
+
 total_passed=0 total_failed=0 broken=()
 
 # run NAME CMD...: one program; its last "N passed, N failed" line counts.
@@ -49,16 +60,16 @@ for suite in $suites; do
         run "elf: symbols, versions, soname, needed, links" \
             "$here/check-elf.sh" "$lib_dir" "$here/../../include/gdrapi.h" "$here/symbols.txt" ;;
     api)
-        for persistent in 1 0; do
-            for version in 2.0 2.3 2.4 2.5 2.6; do
-                run "api: driver $version persistent=$persistent" \
-                    "${SIM[@]}" GDRSIM_PERSISTENT=$persistent GDRSIM_DRIVER_VERSION=$version "$bin/api"
-            done
-            for version in 2.4 2.6; do
+        for config in $api_configs; do
+            IFS=/ read -r version persistent profile <<<"$config"
+            if [ "$profile" = coherent ]; then
                 run "api: driver $version persistent=$persistent coherent" \
                     "${SIM[@]}" GDRSIM_PERSISTENT=$persistent GDRSIM_DRIVER_VERSION=$version \
                     GDRSIM_PROFILE=coherent "$bin/api"
-            done
+            else
+                run "api: driver $version persistent=$persistent" \
+                    "${SIM[@]}" GDRSIM_PERSISTENT=$persistent GDRSIM_DRIVER_VERSION=$version "$bin/api"
+            fi
         done ;;
     handles)
         run "handles" "${SIM[@]}" "$bin/handles" ;;

@@ -6,12 +6,20 @@
  *
  * gdrcopy 2.6 is not thread-safe, so against it one thread runs the same
  * loop (which still proves the loop's own expectations).
+ *
+ * Then a copy's visibility to another thread: a copy is complete and visible
+ * when the call returns, so a thread that sees a flag raised after the copy
+ * finds every byte in the mapping.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "gdrapi.h"
@@ -183,6 +191,178 @@ static void races(void)
     }
 }
 
+/* Visibility: one thread copies into the mapping and then raises a flag (a release store in
+ * host memory); another waits for the flag (acquire) and reads the mapping with plain loads.
+ * It must find the bytes of that copy. Where the copy's stores are weakly ordered (write-
+ * combining memory; streaming stores, which the emulator's write-back mapping also reorders)
+ * only the fence at the end of the copy guarantees this: without it the reader sees stale
+ * bytes, most often when the copy ends in a partly written 64-byte line.
+ *
+ * A missing fence shows only while the reader runs on another CPU at the moment the flag
+ * goes up (a context switch on the copier's CPU drains its write-combining buffers), so a
+ * round counts only when the copier has just seen the reader's heartbeat move; rounds run
+ * until HANDOFFS have counted, a stale read ends them, or HANDOFF_BUDGET_NS has passed (a
+ * machine with one CPU, or a very busy one, may then check fewer rounds). */
+#define HANDOFFS 200
+#define HANDOFF_BUDGET_NS 250000000LL
+#define HANDOFF_DONE (~0UL)
+
+typedef int (*copy_fn)(gdr_mh_t, void *, const void *, size_t);
+
+static struct {
+    size_t size;
+    atomic_ulong turn;      /* 2r - 1: round r copied; 2r: round r read; HANDOFF_DONE */
+    atomic_ulong heartbeat; /* moved by the reader while it waits */
+    atomic_int stale;       /* the round of the first stale read, 0 if none */
+} handoff;
+
+static unsigned char handoff_byte(unsigned long round, size_t i)
+{
+    return (unsigned char)(round * 31 + i);
+}
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static long long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* Waits until turn is want or HANDOFF_DONE; returns what it saw. */
+static unsigned long handoff_wait(unsigned long want, int beat)
+{
+    unsigned spins = 0;
+    unsigned long t;
+    while ((t = atomic_load_explicit(&handoff.turn, memory_order_acquire)) != want &&
+           t != HANDOFF_DONE) {
+        if (beat)
+            atomic_fetch_add_explicit(&handoff.heartbeat, 1, memory_order_relaxed);
+        if (++spins % 4096 == 0)
+            sched_yield();
+        cpu_relax();
+    }
+    return t;
+}
+
+/* True when the reader's heartbeat moves within a short spin: it is running right now. */
+static int reader_running(void)
+{
+    unsigned long hb = atomic_load_explicit(&handoff.heartbeat, memory_order_relaxed);
+    int i;
+    for (i = 0; i < 2000; i++) {
+        if (atomic_load_explicit(&handoff.heartbeat, memory_order_relaxed) != hb)
+            return 1;
+        cpu_relax();
+    }
+    return 0;
+}
+
+static void *handoff_reader(void *arg)
+{
+    const volatile unsigned char *dev = (const volatile unsigned char *)arg;
+    unsigned long round;
+    size_t i;
+
+    for (round = 1;; round++) {
+        if (handoff_wait(2 * round - 1, 1) == HANDOFF_DONE)
+            break;
+        for (i = 0; i < handoff.size; i++) {
+            if (dev[i] != handoff_byte(round, i)) {
+                atomic_store(&handoff.stale, (int)round);
+                break;
+            }
+        }
+        atomic_store_explicit(&handoff.turn, 2 * round, memory_order_release);
+    }
+    return NULL;
+}
+
+/* Puts the copier and the reader on two different CPUs where there are two (a thread created
+ * on the copier's CPU can otherwise stay there, taking turns with it, for the whole budget). */
+static int split_cpus(pthread_t reader, cpu_set_t *saved)
+{
+    cpu_set_t allowed, one;
+    int cpu, first = -1, second = -1;
+
+    if (pthread_getaffinity_np(pthread_self(), sizeof(allowed), &allowed) != 0)
+        return 0;
+    *saved = allowed;
+    for (cpu = 0; cpu < CPU_SETSIZE && second < 0; cpu++) {
+        if (CPU_ISSET(cpu, &allowed)) {
+            if (first < 0)
+                first = cpu;
+            else
+                second = cpu;
+        }
+    }
+    if (second < 0)
+        return 0;
+    CPU_ZERO(&one);
+    CPU_SET(second, &one);
+    pthread_setaffinity_np(reader, sizeof(one), &one);
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+    return 1;
+}
+
+static void check_visibility(copy_fn copy, const char *name)
+{
+    static const size_t sizes[] = {4, 68};
+    static unsigned char src[68];
+    size_t k, i;
+
+    for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        long long deadline = now_ns() + HANDOFF_BUDGET_NS;
+        unsigned long round = 0;
+        int counted = 0, stale, split;
+        pthread_t reader;
+        cpu_set_t saved;
+
+        handoff.size = sizes[k];
+        atomic_store(&handoff.turn, 0);
+        atomic_store(&handoff.stale, 0);
+        memset(shared_map, 0, sizes[k]);
+        CHECK_EQ(pthread_create(&reader, NULL, handoff_reader, shared_map), 0);
+        split = split_cpus(reader, &saved);
+        while (counted < HANDOFFS && !atomic_load(&handoff.stale) && now_ns() < deadline) {
+            if (!reader_running()) {
+                sched_yield();
+                continue;
+            }
+            round++;
+            for (i = 0; i < sizes[k]; i++)
+                src[i] = handoff_byte(round, i);
+            if (copy(shared_mh, shared_map, src, sizes[k]) != 0) {
+                CHECK(!"copy for the visibility check");
+                break;
+            }
+            atomic_store_explicit(&handoff.turn, 2 * round - 1, memory_order_release);
+            counted++;
+            handoff_wait(2 * round, 0);
+        }
+        atomic_store_explicit(&handoff.turn, HANDOFF_DONE, memory_order_release);
+        pthread_join(reader, NULL);
+        if (split)
+            pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+        stale = atomic_load(&handoff.stale);
+        if (stale)
+            printf("visibility: %s of %zu bytes: the reader saw stale bytes in round %d\n", name,
+                   sizes[k], stale);
+        else if (counted < HANDOFFS)
+            printf("visibility: %s of %zu bytes: %d of %d rounds with both threads running\n",
+                   name, sizes[k], counted, HANDOFFS);
+        CHECK_EQ(stale, 0);
+    }
+}
+
 int main(void)
 {
     CUdeviceptr raw;
@@ -219,6 +399,15 @@ int main(void)
     }
     pthread_barrier_destroy(&start);
     printf("threads: %d threads, %d operations\n", nthreads, total_ops);
+
+    /* One thread calls the library, the other only reads memory: fine for gdrcopy 2.6 too. */
+    check_visibility(gdr_copy_to_mapping, "gdr_copy_to_mapping");
+    if (OURS()) {
+        copy_fn alias = (copy_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "gdr_copy_to_mapped");
+        CHECK(alias != NULL);
+        if (alias != NULL)
+            check_visibility(alias, "gdr_copy_to_mapped");
+    }
 
     /* gdrcopy 2.6 is not thread-safe (and double unpin crashes it). */
     if (OURS())
