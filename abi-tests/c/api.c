@@ -635,6 +635,15 @@ static void test_injected_failures(gdr_t g, unsigned long base)
     CHECK(memcmp(&info, &before, sizeof(info)) == 0);
     gdrsim_set_fail("");
 
+    /* The legacy gdr_get_info symbol too (whichever info ioctl it issues). */
+    if (legacy_get_info() != NULL) {
+        CHECK_EQ(gdrsim_set_fail("GET_INFO:1:EIO,GET_INFO_V2:1:EIO"), 0);
+        memset(&info, 0x5c, sizeof(info));
+        CHECK_EQ(legacy_get_info()(g, keep, &info), EIO);
+        CHECK(memcmp(&info, &before, sizeof(info)) == 0);
+        gdrsim_set_fail("");
+    }
+
     CHECK_EQ(gdrsim_set_fail("GET_CB_FLAG:1:EIO"), 0);
     flag = 42;
     CHECK_EQ(gdr_get_callback_flag(g, keep, &flag), EIO);
