@@ -27,9 +27,10 @@
  *   offset     gdr_map*: the address returned is one byte past the mapping's start;
  *              copies: the mapping-side pointer is one byte further (same size)
  *   short      copies move one byte less (size - 1 when size > 0)
- *   nofence    copies: the bytes are moved by this shim with no fence after them (stores by
- *              non-temporal instructions on x86-64), once the real function has accepted
- *              the same arguments (validated by a real copy from the mapping into scratch)
+ *   nofence    copies: the bytes are moved by this shim with no fence after them, once the
+ *              real function has accepted the same arguments (validated by a real copy from
+ *              the mapping into scratch); toward the device with streaming stores into lines
+ *              evicted first (x86-64), the weak ordering of write-combining memory
  *   va, size, pagesize, tmcycles, cyclesperms, mapped, wc, type
  *              queries: that field of the result is wrong (+1 / +64 KiB / bit flipped /
  *              another mapping type)
