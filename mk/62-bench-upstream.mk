@@ -16,7 +16,7 @@
 #   take upstream's flags and print its result lines) as the test programs and this library on
 #   both arms, one quick round; and the driver-call counts of this library against
 #   bench/upstream/drivercalls.expected, so that an extra driver call fails the suite; and the
-#   freshness check (bench-freshness, below) on the emulator.
+#   freshness check (bench-freshness) and the API cost program (bench-apicost) on the emulator.
 
 BENCH_ROUNDS ?= 5
 BENCH_CPU ?= auto
@@ -47,8 +47,9 @@ bench-drivercalls: $(BENCH_UP_OUT)/drivercalls
 			$(BENCH_UP_OUT)/drivercalls || exit 1; \
 	done
 
-test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness tools
+test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BENCH_UP_OUT)/apicost tools
 	$(SIM_ENV) $(BENCH_UP_OUT)/freshness 50
+	$(SIM_ENV) $(BENCH_UP_OUT)/apicost 20 8
 	$(SIM_ENV) $(BENCH_UP_OUT)/drivercalls > $(BENCH_UP_OUT)/drivercalls.out
 	diff -u bench/upstream/drivercalls.expected $(BENCH_UP_OUT)/drivercalls.out
 	python3 bench/upstream/compare.py --rounds 1 --quick --cpu auto --sim $(SIM_DIR) \
@@ -80,3 +81,21 @@ $(BENCH_UP_OUT)/freshness: bench/upstream/freshness.c abi-tests/c/gpu.h include/
 
 FRESHNESS_ITERS ?= 2000
 .PHONY: bench-freshness
+
+# make bench-apicost [UPSTREAM_LIB_DIR=<dir>]: the CPU time of pin, get_info, map, unmap and
+#   unpin with warm caches and after evicting them (bench/upstream/apicost.c), for this library
+#   and the other one: apiperf times calls that follow a slow map or unmap, with cold caches.
+APICOST_ARGS ?= 2000 128
+bench-apicost: $(BENCH_UP_OUT)/apicost
+	@for d in $(LIB_DIR) $(if $(UPSTREAM_LIB_DIR),$(abspath $(UPSTREAM_LIB_DIR))); do \
+		echo "== $$d/libgdrapi.so.2"; \
+		$(if $(filter 1,$(BENCH_SIM)),LD_PRELOAD=$(SIM_DIR)/libcuda.so.1) LD_LIBRARY_PATH=$(SIM_DIR):$$d \
+			$(BENCH_UP_OUT)/apicost $(APICOST_ARGS) || exit 1; \
+	done
+
+$(BENCH_UP_OUT)/apicost: bench/upstream/apicost.c abi-tests/c/gpu.h include/gdrapi.h | lib sim
+	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
+		-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda
+.PHONY: bench-apicost
