@@ -1,18 +1,24 @@
-//! The crate's error type: which step failed and why, as a value until `main` prints it.
+//! The error type of the Vulkan and CUDA steps: which step failed and why, as a value until
+//! a caller prints it.
 
+use crate::dl::DlError;
 use std::fmt;
 
 /// A failed step of opening, mapping, exporting, importing or copying.
 #[derive(Debug)]
 pub enum Error {
-    /// A shared library could not be loaded (`dlopen` failed); `reason` is `dlerror()`.
-    Load { library: String, reason: String },
-    /// A symbol was missing from a loaded library or from the Vulkan loader.
+    /// A shared library could not be loaded, or lacks a function.
+    Dl(DlError),
+    /// A symbol was missing from the Vulkan loader (`vkGet*ProcAddr` returned NULL).
     Symbol { name: String },
     /// A Vulkan call returned a negative `VkResult`.
     Vulkan { call: &'static str, result: i32 },
-    /// A CUDA driver call returned a non-zero `CUresult`.
-    Cuda { call: &'static str, result: i32 },
+    /// A CUDA driver call returned a non-zero `CUresult`; `name` is `cuGetErrorName`'s.
+    Cuda {
+        call: &'static str,
+        result: i32,
+        name: Option<String>,
+    },
     /// No Vulkan physical device was found.
     NoDevice,
     /// The device has no memory type that is both device-local and host-visible.
@@ -35,16 +41,28 @@ pub enum Error {
     },
 }
 
+impl From<DlError> for Error {
+    fn from(e: DlError) -> Error {
+        Error::Dl(e)
+    }
+}
+
 /// Shorthand for results of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Load { library, reason } => write!(f, "cannot load {library}: {reason}"),
+            Error::Dl(e) => e.fmt(f),
             Error::Symbol { name } => write!(f, "symbol {name} not found"),
             Error::Vulkan { call, result } => write!(f, "{call} failed: VkResult {result}"),
-            Error::Cuda { call, result } => write!(f, "{call} failed: CUresult {result}"),
+            Error::Cuda { call, result, name } => {
+                write!(f, "{call} failed: CUresult {result}")?;
+                match name {
+                    Some(n) => write!(f, " ({n})"),
+                    None => Ok(()),
+                }
+            }
             Error::NoDevice => write!(f, "no Vulkan physical device"),
             Error::NoBarMemoryType => {
                 write!(f, "no memory type is both DEVICE_LOCAL and HOST_VISIBLE")
@@ -66,3 +84,27 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_calls_say_which_call_and_which_result() {
+        let e = Error::Cuda {
+            call: "cuInit",
+            result: 100,
+            name: None,
+        };
+        assert_eq!(e.to_string(), "cuInit failed: CUresult 100");
+        let e = Error::Cuda {
+            call: "cuMemHostAlloc",
+            result: 2,
+            name: Some("CUDA_ERROR_OUT_OF_MEMORY".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cuMemHostAlloc failed: CUresult 2 (CUDA_ERROR_OUT_OF_MEMORY)"
+        );
+    }
+}

@@ -189,9 +189,8 @@ impl VkBar {
     /// device with `VK_KHR_external_memory_fd` when offered.
     pub fn open() -> Result<VkBar> {
         let lib = Library::open("libvulkan.so.1")?;
-        let sym = lib.symbol("vkGetInstanceProcAddr")?;
         // SAFETY: the loader exports vkGetInstanceProcAddr with exactly this signature.
-        let gipa: PFN_vkGetInstanceProcAddr = unsafe { std::mem::transmute(sym) };
+        let gipa: PFN_vkGetInstanceProcAddr = unsafe { lib.function("vkGetInstanceProcAddr")? };
         // SAFETY: the type named is vkCreateInstance's.
         let create_instance: PFN_vkCreateInstance =
             unsafe { instance_fn(gipa, ptr::null_mut(), "vkCreateInstance")? };
@@ -221,8 +220,8 @@ impl VkBar {
         check("vkCreateInstance", unsafe {
             create_instance(&ici, ptr::null(), &mut instance)
         })?;
-        // SAFETY (all instance_fn calls below): each names its entry point's own type.
         // Without vkDestroyInstance the instance can only be leaked.
+        // SAFETY: each instance_fn call below names its entry point's own type.
         let destroy_instance: PFN_vkDestroyInstance =
             unsafe { instance_fn(gipa, instance, "vkDestroyInstance")? };
         let mut partial = Partial {
@@ -232,18 +231,25 @@ impl VkBar {
             destroy_device: None,
         };
 
+        // SAFETY: the type named is this entry point's own.
         let enumerate: PFN_vkEnumeratePhysicalDevices =
             unsafe { instance_fn(gipa, instance, "vkEnumeratePhysicalDevices")? };
+        // SAFETY: the type named is this entry point's own.
         let get_props: PFN_vkGetPhysicalDeviceProperties =
             unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceProperties")? };
+        // SAFETY: the type named is this entry point's own.
         let get_props2: Option<PFN_vkGetPhysicalDeviceProperties2> =
             unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceProperties2") }.ok();
+        // SAFETY: the type named is this entry point's own.
         let get_mem: PFN_vkGetPhysicalDeviceMemoryProperties =
             unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceMemoryProperties")? };
+        // SAFETY: the type named is this entry point's own.
         let enum_ext: PFN_vkEnumerateDeviceExtensionProperties =
             unsafe { instance_fn(gipa, instance, "vkEnumerateDeviceExtensionProperties")? };
+        // SAFETY: the type named is this entry point's own.
         let create_device: PFN_vkCreateDevice =
             unsafe { instance_fn(gipa, instance, "vkCreateDevice")? };
+        // SAFETY: the type named is this entry point's own.
         let gdpa: PFN_vkGetDeviceProcAddr =
             unsafe { instance_fn(gipa, instance, "vkGetDeviceProcAddr")? };
 
@@ -292,6 +298,7 @@ impl VkBar {
             // SAFETY: all-zero is valid for both plain-data structs.
             let mut id: VkPhysicalDeviceIDProperties = unsafe { std::mem::zeroed() };
             id.sType = STYPE_PHYSICAL_DEVICE_ID_PROPERTIES;
+            // SAFETY: as above.
             let mut p2: Box<VkPhysicalDeviceProperties2> = Box::new(unsafe { std::mem::zeroed() });
             p2.sType = STYPE_PHYSICAL_DEVICE_PROPERTIES_2;
             p2.pNext = (&mut id as *mut VkPhysicalDeviceIDProperties).cast();
@@ -375,18 +382,23 @@ impl VkBar {
             create_device(pd, &dci, ptr::null(), &mut device)
         })?;
         partial.device = device;
-        // SAFETY (device_fn calls): each names its entry point's own type; `device` is live.
+        // SAFETY: each device_fn call below names its entry point's own type; `device` is live.
         let destroy_device: PFN_vkDestroyDevice =
             unsafe { device_fn(gdpa, device, "vkDestroyDevice")? };
         partial.destroy_device = Some(destroy_device);
         let fns = Fns {
             destroy_instance,
             destroy_device,
+            // SAFETY: as above.
             allocate_memory: unsafe { device_fn(gdpa, device, "vkAllocateMemory")? },
+            // SAFETY: as above.
             free_memory: unsafe { device_fn(gdpa, device, "vkFreeMemory")? },
+            // SAFETY: as above.
             map_memory: unsafe { device_fn(gdpa, device, "vkMapMemory")? },
+            // SAFETY: as above.
             unmap_memory: unsafe { device_fn(gdpa, device, "vkUnmapMemory")? },
             get_memory_fd: if external_fd {
+                // SAFETY: as above.
                 Some(unsafe { device_fn(gdpa, device, "vkGetMemoryFdKHR")? })
             } else {
                 None
@@ -506,7 +518,7 @@ impl VkBar {
         if len == 0 || map_len == 0 {
             return Err(Error::Invalid("import of 0 bytes".into()));
         }
-        if offset.checked_add(map_len).map_or(true, |end| end > len) {
+        if offset.checked_add(map_len).is_none_or(|end| end > len) {
             return Err(Error::Invalid(format!(
                 "range {offset}+{map_len} past {len} bytes"
             )));

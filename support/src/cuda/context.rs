@@ -1,157 +1,87 @@
-//! The real CUDA driver (`libcuda.so.1`, loaded at run time): imports an opaque fd exported
-//! by Vulkan as a CUDA device pointer and copies through it, so that bytes written through
-//! the BAR can be checked from the GPU's side and the reverse. It also allocates page-locked
-//! host memory (`cuMemHostAlloc`, write-combined for `barbench --host-wc`) with a device
-//! pointer to the same bytes, checked the same way.
+//! The real CUDA driver with one device's primary context current: imports an opaque fd
+//! exported by Vulkan as a CUDA device pointer and copies through it, allocates device memory,
+//! and allocates page-locked host memory (`cuMemHostAlloc`, write-combined for the benchmarks)
+//! with a device pointer to the same bytes.
 
-use crate::dl::Library;
+use super::{fns, status, Driver};
+use super::{CUdevice, CUdeviceptr, CUexternalMemory, CUresult, CUuuid};
+use super::{ExternalMemoryBufferDesc, ExternalMemoryHandleDesc, LIBCUDA};
+use super::{EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD, MEMHOSTALLOC_DEVICEMAP};
+use crate::dl::Entry;
 use crate::error::{Error, Result};
-use std::ffi::{c_int, c_uint, c_void};
+use std::ffi::{c_uint, c_void};
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
 
-type CuResult = c_int;
-type CuDevice = c_int;
-type CuContext = *mut c_void;
-type CuExternalMemory = *mut c_void;
-type CuDevicePtr = u64;
+type Fn<E> = <E as Entry>::Fn;
 
-/// `CU_MEMHOSTALLOC_DEVICEMAP`: the allocation also gets a device pointer.
-pub const MEMHOSTALLOC_DEVICEMAP: c_uint = 0x02;
-/// `CU_MEMHOSTALLOC_WRITECOMBINED`: the CPU maps the allocation write-combining.
-pub const MEMHOSTALLOC_WRITECOMBINED: c_uint = 0x04;
-
-/// `CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD`.
-const EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD: c_uint = 1;
-
-/// `CUDA_EXTERNAL_MEMORY_HANDLE_DESC` (LP64 layout of `cuda.h`).
-#[repr(C)]
-struct ExternalMemoryHandleDesc {
-    kind: c_uint,
-    _pad: c_uint,
-    // The handle union: an `int fd` for OPAQUE_FD, 16 bytes in all, 8-aligned.
-    fd: c_int,
-    _union_rest: [u32; 3],
-    size: u64,
-    flags: c_uint,
-    reserved: [c_uint; 16],
-}
-
-/// `CUDA_EXTERNAL_MEMORY_BUFFER_DESC`.
-#[repr(C)]
-struct ExternalMemoryBufferDesc {
-    offset: u64,
-    size: u64,
-    flags: c_uint,
-    reserved: [c_uint; 16],
-}
-
+/// The functions used once a context is current.
 struct Fns {
-    ctx_synchronize: unsafe extern "C" fn() -> CuResult,
-    primary_release: unsafe extern "C" fn(CuDevice) -> CuResult,
-    import:
-        unsafe extern "C" fn(*mut CuExternalMemory, *const ExternalMemoryHandleDesc) -> CuResult,
-    mapped_buffer: unsafe extern "C" fn(
-        *mut CuDevicePtr,
-        CuExternalMemory,
-        *const ExternalMemoryBufferDesc,
-    ) -> CuResult,
-    destroy_external: unsafe extern "C" fn(CuExternalMemory) -> CuResult,
-    mem_free: unsafe extern "C" fn(CuDevicePtr) -> CuResult,
-    htod: unsafe extern "C" fn(CuDevicePtr, *const c_void, usize) -> CuResult,
-    dtoh: unsafe extern "C" fn(*mut c_void, CuDevicePtr, usize) -> CuResult,
+    ctx_synchronize: Fn<fns::cuCtxSynchronize>,
+    primary_release: Fn<fns::cuDevicePrimaryCtxRelease>,
+    mem_free: Fn<fns::cuMemFree_v2>,
+    htod: Fn<fns::cuMemcpyHtoD_v2>,
+    dtoh: Fn<fns::cuMemcpyDtoH_v2>,
 }
 
-/// The functions of page-locked host memory, resolved when first needed (the emulator's
-/// real-VRAM mode loads this module without using them).
-struct HostFns {
-    alloc: unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> CuResult,
-    free: unsafe extern "C" fn(*mut c_void) -> CuResult,
-    device_ptr: unsafe extern "C" fn(*mut CuDevicePtr, *mut c_void, c_uint) -> CuResult,
-}
-
-/// The CUDA driver with the primary context of one device current on the calling thread.
+/// The CUDA driver with the primary context of one device current on the calling thread
+/// (retained until drop).
 pub struct Cuda {
-    lib: Library,
+    driver: Driver,
     fns: Fns,
-    device: CuDevice,
+    device: CUdevice,
     ordinal: usize,
-    uuid: Option<[u8; 16]>,
-}
-
-fn ok(call: &'static str, r: CuResult) -> Result<()> {
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(Error::Cuda { call, result: r })
-    }
-}
-
-/// Resolves `name` from `lib` as function type `F`.
-///
-/// # Safety
-/// `F` must be the `extern "C"` function pointer type of `name`.
-unsafe fn sym<F: Copy>(lib: &Library, name: &str) -> Result<F> {
-    let p = lib.symbol(name)?;
-    // SAFETY: the caller names the matching type; a code pointer is pointer-sized.
-    Ok(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) })
+    uuid: Option<CUuuid>,
 }
 
 impl Cuda {
     /// Loads `libcuda.so.1`, initialises it and makes current the primary context of the device
     /// whose UUID is `want_uuid` (when given and found), else of device 0.
-    pub fn open(want_uuid: Option<[u8; 16]>) -> Result<Cuda> {
-        Cuda::open_at("libcuda.so.1", want_uuid)
+    pub fn open(want_uuid: Option<CUuuid>) -> Result<Cuda> {
+        Cuda::open_at(LIBCUDA, want_uuid)
     }
 
     /// As [`Cuda::open`], loading the driver from `library` (a soname or a path): a process
     /// whose `libcuda.so.1` is something else (an emulator) names the real one by path.
-    pub fn open_at(library: &str, want_uuid: Option<[u8; 16]>) -> Result<Cuda> {
-        let lib = Library::open(library)?;
-        // SAFETY (all `sym` calls): each type is the one `cuda.h` declares for that name.
-        let init: unsafe extern "C" fn(c_uint) -> CuResult = unsafe { sym(&lib, "cuInit")? };
-        let count: unsafe extern "C" fn(*mut c_int) -> CuResult =
-            unsafe { sym(&lib, "cuDeviceGetCount")? };
-        let get: unsafe extern "C" fn(*mut CuDevice, c_int) -> CuResult =
-            unsafe { sym(&lib, "cuDeviceGet")? };
-        let get_uuid: Option<unsafe extern "C" fn(*mut [u8; 16], CuDevice) -> CuResult> =
-            unsafe { sym(&lib, "cuDeviceGetUuid_v2") }
-                .or_else(|_| unsafe { sym(&lib, "cuDeviceGetUuid") })
-                .ok();
-        let retain: unsafe extern "C" fn(*mut CuContext, CuDevice) -> CuResult =
-            unsafe { sym(&lib, "cuDevicePrimaryCtxRetain")? };
-        let set_current: unsafe extern "C" fn(CuContext) -> CuResult =
-            unsafe { sym(&lib, "cuCtxSetCurrent")? };
+    pub fn open_at(library: &str, want_uuid: Option<CUuuid>) -> Result<Cuda> {
+        let driver = Driver::load(library, false)?;
+        let lib = driver.library();
+        let get_uuid = lib
+            .get::<fns::cuDeviceGetUuid_v2>()
+            .or_else(|_| lib.get::<fns::cuDeviceGetUuid>())
+            .ok();
+        let retain = lib.get::<fns::cuDevicePrimaryCtxRetain>()?;
+        let set_current = lib.get::<fns::cuCtxSetCurrent>()?;
         let fns = Fns {
-            ctx_synchronize: unsafe { sym(&lib, "cuCtxSynchronize")? },
-            primary_release: unsafe { sym(&lib, "cuDevicePrimaryCtxRelease_v2") }
-                .or_else(|_| unsafe { sym(&lib, "cuDevicePrimaryCtxRelease") })?,
-            import: unsafe { sym(&lib, "cuImportExternalMemory")? },
-            mapped_buffer: unsafe { sym(&lib, "cuExternalMemoryGetMappedBuffer")? },
-            destroy_external: unsafe { sym(&lib, "cuDestroyExternalMemory")? },
-            mem_free: unsafe { sym(&lib, "cuMemFree_v2")? },
-            htod: unsafe { sym(&lib, "cuMemcpyHtoD_v2")? },
-            dtoh: unsafe { sym(&lib, "cuMemcpyDtoH_v2")? },
+            ctx_synchronize: lib.get::<fns::cuCtxSynchronize>()?,
+            primary_release: lib
+                .get::<fns::cuDevicePrimaryCtxRelease_v2>()
+                .or_else(|_| lib.get::<fns::cuDevicePrimaryCtxRelease>())?,
+            mem_free: lib.get::<fns::cuMemFree_v2>()?,
+            htod: lib.get::<fns::cuMemcpyHtoD_v2>()?,
+            dtoh: lib.get::<fns::cuMemcpyDtoH_v2>()?,
         };
+        let check = |call, r| check(&driver, call, r);
         // SAFETY: cuInit takes flags 0.
-        ok("cuInit", unsafe { init(0) })?;
+        check("cuInit", unsafe { (driver.init)(0) })?;
         let mut n = 0;
         // SAFETY: `n` is writable.
-        ok("cuDeviceGetCount", unsafe { count(&mut n) })?;
+        check("cuDeviceGetCount", unsafe { (driver.device_get_count)(&mut n) })?;
         if n <= 0 {
             return Err(Error::Cuda {
                 call: "cuDeviceGetCount",
-                result: 100,
+                result: status::NO_DEVICE,
+                name: Some("no device".into()),
             });
         }
-        let mut chosen: Option<(usize, CuDevice, Option<[u8; 16]>)> = None;
+        let mut chosen: Option<(usize, CUdevice, Option<CUuuid>)> = None;
         for i in 0..n {
-            let mut d: CuDevice = 0;
+            let mut d: CUdevice = 0;
             // SAFETY: `i` is a valid ordinal and `d` is writable.
-            ok("cuDeviceGet", unsafe { get(&mut d, i) })?;
+            check("cuDeviceGet", unsafe { (driver.device_get)(&mut d, i) })?;
             let uuid = get_uuid.and_then(|f| {
                 let mut u = [0u8; 16];
                 // SAFETY: `u` is the 16-byte CUuuid the call fills.
-                (unsafe { f(&mut u, d) } == 0).then_some(u)
+                (unsafe { f(&mut u, d) } == status::SUCCESS).then_some(u)
             });
             let matches = want_uuid.is_some() && uuid == want_uuid;
             if chosen.is_none() || matches {
@@ -163,26 +93,30 @@ impl Cuda {
         }
         let (ordinal, device, uuid) = chosen.ok_or(Error::Cuda {
             call: "cuDeviceGet",
-            result: 101,
+            result: status::INVALID_DEVICE,
+            name: None,
         })?;
-        let mut ctx: CuContext = std::ptr::null_mut();
+        let mut ctx = std::ptr::null_mut();
         // SAFETY: `device` is valid; `ctx` is writable.
-        ok("cuDevicePrimaryCtxRetain", unsafe {
-            retain(&mut ctx, device)
-        })?;
+        check("cuDevicePrimaryCtxRetain", unsafe { retain(&mut ctx, device) })?;
         // SAFETY: `ctx` is the retained primary context.
-        if let Err(e) = ok("cuCtxSetCurrent", unsafe { set_current(ctx) }) {
+        if let Err(e) = check("cuCtxSetCurrent", unsafe { set_current(ctx) }) {
             // SAFETY: releases the retain above, once.
             unsafe { (fns.primary_release)(device) };
             return Err(e);
         }
         Ok(Cuda {
-            lib,
+            driver,
             fns,
             device,
             ordinal,
             uuid,
         })
+    }
+
+    /// The loaded driver.
+    pub fn driver(&self) -> &Driver {
+        &self.driver
     }
 
     /// The ordinal of the device in use.
@@ -191,8 +125,12 @@ impl Cuda {
     }
 
     /// Its UUID, when the driver reports one.
-    pub fn uuid(&self) -> Option<[u8; 16]> {
+    pub fn uuid(&self) -> Option<CUuuid> {
         self.uuid
+    }
+
+    fn check(&self, call: &'static str, r: CUresult) -> Result<()> {
+        check(&self.driver, call, r)
     }
 
     /// Imports an opaque fd of `size` bytes (from Vulkan) and maps all of it as a device pointer.
@@ -201,6 +139,10 @@ impl Cuda {
         if size == 0 {
             return Err(Error::Invalid("import of 0 bytes".into()));
         }
+        let lib = self.driver.library();
+        let import = lib.get::<fns::cuImportExternalMemory>()?;
+        let mapped_buffer = lib.get::<fns::cuExternalMemoryGetMappedBuffer>()?;
+        let destroy = lib.get::<fns::cuDestroyExternalMemory>()?;
         let desc = ExternalMemoryHandleDesc {
             kind: EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
             _pad: 0,
@@ -210,11 +152,9 @@ impl Cuda {
             flags: 0,
             reserved: [0; 16],
         };
-        let mut ext: CuExternalMemory = std::ptr::null_mut();
+        let mut ext: CUexternalMemory = std::ptr::null_mut();
         // SAFETY: `desc` is a complete descriptor; `ext` is writable.
-        ok("cuImportExternalMemory", unsafe {
-            (self.fns.import)(&mut ext, &desc)
-        })?;
+        self.check("cuImportExternalMemory", unsafe { import(&mut ext, &desc) })?;
         // Success: CUDA owns the descriptor now.
         let _ = fd.into_raw_fd();
         let bdesc = ExternalMemoryBufferDesc {
@@ -223,19 +163,17 @@ impl Cuda {
             flags: 0,
             reserved: [0; 16],
         };
-        let mut dptr: CuDevicePtr = 0;
+        let mut dptr: CUdeviceptr = 0;
         // SAFETY: `ext` is live; `bdesc` lies within it; `dptr` is writable.
-        let r = unsafe { (self.fns.mapped_buffer)(&mut dptr, ext, &bdesc) };
-        if r != 0 {
+        let r = unsafe { mapped_buffer(&mut dptr, ext, &bdesc) };
+        if let Err(e) = self.check("cuExternalMemoryGetMappedBuffer", r) {
             // SAFETY: `ext` is live and destroyed once.
-            unsafe { (self.fns.destroy_external)(ext) };
-            return Err(Error::Cuda {
-                call: "cuExternalMemoryGetMappedBuffer",
-                result: r,
-            });
+            unsafe { destroy(ext) };
+            return Err(e);
         }
         Ok(Imported {
             cuda: self,
+            destroy,
             ext,
             dptr,
             size,
@@ -245,7 +183,21 @@ impl Cuda {
     /// Waits for all work of the current context (`cuCtxSynchronize`).
     pub fn synchronize(&self) -> Result<()> {
         // SAFETY: no arguments; the context is current.
-        ok("cuCtxSynchronize", unsafe { (self.fns.ctx_synchronize)() })
+        self.check("cuCtxSynchronize", unsafe { (self.fns.ctx_synchronize)() })
+    }
+
+    /// Allocates `size` bytes of device memory (`cuMemAlloc`), rounded up to 64 KiB GPU pages.
+    pub fn alloc_device(&self, size: usize) -> Result<DeviceMemory<'_>> {
+        let alloc = self.driver.get::<fns::cuMemAlloc_v2>()?;
+        let size = size.max(1).div_ceil(1 << 16) << 16;
+        let mut dptr: CUdeviceptr = 0;
+        // SAFETY: `dptr` is writable; the context is current.
+        self.check("cuMemAlloc", unsafe { alloc(&mut dptr, size) })?;
+        Ok(DeviceMemory {
+            cuda: self,
+            dptr,
+            size,
+        })
     }
 
     /// Allocates `size` bytes of page-locked host memory (`cuMemHostAlloc` with `flags`, which
@@ -257,32 +209,28 @@ impl Cuda {
                 "host allocation of {size} bytes with flags {flags:#x} (needs DEVICEMAP)"
             )));
         }
-        // SAFETY (all three): each type is the one `cuda.h` declares for that name.
-        let fns = HostFns {
-            alloc: unsafe { sym(&self.lib, "cuMemHostAlloc")? },
-            free: unsafe { sym(&self.lib, "cuMemFreeHost")? },
-            device_ptr: unsafe { sym(&self.lib, "cuMemHostGetDevicePointer_v2")? },
-        };
+        let lib = self.driver.library();
+        let alloc = lib.get::<fns::cuMemHostAlloc>()?;
+        let free = lib.get::<fns::cuMemFreeHost>()?;
+        let device_ptr = lib.get::<fns::cuMemHostGetDevicePointer_v2>()?;
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: `p` is writable; the context is current.
-        ok("cuMemHostAlloc", unsafe {
-            (fns.alloc)(&mut p, size, flags)
-        })?;
+        self.check("cuMemHostAlloc", unsafe { alloc(&mut p, size, flags) })?;
         if p.is_null() {
             return Err(Error::Invalid("cuMemHostAlloc returned NULL".into()));
         }
         // From here on, an error drops `mem`, which frees the allocation.
         let mut mem = HostMemory {
             cuda: self,
-            free: fns.free,
+            free,
             ptr: p.cast(),
             dptr: 0,
             size,
         };
-        let mut dptr: CuDevicePtr = 0;
+        let mut dptr: CUdeviceptr = 0;
         // SAFETY: `p` is the live allocation; `dptr` is writable; flags must be 0.
-        ok("cuMemHostGetDevicePointer", unsafe {
-            (fns.device_ptr)(&mut dptr, p, 0)
+        self.check("cuMemHostGetDevicePointer", unsafe {
+            device_ptr(&mut dptr, p, 0)
         })?;
         mem.dptr = dptr;
         Ok(mem)
@@ -292,33 +240,40 @@ impl Cuda {
     /// (`cuMemcpyDtoH`, synchronous).
     fn read_device(
         &self,
-        dptr: CuDevicePtr,
+        dptr: CUdeviceptr,
         size: usize,
         offset: usize,
         dst: &mut [u8],
     ) -> Result<()> {
         in_range(size, offset, dst.len())?;
         // SAFETY: the range lies in the buffer and `dst` is writable for its length.
-        ok("cuMemcpyDtoH", unsafe {
+        self.check("cuMemcpyDtoH", unsafe {
             (self.fns.dtoh)(dst.as_mut_ptr().cast(), dptr + offset as u64, dst.len())
         })
     }
 
     /// Copies `src` to `offset` of the `size`-byte device buffer `dptr` (`cuMemcpyHtoD`), then
     /// synchronises the context.
-    fn write_device(
-        &self,
-        dptr: CuDevicePtr,
-        size: usize,
-        offset: usize,
-        src: &[u8],
-    ) -> Result<()> {
+    fn write_device(&self, dptr: CUdeviceptr, size: usize, offset: usize, src: &[u8]) -> Result<()> {
         in_range(size, offset, src.len())?;
         // SAFETY: the range lies in the buffer and `src` is readable for its length.
-        ok("cuMemcpyHtoD", unsafe {
+        self.check("cuMemcpyHtoD", unsafe {
             (self.fns.htod)(dptr + offset as u64, src.as_ptr().cast(), src.len())
         })?;
         self.synchronize()
+    }
+}
+
+/// `r` as a result naming `call` and, when the driver can say, the error's name.
+fn check(driver: &Driver, call: &'static str, r: CUresult) -> Result<()> {
+    if r == status::SUCCESS {
+        Ok(())
+    } else {
+        Err(Error::Cuda {
+            call,
+            result: r,
+            name: driver.error_name(r),
+        })
     }
 }
 
@@ -334,8 +289,8 @@ fn in_range(size: usize, offset: usize, n: usize) -> Result<()> {
 
 impl Drop for Cuda {
     fn drop(&mut self) {
-        // SAFETY: releases the primary-context retain of `open`, once; every Imported
-        // borrows self and is gone.
+        // SAFETY: releases the primary-context retain of `open`, once; every allocation and
+        // import borrows self and is gone.
         unsafe { (self.fns.primary_release)(self.device) };
     }
 }
@@ -343,14 +298,15 @@ impl Drop for Cuda {
 /// Vulkan memory imported into CUDA: a device pointer to the same bytes as the BAR mapping.
 pub struct Imported<'a> {
     cuda: &'a Cuda,
-    ext: CuExternalMemory,
-    dptr: CuDevicePtr,
+    destroy: Fn<fns::cuDestroyExternalMemory>,
+    ext: CUexternalMemory,
+    dptr: CUdeviceptr,
     size: usize,
 }
 
 impl Imported<'_> {
     /// The CUDA device pointer.
-    pub fn device_ptr(&self) -> u64 {
+    pub fn device_ptr(&self) -> CUdeviceptr {
         self.dptr
     }
 
@@ -371,17 +327,48 @@ impl Drop for Imported<'_> {
         // the buffer first, as the CUDA documentation requires.
         unsafe {
             (self.cuda.fns.mem_free)(self.dptr);
-            (self.cuda.fns.destroy_external)(self.ext);
+            (self.destroy)(self.ext);
         }
+    }
+}
+
+/// Device memory from `cuMemAlloc`, freed on drop.
+pub struct DeviceMemory<'a> {
+    cuda: &'a Cuda,
+    dptr: CUdeviceptr,
+    size: usize,
+}
+
+impl DeviceMemory<'_> {
+    /// The device pointer (64 KiB aligned).
+    pub fn device_ptr(&self) -> CUdeviceptr {
+        self.dptr
+    }
+
+    /// Its length in bytes (a multiple of 64 KiB).
+    pub fn len(&self) -> usize {
+        self.size
+    }
+
+    /// Whether it is empty (never: [`Cuda::alloc_device`] allocates at least one page).
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+}
+
+impl Drop for DeviceMemory<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the allocation of `alloc_device`, freed once while its context is retained.
+        unsafe { (self.cuda.fns.mem_free)(self.dptr) };
     }
 }
 
 /// Page-locked host memory from `cuMemHostAlloc` with its device pointer, freed on drop.
 pub struct HostMemory<'a> {
     cuda: &'a Cuda,
-    free: unsafe extern "C" fn(*mut c_void) -> CuResult,
+    free: Fn<fns::cuMemFreeHost>,
     ptr: *mut u8,
-    dptr: CuDevicePtr,
+    dptr: CUdeviceptr,
     size: usize,
 }
 
@@ -402,7 +389,7 @@ impl HostMemory<'_> {
     }
 
     /// The device pointer to the same bytes (`cuMemHostGetDevicePointer`).
-    pub fn device_ptr(&self) -> u64 {
+    pub fn device_ptr(&self) -> CUdeviceptr {
         self.dptr
     }
 
@@ -430,17 +417,6 @@ impl Drop for HostMemory<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::mem::{offset_of, size_of};
-
-    #[test]
-    fn descriptor_layouts_match_cuda_h() {
-        assert_eq!(offset_of!(ExternalMemoryHandleDesc, fd), 8);
-        assert_eq!(offset_of!(ExternalMemoryHandleDesc, size), 24);
-        assert_eq!(offset_of!(ExternalMemoryHandleDesc, flags), 32);
-        assert_eq!(size_of::<ExternalMemoryHandleDesc>(), 104);
-        assert_eq!(offset_of!(ExternalMemoryBufferDesc, flags), 16);
-        assert_eq!(size_of::<ExternalMemoryBufferDesc>(), 88);
-    }
 
     #[test]
     fn ranges_inside_the_buffer_only() {
@@ -448,5 +424,15 @@ mod tests {
         assert!(in_range(4096, 4096, 0).is_ok());
         assert!(in_range(4096, 1, 4096).is_err());
         assert!(in_range(4096, usize::MAX, 2).is_err());
+    }
+
+    #[test]
+    fn a_missing_driver_or_a_library_without_it_is_an_error_not_a_crash() {
+        let name = "libcuda-missing-for-this-test.so.1";
+        let e = Cuda::open_at(name, None).err().expect("no such library");
+        assert!(matches!(e, Error::Dl(_)), "{e:?}");
+        assert!(e.to_string().contains(name), "{e}");
+        let e = Cuda::open_at("libc.so.6", None).err().expect("libc is no CUDA driver");
+        assert!(e.to_string().contains("cuInit"), "{e}");
     }
 }
