@@ -1,23 +1,16 @@
-//! Real GPU memory seen through the PCIe BAR, without gdrdrv: Vulkan memory that is both
-//! device-local and host-visible, mapped with `vkMapMemory` ([`bar`]), exported as an opaque
-//! fd and imported into CUDA ([`cuda`]) so the GPU's view of the same bytes can be checked.
+//! The benchmarks' shared code: copy methods to compare ([`copiers`], [`upstream`]), checks of
+//! a copy against a second view of the memory ([`verify`], [`pattern`]), the smaps line of a
+//! mapping ([`smaps`]), and the write-combined host memory both programs time ([`hostwc`]).
 //!
-//! Everything is loaded at run time (`libvulkan.so.1`, `libcuda.so.1`, and optionally
-//! upstream's `libgdrapi.so.2.6` for [`upstream`] timings), so the crate builds anywhere; on a
+//! The Vulkan and CUDA loaders come from `gdrapi-support` (re-exported here as [`bar`],
+//! [`cuda`], [`vk`]); everything is loaded at run time, so the crate builds anywhere and, on a
 //! machine without a GPU, Mesa's lavapipe (a CPU Vulkan device) exercises the same code.
-//! The `barbench` binary checks and times copies through such a mapping.
 
-pub mod bar;
-#[cfg(feature = "copy")]
 pub mod copiers;
-pub mod cuda;
-pub mod dl;
-pub mod error;
+pub mod hostwc;
 pub mod pattern;
 pub mod smaps;
 pub mod upstream;
-#[cfg(feature = "copy")]
 pub mod verify;
-pub mod vk;
 
-pub use error::{Error, Result};
+pub use gdrapi_support::{bar, cuda, error, vk, Error, Result};

@@ -9,8 +9,8 @@
 //! when the CPU has it, then the 32- and 16-byte kernels, then single aligned accesses of at
 //! most 8 bytes for what is left, and a store fence.
 
-use crate::dl::Library;
-use crate::error::Result;
+use crate::Result;
+use gdrapi_support::dl::Library;
 use std::ffi::{c_int, c_void};
 
 /// An upstream kernel: `int f(void *dst, const void *src, size_t n)`.
@@ -87,9 +87,8 @@ impl Upstream {
             if !on {
                 return None;
             }
-            let p = lib.symbol(name).ok()?;
             // SAFETY: upstream declares every memcpy_uncached_* with exactly this signature.
-            Some(unsafe { std::mem::transmute::<*mut c_void, Kernel>(p) })
+            unsafe { lib.function::<Kernel>(name) }.ok()
         };
         let store16 = k("memcpy_uncached_store_sse41", cpu.sse41);
         let store32 = k("memcpy_uncached_store_avx2", cpu.avx2);
@@ -126,9 +125,8 @@ impl Upstream {
 
     /// A kernel by its exported name, for timing it alone.
     pub fn kernel(&self, name: &str) -> Option<Kernel> {
-        let p = self.lib.symbol(name).ok()?;
         // SAFETY: as in `open`; callers only pass memcpy_uncached_* names.
-        Some(unsafe { std::mem::transmute::<*mut c_void, Kernel>(p) })
+        unsafe { self.lib.function::<Kernel>(name) }.ok()
     }
 
     /// Upstream's write-combining copy to a mapping, then `sfence`.
@@ -158,8 +156,8 @@ impl Upstream {
         } else {
             (self.load16, self.load32, None)
         };
-        // SAFETY (whole body): every step stays inside `dev..dev+n` / `host..host+n`, which
-        // the caller guarantees, and every kernel call meets its alignment and size rules.
+        // SAFETY: every step of the body stays inside `dev..dev+n` / `host..host+n`, which the
+        // caller guarantees, and every kernel call meets its alignment and size rules.
         unsafe {
             let head = (dev as usize) & 15;
             if n < 16 {
@@ -193,13 +191,13 @@ impl Upstream {
             if n >= 32 && (dev as usize) % 64 == 32 {
                 run(k32, 32, &mut dev, &mut host, &mut n);
             }
-            if n >= 64 && (dev as usize) % 64 == 0 {
+            if n >= 64 && (dev as usize).is_multiple_of(64) {
                 run(k64, n & !63, &mut dev, &mut host, &mut n);
             }
-            if n >= 32 && (dev as usize) % 32 == 0 {
+            if n >= 32 && (dev as usize).is_multiple_of(32) {
                 run(k32, n & !31, &mut dev, &mut host, &mut n);
             }
-            if n >= 16 && (dev as usize) % 16 == 0 {
+            if n >= 16 && (dev as usize).is_multiple_of(16) {
                 run(k16, n & !15, &mut dev, &mut host, &mut n);
             }
             scalar(dev, host, n, to_dev);

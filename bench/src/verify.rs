@@ -259,12 +259,11 @@ mod tests {
         // SAFETY: as above.
         let view = unsafe { CpuView::new(buf.as_mut_ptr(), buf.len()) };
         // SAFETY: `buf` is the memory the view sees and outlives both calls.
-        let e =
-            unsafe { check_one(&OffByOne, buf.as_mut_ptr(), 4096, &view, 3, 10, 1) }.unwrap_err();
+        let e = unsafe { check_one(&OffByOne, buf.as_mut_ptr(), 4096, &view, 3, 10, 1) };
+        let e = e.unwrap_err();
         assert!(matches!(e, Error::Mismatch { offset: 13, .. }), "{e}");
         // SAFETY: as above.
-        assert!(
-            unsafe { check_one(&OffByOne, buf.as_mut_ptr(), 4096, &view, 0, 5000, 1) }.is_err()
-        );
+        let r = unsafe { check_one(&OffByOne, buf.as_mut_ptr(), 4096, &view, 0, 5000, 1) };
+        assert!(r.is_err());
     }
 }

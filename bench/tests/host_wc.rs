@@ -2,8 +2,8 @@
 //! `cuMemHostAlloc` memory without opening Vulkan; without the driver (CI) it must fail cleanly,
 //! naming `libcuda.so.1`, and still without opening Vulkan.
 
+use gdrapi_support::dl::Library;
 use std::process::Command;
-use gdrapi_bench::dl::Library;
 
 #[test]
 fn host_wc_runs_on_cuda_host_memory_without_vulkan_or_fails_naming_the_driver() {

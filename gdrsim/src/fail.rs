@@ -82,7 +82,7 @@ fn parse_err(s: &str) -> Option<i32> {
         .iter()
         .find(|(n, _)| *n == s)
         .map(|(_, v)| *v)
-        .or_else(|| crate::cuda::errors::code_of(s).map(|c| c as i32))
+        .or_else(|| crate::cuda::errors::code_of(s))
 }
 
 const ERRNO_NAMES: [(&str, i32); 24] = [
@@ -123,7 +123,7 @@ pub fn hit(rules: &mut [Rule], called: &str) -> Option<i32> {
     let mut result = None;
     for r in rules.iter_mut().filter(|r| same_name(&r.name, called)) {
         r.seen += 1;
-        if result.is_none() && r.nth.map_or(true, |n| n == r.seen) {
+        if result.is_none() && r.nth.is_none_or(|n| n == r.seen) {
             result = Some(r.err);
         }
     }

@@ -41,6 +41,9 @@ unsafe impl lock_api::RawMutex for RawForkLock {
             .is_ok()
     }
 
+    /// # Safety
+    ///
+    /// The calling thread holds the lock (`lock_api`'s contract).
     unsafe fn unlock(&self) {
         if self.state.swap(UNLOCKED, Ordering::Release) == CONTENDED {
             self.wake_one();

@@ -3,6 +3,7 @@
 //! backs `cuMemCreate` handles that `cuMemMap` maps into reserved address ranges.
 
 use crate::cuda::errors as cu;
+use crate::cuda::CUresult;
 use crate::ranges::RangeAlloc;
 use crate::real;
 use libc::{c_int, c_void, pid_t};
@@ -127,7 +128,7 @@ pub fn dontfork(va: u64, len: u64) {
 
 impl Gpu {
     /// Creates the VRAM file of `size` bytes and maps its `cuMemAlloc` half.
-    pub fn create(pid: pid_t, gen: u64, size: u64) -> Result<Gpu, u32> {
+    pub fn create(pid: pid_t, gen: u64, size: u64) -> Result<Gpu, CUresult> {
         // SAFETY: the name is a NUL-terminated literal.
         let memfd = unsafe { libc::memfd_create(c"gdrsim-vram".as_ptr(), libc::MFD_CLOEXEC) };
         if memfd < 0 {
@@ -188,7 +189,7 @@ impl Gpu {
     }
 
     /// `cuMemAlloc`: a 256-byte aligned device pointer.
-    pub fn mem_alloc(&mut self, size: u64) -> Result<u64, u32> {
+    pub fn mem_alloc(&mut self, size: u64) -> Result<u64, CUresult> {
         if size == 0 {
             return Err(cu::INVALID_VALUE);
         }
@@ -205,7 +206,7 @@ impl Gpu {
 
     /// `cuMemFree`: forgets the allocation starting at `va`; its bytes return to the pool when
     /// [`Gpu::reclaim`] finds no pin holding them. Returns the freed byte range.
-    pub fn mem_free(&mut self, va: u64) -> Result<(u64, u64), u32> {
+    pub fn mem_free(&mut self, va: u64) -> Result<(u64, u64), CUresult> {
         let a = self.allocs.remove(&va).ok_or(cu::INVALID_VALUE)?;
         self.zombies.push((va - self.base, a.rsize));
         Ok((va, a.size))
@@ -303,11 +304,11 @@ impl Gpu {
     }
 
     /// `cuMemCreate`: a handle for `size` bytes of VRAM.
-    pub fn vmm_create(&mut self, size: u64) -> Result<u64, u32> {
+    pub fn vmm_create(&mut self, size: u64) -> Result<u64, CUresult> {
         if self.memfd < 0 {
             return Err(cu::NOT_SUPPORTED);
         }
-        if size == 0 || size % VMM_GRANULARITY != 0 {
+        if size == 0 || !size.is_multiple_of(VMM_GRANULARITY) {
             return Err(cu::INVALID_VALUE);
         }
         let phys = self
@@ -329,7 +330,7 @@ impl Gpu {
     }
 
     /// `cuMemRelease`: the handle's memory goes once unmapped and unpinned.
-    pub fn vmm_release(&mut self, id: u64) -> Result<(), u32> {
+    pub fn vmm_release(&mut self, id: u64) -> Result<(), CUresult> {
         match self.handles.get_mut(&id) {
             Some(h) if !h.released => {
                 h.released = true;
@@ -340,9 +341,9 @@ impl Gpu {
     }
 
     /// `cuMemAddressReserve`.
-    pub fn vmm_reserve(&mut self, size: u64, align: u64) -> Result<u64, u32> {
+    pub fn vmm_reserve(&mut self, size: u64, align: u64) -> Result<u64, CUresult> {
         let align = if align == 0 { VMM_GRANULARITY } else { align };
-        if size == 0 || size % VMM_GRANULARITY != 0 || !align.is_power_of_two() {
+        if size == 0 || !size.is_multiple_of(VMM_GRANULARITY) || !align.is_power_of_two() {
             return Err(cu::INVALID_VALUE);
         }
         let va = reserve_aligned(size, align.max(VMM_GRANULARITY)).ok_or(cu::OUT_OF_MEMORY)?;
@@ -356,11 +357,11 @@ impl Gpu {
     }
 
     /// `cuMemMap`: backs `[va, va + size)` with the handle's memory from `offset`.
-    pub fn vmm_map(&mut self, va: u64, size: u64, offset: u64, id: u64) -> Result<(), u32> {
+    pub fn vmm_map(&mut self, va: u64, size: u64, offset: u64, id: u64) -> Result<(), CUresult> {
         if size == 0
-            || size % VMM_GRANULARITY != 0
-            || va % VMM_GRANULARITY != 0
-            || offset % VMM_GRANULARITY != 0
+            || !size.is_multiple_of(VMM_GRANULARITY)
+            || !va.is_multiple_of(VMM_GRANULARITY)
+            || !offset.is_multiple_of(VMM_GRANULARITY)
         {
             return Err(cu::INVALID_VALUE);
         }
@@ -376,7 +377,7 @@ impl Gpu {
             return Err(cu::INVALID_VALUE);
         }
         let h = self.handles.get_mut(&id).ok_or(cu::INVALID_HANDLE)?;
-        if h.released || offset.checked_add(size).map_or(true, |e| e > h.size) {
+        if h.released || offset.checked_add(size).is_none_or(|e| e > h.size) {
             return Err(cu::INVALID_VALUE);
         }
         let phys = h.phys + offset;
@@ -403,7 +404,7 @@ impl Gpu {
     }
 
     /// `cuMemUnmap`: removes every mapping inside `[va, va + size)`; returns the removed ranges.
-    pub fn vmm_unmap(&mut self, va: u64, size: u64) -> Result<Vec<(u64, u64)>, u32> {
+    pub fn vmm_unmap(&mut self, va: u64, size: u64) -> Result<Vec<(u64, u64)>, CUresult> {
         if size == 0 || !self.reservation_covers(va, size) {
             return Err(cu::INVALID_VALUE);
         }
@@ -440,7 +441,7 @@ impl Gpu {
     }
 
     /// `cuMemAddressFree`: gives a whole reservation back; anything still mapped in it is unmapped.
-    pub fn vmm_address_free(&mut self, va: u64, size: u64) -> Result<Vec<(u64, u64)>, u32> {
+    pub fn vmm_address_free(&mut self, va: u64, size: u64) -> Result<Vec<(u64, u64)>, CUresult> {
         if self.reservations.get(&va) != Some(&size) {
             return Err(cu::INVALID_VALUE);
         }

@@ -155,24 +155,38 @@ fn plain_file_open(flags: c_int) -> c_int {
 }
 
 /// `open(2)`.
+///
+/// # Safety
+///
+/// The C library's contract for `open`: `path` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
     if is_device_path(path) {
         return device_open(flags);
     }
-    real::open(path, flags, mode)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::open(path, flags, mode) }
 }
 
 /// `open64(2)`.
+///
+/// # Safety
+///
+/// The C library's contract for `open64`: `path` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
     if is_device_path(path) {
         return device_open(flags);
     }
-    real::open64(path, flags, mode)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::open64(path, flags, mode) }
 }
 
 /// `openat(2)`; the device is recognised by its absolute path.
+///
+/// # Safety
+///
+/// The C library's contract for `openat`: `path` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn openat(
     dirfd: c_int,
@@ -183,10 +197,15 @@ pub unsafe extern "C" fn openat(
     if is_device_path(path) {
         return device_open(flags);
     }
-    real::openat(dirfd, path, flags, mode)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::openat(dirfd, path, flags, mode) }
 }
 
 /// `openat64(2)`.
+///
+/// # Safety
+///
+/// The C library's contract for `openat64`: `path` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn openat64(
     dirfd: c_int,
@@ -197,50 +216,76 @@ pub unsafe extern "C" fn openat64(
     if is_device_path(path) {
         return device_open(flags);
     }
-    real::openat64(dirfd, path, flags, mode)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::openat64(dirfd, path, flags, mode) }
 }
 
 /// Fortified `open` (`_FORTIFY_SOURCE`).
+///
+/// # Safety
+///
+/// The C library's contract for `__open_2`: `path` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
     if is_device_path(path) {
         return device_open(flags);
     }
-    real::open_2(path, flags)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::open_2(path, flags) }
 }
 
 /// Fortified `open64`.
+///
+/// # Safety
+///
+/// The C library's contract for `__open64_2`: `path` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
     if is_device_path(path) {
         return device_open(flags);
     }
-    real::open64_2(path, flags)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::open64_2(path, flags) }
 }
 
 /// Fortified `openat`.
+///
+/// # Safety
+///
+/// The C library's contract for `__openat_2`: `path` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
     if is_device_path(path) {
         return device_open(flags);
     }
-    real::openat_2(dirfd, path, flags)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::openat_2(dirfd, path, flags) }
 }
 
 /// Fortified `openat64`.
+///
+/// # Safety
+///
+/// The C library's contract for `__openat64_2`: `path` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
     if is_device_path(path) {
         return device_open(flags);
     }
-    real::openat64_2(dirfd, path, flags)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::openat64_2(dirfd, path, flags) }
 }
 
 /// `ioctl(2)`.
+///
+/// # Safety
+///
+/// The C library's contract for `ioctl`: `arg` is valid for the argument `request` names.
 #[no_mangle]
 pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) -> c_int {
     if kind(fd) & KIND_DEVICE == 0 {
-        let r = real::ioctl(fd, request, arg);
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        let r = unsafe { real::ioctl(fd, request, arg) };
         if r == -1 && real::errno() == libc::ENOTTY && is_foreign_device(fd) {
             crate::counters::count_ioctl();
             let e = if (request >> 8) & 0xff == driver::IOCTL_TYPE {
@@ -296,7 +341,7 @@ fn emulated_mmap(
             let gone = st
                 .dmabufs
                 .get(&fd)
-                .map_or(true, |d| driver::inode_of(fd) != Some(d.ino));
+                .is_none_or(|d| driver::inode_of(fd) != Some(d.ino));
             if gone {
                 st.dmabufs.remove(&fd);
                 set_kind(fd, 0);
@@ -331,7 +376,7 @@ fn dmabuf_mmap(
         return Err(libc::EINVAL);
     }
     let rlen = len.checked_add(page - 1).ok_or(libc::EINVAL)? & !(page - 1);
-    if (off as u64).checked_add(rlen).map_or(true, |e| e > size) {
+    if (off as u64).checked_add(rlen).is_none_or(|e| e > size) {
         return Err(libc::EINVAL);
     }
     // A real dma-buf is exported in whole pages; the last piece may need rounding up.
@@ -343,6 +388,13 @@ fn dmabuf_mmap(
     driver::map_segments(addr, rlen, prot, flags, d.memfd, &segs, off as u64)
 }
 
+/// `mmap` of an emulated device file, or `next` (the C library's `mmap` or `mmap64`) for
+/// anything else.
+///
+/// # Safety
+///
+/// The C library's contract for `mmap`: with `MAP_FIXED`, `[addr, addr + len)` holds nothing
+/// that is still in use (it is replaced); `next` is the C library's `mmap` or `mmap64`.
 unsafe fn mmap_common(
     addr: *mut c_void,
     len: size_t,
@@ -353,7 +405,8 @@ unsafe fn mmap_common(
     next: unsafe fn(*mut c_void, size_t, c_int, c_int, c_int, off_t) -> *mut c_void,
 ) -> *mut c_void {
     if fd < 0 || flags & libc::MAP_ANONYMOUS != 0 {
-        return next(addr, len, prot, flags, fd, off);
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        return unsafe { next(addr, len, prot, flags, fd, off) };
     }
     let k = kind(fd);
     if k != 0 {
@@ -361,7 +414,8 @@ unsafe fn mmap_common(
             return p;
         }
     }
-    let p = next(addr, len, prot, flags, fd, off);
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    let p = unsafe { next(addr, len, prot, flags, fd, off) };
     if p == libc::MAP_FAILED
         && matches!(real::errno(), libc::EPERM | libc::EACCES)
         && is_foreign_device(fd)
@@ -372,6 +426,11 @@ unsafe fn mmap_common(
 }
 
 /// `mmap(2)`.
+///
+/// # Safety
+///
+/// The C library's contract for `mmap`: with `MAP_FIXED`, `[addr, addr + len)` holds nothing
+/// that is still in use (it is replaced).
 #[no_mangle]
 pub unsafe extern "C" fn mmap(
     addr: *mut c_void,
@@ -381,10 +440,16 @@ pub unsafe extern "C" fn mmap(
     fd: c_int,
     off: off_t,
 ) -> *mut c_void {
-    mmap_common(addr, len, prot, flags, fd, off, real::mmap)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { mmap_common(addr, len, prot, flags, fd, off, real::mmap) }
 }
 
 /// `mmap64(2)`.
+///
+/// # Safety
+///
+/// The C library's contract for `mmap64`: with `MAP_FIXED`, `[addr, addr + len)` holds nothing
+/// that is still in use (it is replaced).
 #[no_mangle]
 pub unsafe extern "C" fn mmap64(
     addr: *mut c_void,
@@ -394,14 +459,21 @@ pub unsafe extern "C" fn mmap64(
     fd: c_int,
     off: off_t,
 ) -> *mut c_void {
-    mmap_common(addr, len, prot, flags, fd, off, real::mmap64)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { mmap_common(addr, len, prot, flags, fd, off, real::mmap64) }
 }
 
 /// `munmap(2)`.
+///
+/// # Safety
+///
+/// The C library's contract for `munmap`: nothing in `[addr, addr + len)` is used after the
+/// call.
 #[no_mangle]
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
     if !ANY_VMAS.load(Ordering::Acquire) || crate::vulkan::in_driver() {
-        return real::munmap(addr, len);
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        return unsafe { real::munmap(addr, len) };
     }
     guard(fail(libc::EIO, -1), || {
         let mut st = STATE.lock();
@@ -430,11 +502,16 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
 }
 
 /// `close(2)`.
+///
+/// # Safety
+///
+/// The C library's contract for `close`: no one uses `fd` after the call.
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     let k = kind(fd);
     if k == 0 {
-        return real::close(fd);
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        return unsafe { real::close(fd) };
     }
     guard(fail(libc::EIO, -1), || {
         let mut st = STATE.lock();

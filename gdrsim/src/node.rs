@@ -158,42 +158,75 @@ unsafe fn answer_statx(buf: *mut Statx) -> c_int {
 }
 
 /// `stat(2)`.
+///
+/// # Safety
+///
+/// The C library's contract for `stat`: `path` is NULL or a NUL-terminated string; `buf` is
+/// NULL or writable for one `Stat`.
 #[no_mangle]
 pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut Stat) -> c_int {
     if is_device_path(path) {
-        return answer_stat(buf);
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        return unsafe { answer_stat(buf) };
     }
-    real::stat(path, buf)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::stat(path, buf) }
 }
 
 /// `stat64(2)`.
+///
+/// # Safety
+///
+/// The C library's contract for `stat64`: `path` is NULL or a NUL-terminated string; `buf` is
+/// NULL or writable for one `Stat64`.
 #[no_mangle]
 pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut Stat64) -> c_int {
     if is_device_path(path) {
-        return answer_stat64(buf);
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        return unsafe { answer_stat64(buf) };
     }
-    real::stat64(path, buf)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::stat64(path, buf) }
 }
 
 /// `lstat(2)`: the node is not a symbolic link, so the same answer as `stat`.
+///
+/// # Safety
+///
+/// The C library's contract for `lstat`: `path` is NULL or a NUL-terminated string; `buf` is
+/// NULL or writable for one `Stat`.
 #[no_mangle]
 pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut Stat) -> c_int {
     if is_device_path(path) {
-        return answer_stat(buf);
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        return unsafe { answer_stat(buf) };
     }
-    real::lstat(path, buf)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::lstat(path, buf) }
 }
 
 /// `lstat64(2)`.
+///
+/// # Safety
+///
+/// The C library's contract for `lstat64`: `path` is NULL or a NUL-terminated string; `buf` is
+/// NULL or writable for one `Stat64`.
 #[no_mangle]
 pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut Stat64) -> c_int {
     if is_device_path(path) {
-        return answer_stat64(buf);
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        return unsafe { answer_stat64(buf) };
     }
-    real::lstat64(path, buf)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::lstat64(path, buf) }
 }
 
 /// `fstatat(2)` (the `newfstatat` system call); the node is recognised by its absolute path.
+///
+/// # Safety
+///
+/// The C library's contract for `fstatat`: `path` is NULL or a NUL-terminated string; `buf` is
+/// NULL or writable for one `Stat`.
 #[no_mangle]
 pub unsafe extern "C" fn fstatat(
     dirfd: c_int,
@@ -202,12 +235,19 @@ pub unsafe extern "C" fn fstatat(
     flags: c_int,
 ) -> c_int {
     if is_device_path(path) {
-        return answer_stat(buf);
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        return unsafe { answer_stat(buf) };
     }
-    real::fstatat(dirfd, path, buf, flags)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::fstatat(dirfd, path, buf, flags) }
 }
 
 /// `fstatat64(2)`.
+///
+/// # Safety
+///
+/// The C library's contract for `fstatat64`: `path` is NULL or a NUL-terminated string; `buf`
+/// is NULL or writable for one `Stat64`.
 #[no_mangle]
 pub unsafe extern "C" fn fstatat64(
     dirfd: c_int,
@@ -216,12 +256,19 @@ pub unsafe extern "C" fn fstatat64(
     flags: c_int,
 ) -> c_int {
     if is_device_path(path) {
-        return answer_stat64(buf);
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        return unsafe { answer_stat64(buf) };
     }
-    real::fstatat64(dirfd, path, buf, flags)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::fstatat64(dirfd, path, buf, flags) }
 }
 
 /// `statx(2)`; Rust's `std::fs::metadata` asks this one first.
+///
+/// # Safety
+///
+/// The C library's contract for `statx`: `path` is NULL or a NUL-terminated string; `buf` is
+/// NULL or writable for one `Statx`.
 #[no_mangle]
 pub unsafe extern "C" fn statx(
     dirfd: c_int,
@@ -231,48 +278,83 @@ pub unsafe extern "C" fn statx(
     buf: *mut Statx,
 ) -> c_int {
     if is_device_path(path) {
-        return answer_statx(buf);
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        return unsafe { answer_statx(buf) };
     }
-    real::statx(dirfd, path, flags, mask, buf)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::statx(dirfd, path, flags, mask, buf) }
 }
 
 /// glibc's `__xstat` (what `stat` compiled to before glibc 2.33).
+///
+/// # Safety
+///
+/// The C library's contract for `__xstat`: `path` is NULL or a NUL-terminated string; `buf` is
+/// NULL or writable for one `Stat`.
 #[no_mangle]
 pub unsafe extern "C" fn __xstat(ver: c_int, path: *const c_char, buf: *mut Stat) -> c_int {
     if is_device_path(path) {
-        return answer_stat(buf);
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        return unsafe { answer_stat(buf) };
     }
-    real::xstat(ver, path, buf)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::xstat(ver, path, buf) }
 }
 
 /// glibc's `__xstat64`.
+///
+/// # Safety
+///
+/// The C library's contract for `__xstat64`: `path` is NULL or a NUL-terminated string; `buf`
+/// is NULL or writable for one `Stat64`.
 #[no_mangle]
 pub unsafe extern "C" fn __xstat64(ver: c_int, path: *const c_char, buf: *mut Stat64) -> c_int {
     if is_device_path(path) {
-        return answer_stat64(buf);
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        return unsafe { answer_stat64(buf) };
     }
-    real::xstat64(ver, path, buf)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::xstat64(ver, path, buf) }
 }
 
 /// glibc's `__lxstat`.
+///
+/// # Safety
+///
+/// The C library's contract for `__lxstat`: `path` is NULL or a NUL-terminated string; `buf` is
+/// NULL or writable for one `Stat`.
 #[no_mangle]
 pub unsafe extern "C" fn __lxstat(ver: c_int, path: *const c_char, buf: *mut Stat) -> c_int {
     if is_device_path(path) {
-        return answer_stat(buf);
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        return unsafe { answer_stat(buf) };
     }
-    real::lxstat(ver, path, buf)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::lxstat(ver, path, buf) }
 }
 
 /// glibc's `__lxstat64`.
+///
+/// # Safety
+///
+/// The C library's contract for `__lxstat64`: `path` is NULL or a NUL-terminated string; `buf`
+/// is NULL or writable for one `Stat64`.
 #[no_mangle]
 pub unsafe extern "C" fn __lxstat64(ver: c_int, path: *const c_char, buf: *mut Stat64) -> c_int {
     if is_device_path(path) {
-        return answer_stat64(buf);
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        return unsafe { answer_stat64(buf) };
     }
-    real::lxstat64(ver, path, buf)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::lxstat64(ver, path, buf) }
 }
 
 /// glibc's `__fxstatat`.
+///
+/// # Safety
+///
+/// The C library's contract for `__fxstatat`: `path` is NULL or a NUL-terminated string; `buf`
+/// is NULL or writable for one `Stat`.
 #[no_mangle]
 pub unsafe extern "C" fn __fxstatat(
     ver: c_int,
@@ -282,12 +364,19 @@ pub unsafe extern "C" fn __fxstatat(
     flags: c_int,
 ) -> c_int {
     if is_device_path(path) {
-        return answer_stat(buf);
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        return unsafe { answer_stat(buf) };
     }
-    real::fxstatat(ver, dirfd, path, buf, flags)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::fxstatat(ver, dirfd, path, buf, flags) }
 }
 
 /// glibc's `__fxstatat64`.
+///
+/// # Safety
+///
+/// The C library's contract for `__fxstatat64`: `path` is NULL or a NUL-terminated string;
+/// `buf` is NULL or writable for one `Stat64`.
 #[no_mangle]
 pub unsafe extern "C" fn __fxstatat64(
     ver: c_int,
@@ -297,9 +386,11 @@ pub unsafe extern "C" fn __fxstatat64(
     flags: c_int,
 ) -> c_int {
     if is_device_path(path) {
-        return answer_stat64(buf);
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        return unsafe { answer_stat64(buf) };
     }
-    real::fxstatat64(ver, dirfd, path, buf, flags)
+    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+    unsafe { real::fxstatat64(ver, dirfd, path, buf, flags) }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The C library's own versions of the calls the emulator interposes, found once with
-//! `dlsym(RTLD_NEXT, ...)`.
+//! `dlsym(RTLD_NEXT, ...)`
+//! ([`gdrapi_support::dl::next_symbol`]).
 //!
 //! Everything inside the emulator that needs `open`, `ioctl`, `mmap`, `munmap`, `close` or one
 //! of the `stat` family must
@@ -17,8 +18,10 @@ fn resolve(slot: &AtomicUsize, name: &'static [u8]) -> usize {
     if cached != 0 {
         return cached;
     }
-    // SAFETY: `name` is a NUL-terminated static string; dlsym has no other precondition.
-    let found = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
+    let found = std::ffi::CStr::from_bytes_with_nul(name)
+        .ok()
+        .and_then(gdrapi_support::dl::next_symbol)
+        .map_or(0, |p| p as usize);
     slot.store(found, Ordering::Release);
     found
 }
@@ -39,6 +42,11 @@ macro_rules! next_fn {
     };
     (@body $(#[$doc:meta])* $name:ident = $cname:literal, ($($arg:ident: $ty:ty),*), $ret:ty, $fail:expr, $fty:ty) => {
         $(#[$doc])*
+        ///
+        /// # Safety
+        ///
+        /// The C library's contract for this function: pointer arguments valid for what it
+        /// reads and writes.
         pub unsafe fn $name($($arg: $ty),*) -> $ret {
             static SLOT: AtomicUsize = AtomicUsize::new(0);
             let p = resolve(&SLOT, concat!($cname, "\0").as_bytes());
@@ -48,8 +56,9 @@ macro_rules! next_fn {
             }
             // SAFETY: `p` is the C library's definition of this function, whose C prototype is
             // the one written here (variadic ones are called through a variadic pointer type).
-            let f: $fty = std::mem::transmute(p);
-            f($($arg),*)
+            let f: $fty = unsafe { std::mem::transmute::<usize, $fty>(p) };
+            // SAFETY: the caller's arguments, under the same contract.
+            unsafe { f($($arg),*) }
         }
     };
 }

@@ -2,6 +2,7 @@
 //! files, and the dma-buf exports.
 
 use crate::config;
+use crate::cuda::CUresult;
 use crate::counters::Counters;
 use crate::driver::Driver;
 use crate::forklock::{self, Mutex};
@@ -71,7 +72,7 @@ impl State {
     }
 
     /// `cuInit`: makes this process's GPU unless it has one.
-    pub fn init_gpu(&mut self) -> Result<(), u32> {
+    pub fn init_gpu(&mut self) -> Result<(), CUresult> {
         if self.gpu().is_some() {
             return Ok(());
         }

@@ -7,6 +7,11 @@ use std::ffi::CStr;
 
 /// `gdrsim_get_counters`: copies `min(out_size, sizeof(struct gdrsim_counters))` bytes of the
 /// current counters to `out`; 0, or EINVAL for a NULL `out`.
+///
+/// # Safety
+///
+/// `gdrsim.h`'s contract for `gdrsim_get_counters`: `out` is NULL or writable for one
+/// `Counters`.
 #[no_mangle]
 pub unsafe extern "C" fn gdrsim_get_counters(out: *mut Counters, out_size: size_t) -> c_int {
     if out.is_null() {
@@ -30,6 +35,10 @@ pub unsafe extern "C" fn gdrsim_get_counters(out: *mut Counters, out_size: size_
 
 /// `gdrsim_set_fail`: replaces the fault-injection spec (NULL or "" clears it); 0, or EINVAL
 /// for a bad spec (the previous spec then stays).
+///
+/// # Safety
+///
+/// `gdrsim.h`'s contract for `gdrsim_set_fail`: `spec` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn gdrsim_set_fail(spec: *const c_char) -> c_int {
     let text = if spec.is_null() {

@@ -1,71 +1,16 @@
 //! libgdrapi through its C ABI, loaded at run time (`dlopen("libgdrapi.so.2")`), so the tools
 //! work with any compatible implementation and can report which file they loaded.
 
-use crate::dl::{self, DlError, Library};
+use gdrapi_support::dl::{DlError, Library};
+use gdrapi_support::gdr::Api;
 use std::ffi::{c_int, c_ulong, c_void};
 use std::fmt;
 
-/// The soname the tools load.
-pub const LIBGDRAPI: &str = "libgdrapi.so.2";
-
-/// `gdr_map_flags_t`: default mapping.
-pub const MAP_FLAG_DEFAULT: c_int = 0;
-/// `GDR_MAP_FLAG_REQ_WC_MAPPING`.
-pub const MAP_FLAG_REQ_WC: c_int = 1;
-/// `GDR_MAP_FLAG_REQ_CACHE_MAPPING`.
-pub const MAP_FLAG_REQ_CACHE: c_int = 2;
-/// `GDR_MAP_FLAG_REQ_DEVICE_MAPPING`.
-pub const MAP_FLAG_REQ_DEVICE: c_int = 3;
-/// `GDR_MAPPING_TYPE_CACHING`.
-pub const MAPPING_TYPE_CACHING: c_int = 2;
-/// `GDR_ATTR_USE_PERSISTENT_MAPPING`.
-pub const ATTR_USE_PERSISTENT_MAPPING: c_int = 1;
-/// `GDR_ATTR_USING_DMA_BUF_MMAP` (2.6).
-pub const ATTR_USING_DMA_BUF_MMAP: c_int = 3;
-/// GPU page size (`GPU_PAGE_SIZE`).
-pub const GPU_PAGE_SIZE: usize = 1 << 16;
-
-/// `gdr_t`.
-pub type GdrT = *mut c_void;
-
-/// `gdr_mh_t`, passed by value.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MemHandle {
-    /// Opaque value; never 0 for a live pin.
-    pub h: c_ulong,
-}
-
-/// `gdr_info_v2_t` (48 bytes).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Info {
-    /// 64 KiB-aligned start of the pinned range.
-    pub va: u64,
-    /// Pinned bytes from `va`.
-    pub mapped_size: u64,
-    /// GPU page size.
-    pub page_size: u32,
-    /// Deprecated.
-    pub tm_cycles: u64,
-    /// Deprecated.
-    pub cycles_per_ms: u32,
-    /// Bit 0: mapped; bit 1: write-combining.
-    pub bits: u32,
-    /// `gdr_mapping_type_t`.
-    pub mapping_type: c_int,
-}
-
-impl Info {
-    /// The `mapped` bitfield.
-    pub fn mapped(&self) -> u32 {
-        self.bits & 1
-    }
-    /// The `wc_mapping` bitfield.
-    pub fn wc_mapping(&self) -> u32 {
-        (self.bits >> 1) & 1
-    }
-}
+pub use gdrapi_support::gdr::{
+    GdrT, Info, MemHandle, ATTR_USE_PERSISTENT_MAPPING, ATTR_USING_DMA_BUF_MMAP, GPU_PAGE_SIZE,
+    LIBGDRAPI, MAPPING_TYPE_CACHING, MAP_FLAG_DEFAULT, MAP_FLAG_REQ_CACHE, MAP_FLAG_REQ_DEVICE,
+    MAP_FLAG_REQ_WC,
+};
 
 /// A libgdrapi call that returned an error number (or `gdr_open` returning NULL).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,18 +43,7 @@ pub fn errno_text(code: c_int) -> String {
 /// The loaded library with the public functions the tools call.
 pub struct Gdr {
     lib: Library,
-    open: unsafe extern "C" fn() -> GdrT,
-    close: unsafe extern "C" fn(GdrT) -> c_int,
-    pin_buffer: unsafe extern "C" fn(GdrT, c_ulong, usize, u64, u32, *mut MemHandle) -> c_int,
-    unpin_buffer: unsafe extern "C" fn(GdrT, MemHandle) -> c_int,
-    map_v2: unsafe extern "C" fn(GdrT, MemHandle, *mut *mut c_void, usize, c_int) -> c_int,
-    unmap: unsafe extern "C" fn(GdrT, MemHandle, *mut c_void, usize) -> c_int,
-    get_info_v2: unsafe extern "C" fn(GdrT, MemHandle, *mut Info) -> c_int,
-    copy_to_mapping: unsafe extern "C" fn(MemHandle, *mut c_void, *const c_void, usize) -> c_int,
-    copy_from_mapping: unsafe extern "C" fn(MemHandle, *mut c_void, *const c_void, usize) -> c_int,
-    runtime_get_version: unsafe extern "C" fn(*mut c_int, *mut c_int),
-    driver_get_version: unsafe extern "C" fn(GdrT, *mut c_int, *mut c_int) -> c_int,
-    get_attribute: unsafe extern "C" fn(GdrT, c_int, *mut c_int) -> c_int,
+    api: Api,
 }
 
 impl fmt::Debug for Gdr {
@@ -121,27 +55,11 @@ impl fmt::Debug for Gdr {
 }
 
 impl Gdr {
-    /// Loads `libgdrapi.so.2` and resolves its public functions by name.
+    /// Loads `libgdrapi.so.2` (`RTLD_GLOBAL`) and resolves its public functions by name.
     pub fn load() -> Result<Gdr, DlError> {
-        let lib = Library::open(LIBGDRAPI)?;
-        // SAFETY: each type is the C signature of the named function in gdrapi.h 2.6.
-        unsafe {
-            Ok(Gdr {
-                open: dl::function(&lib, "gdr_open")?,
-                close: dl::function(&lib, "gdr_close")?,
-                pin_buffer: dl::function(&lib, "gdr_pin_buffer")?,
-                unpin_buffer: dl::function(&lib, "gdr_unpin_buffer")?,
-                map_v2: dl::function(&lib, "gdr_map_v2")?,
-                unmap: dl::function(&lib, "gdr_unmap")?,
-                get_info_v2: dl::function(&lib, "gdr_get_info_v2")?,
-                copy_to_mapping: dl::function(&lib, "gdr_copy_to_mapping")?,
-                copy_from_mapping: dl::function(&lib, "gdr_copy_from_mapping")?,
-                runtime_get_version: dl::function(&lib, "gdr_runtime_get_version")?,
-                driver_get_version: dl::function(&lib, "gdr_driver_get_version")?,
-                get_attribute: dl::function(&lib, "gdr_get_attribute")?,
-                lib,
-            })
-        }
+        let lib = Library::open_global(LIBGDRAPI)?;
+        let api = Api::load(&lib)?;
+        Ok(Gdr { lib, api })
     }
 
     /// The file the library was actually loaded from (via `dladdr` on `gdr_open`).
@@ -153,14 +71,14 @@ impl Gdr {
     pub fn runtime_version(&self) -> (c_int, c_int) {
         let (mut major, mut minor) = (0, 0);
         // SAFETY: two valid out pointers.
-        unsafe { (self.runtime_get_version)(&mut major, &mut minor) };
+        unsafe { (self.api.runtime_get_version)(&mut major, &mut minor) };
         (major, minor)
     }
 
     /// `gdr_open`; the session is closed on drop.
     pub fn open(&self) -> Result<Session<'_>, GdrError> {
         // SAFETY: no arguments.
-        let g = unsafe { (self.open)() };
+        let g = unsafe { (self.api.open)() };
         if g.is_null() {
             return Err(GdrError {
                 func: "gdr_open",
@@ -190,7 +108,7 @@ impl<'a> Session<'a> {
     pub fn close(mut self) -> Result<(), GdrError> {
         let g = std::mem::replace(&mut self.g, std::ptr::null_mut());
         // SAFETY: g came from gdr_open and is closed exactly once (Drop sees NULL).
-        rc("gdr_close", unsafe { (self.gdr.close)(g) })
+        rc("gdr_close", unsafe { (self.gdr.api.close)(g) })
     }
 
     /// `gdr_driver_get_version`.
@@ -198,7 +116,7 @@ impl<'a> Session<'a> {
         let (mut major, mut minor) = (0, 0);
         // SAFETY: g is open; two valid out pointers.
         rc("gdr_driver_get_version", unsafe {
-            (self.gdr.driver_get_version)(self.g, &mut major, &mut minor)
+            (self.gdr.api.driver_get_version)(self.g, &mut major, &mut minor)
         })?;
         Ok((major, minor))
     }
@@ -208,7 +126,7 @@ impl<'a> Session<'a> {
         let mut v = 0;
         // SAFETY: g is open; v is a valid out pointer.
         rc("gdr_get_attribute", unsafe {
-            (self.gdr.get_attribute)(self.g, attr, &mut v)
+            (self.gdr.api.get_attribute)(self.g, attr, &mut v)
         })?;
         Ok(v)
     }
@@ -218,7 +136,7 @@ impl<'a> Session<'a> {
         let mut mh = MemHandle::default();
         // SAFETY: g is open; mh is a valid out pointer. The address is only handed to the driver.
         rc("gdr_pin_buffer", unsafe {
-            (self.gdr.pin_buffer)(self.g, addr as c_ulong, size, 0, 0, &mut mh)
+            (self.gdr.api.pin_buffer)(self.g, addr as c_ulong, size, 0, 0, &mut mh)
         })?;
         if mh.h == 0 {
             return Err(GdrError {
@@ -239,7 +157,7 @@ impl Drop for Session<'_> {
     fn drop(&mut self) {
         if !self.g.is_null() {
             // SAFETY: g came from gdr_open and is closed exactly once.
-            unsafe { (self.gdr.close)(self.g) };
+            unsafe { (self.gdr.api.close)(self.g) };
         }
     }
 }
@@ -263,7 +181,7 @@ impl<'s, 'a> Pin<'s, 'a> {
         let mut info = Info::default();
         // SAFETY: g open, mh live, info is a valid out pointer of the C layout.
         rc("gdr_get_info", unsafe {
-            (self.session.gdr.get_info_v2)(self.session.g, self.mh, &mut info)
+            (self.session.gdr.api.get_info_v2)(self.session.g, self.mh, &mut info)
         })?;
         Ok(info)
     }
@@ -273,7 +191,7 @@ impl<'s, 'a> Pin<'s, 'a> {
         let mut va: *mut c_void = std::ptr::null_mut();
         // SAFETY: g open, mh live, va is a valid out pointer.
         rc("gdr_map", unsafe {
-            (self.session.gdr.map_v2)(self.session.g, self.mh, &mut va, self.size, flags)
+            (self.session.gdr.api.map_v2)(self.session.g, self.mh, &mut va, self.size, flags)
         })?;
         Ok(Mapping {
             pin: self,
@@ -287,7 +205,7 @@ impl<'s, 'a> Pin<'s, 'a> {
         self.live = false;
         // SAFETY: g open, mh live and unpinned exactly once.
         rc("gdr_unpin_buffer", unsafe {
-            (self.session.gdr.unpin_buffer)(self.session.g, self.mh)
+            (self.session.gdr.api.unpin_buffer)(self.session.g, self.mh)
         })
     }
 }
@@ -296,7 +214,7 @@ impl Drop for Pin<'_, '_> {
     fn drop(&mut self) {
         if self.live {
             // SAFETY: as in unpin; runs only if unpin was not called.
-            unsafe { (self.session.gdr.unpin_buffer)(self.session.g, self.mh) };
+            unsafe { (self.session.gdr.api.unpin_buffer)(self.session.g, self.mh) };
         }
     }
 }
@@ -329,7 +247,7 @@ impl Mapping<'_, '_, '_> {
         self.check_range(offset, src.len())?;
         // SAFETY: offset..offset+len lies inside the live mapping (checked); src is a valid slice.
         rc("gdr_copy_to_mapping", unsafe {
-            (self.pin.session.gdr.copy_to_mapping)(
+            (self.pin.session.gdr.api.copy_to_mapping)(
                 self.pin.mh,
                 self.ptr().add(offset) as *mut c_void,
                 src.as_ptr() as *const c_void,
@@ -343,7 +261,7 @@ impl Mapping<'_, '_, '_> {
         self.check_range(offset, dst.len())?;
         // SAFETY: offset..offset+len lies inside the live mapping (checked); dst is a valid slice.
         rc("gdr_copy_from_mapping", unsafe {
-            (self.pin.session.gdr.copy_from_mapping)(
+            (self.pin.session.gdr.api.copy_from_mapping)(
                 self.pin.mh,
                 dst.as_mut_ptr() as *mut c_void,
                 self.ptr().add(offset) as *const c_void,
@@ -368,7 +286,7 @@ impl Mapping<'_, '_, '_> {
         let p = self.pin;
         // SAFETY: the mapping is live and unmapped exactly once with the size it was mapped with.
         rc("gdr_unmap", unsafe {
-            (p.session.gdr.unmap)(p.session.g, p.mh, self.va, p.size)
+            (p.session.gdr.api.unmap)(p.session.g, p.mh, self.va, p.size)
         })
     }
 }
@@ -378,7 +296,7 @@ impl Drop for Mapping<'_, '_, '_> {
         if self.live {
             let p = self.pin;
             // SAFETY: as in unmap; runs only if unmap was not called.
-            unsafe { (p.session.gdr.unmap)(p.session.g, p.mh, self.va, p.size) };
+            unsafe { (p.session.gdr.api.unmap)(p.session.g, p.mh, self.va, p.size) };
         }
     }
 }
@@ -386,25 +304,6 @@ impl Drop for Mapping<'_, '_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn info_has_the_c_layout_and_bitfields() {
-        assert_eq!(std::mem::size_of::<Info>(), 48);
-        assert_eq!(std::mem::offset_of!(Info, tm_cycles), 24);
-        assert_eq!(std::mem::offset_of!(Info, cycles_per_ms), 32);
-        assert_eq!(std::mem::offset_of!(Info, bits), 36);
-        assert_eq!(std::mem::offset_of!(Info, mapping_type), 40);
-        let info = Info {
-            bits: 0b10,
-            ..Info::default()
-        };
-        assert_eq!((info.mapped(), info.wc_mapping()), (0, 1));
-        let info = Info {
-            bits: 0b01,
-            ..Info::default()
-        };
-        assert_eq!((info.mapped(), info.wc_mapping()), (1, 0));
-    }
 
     #[test]
     fn errors_name_the_function_and_errno() {

@@ -2,10 +2,14 @@
 //! (`cuMemCreate`) device memory, and `cuMemAllocHost` host memory; all freed on drop.
 
 use crate::cuda::{
-    CuDevice, CuDevicePtr, CuResult, Cuda, CudaError, MemAccessDesc, MemAllocationProp, MemLocation,
+    CUdevice, CUdeviceptr, Cuda, CudaError, MemAccessDesc, MemAllocationProp, MemLocation,
+};
+use gdrapi_support::cuda::{
+    fns, status, MEM_ACCESS_FLAGS_PROT_READWRITE, MEM_ALLOCATION_TYPE_PINNED,
+    MEM_ALLOC_GRANULARITY_RECOMMENDED, MEM_LOCATION_TYPE_DEVICE,
 };
 use crate::gdr::GPU_PAGE_SIZE;
-use std::ffi::{c_int, c_void};
+use std::ffi::c_void;
 
 /// How device memory is allocated (upstream's `-a` flag).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,14 +45,14 @@ pub fn round_up(x: usize, n: usize) -> usize {
 }
 
 enum Backing {
-    Plain { raw: CuDevicePtr },
+    Plain { raw: CUdeviceptr },
     Vmm { handle: u64, reserved: usize },
 }
 
 /// Device memory starting on a GPU page.
 pub struct DeviceBuffer<'c> {
     cuda: &'c Cuda,
-    ptr: CuDevicePtr,
+    ptr: CUdeviceptr,
     size: usize,
     backing: Backing,
 }
@@ -59,14 +63,14 @@ impl<'c> DeviceBuffer<'c> {
         cuda: &'c Cuda,
         how: AllocFn,
         size: usize,
-        dev: CuDevice,
+        dev: CUdevice,
     ) -> Result<DeviceBuffer<'c>, CudaError> {
         match how {
             AllocFn::MemAlloc => {
                 let raw = cuda.mem_alloc(size + GPU_PAGE_SIZE - 1)?;
                 let buf = DeviceBuffer {
                     cuda,
-                    ptr: round_up(raw as usize, GPU_PAGE_SIZE) as CuDevicePtr,
+                    ptr: round_up(raw as usize, GPU_PAGE_SIZE) as CUdeviceptr,
                     size,
                     backing: Backing::Plain { raw },
                 };
@@ -80,60 +84,42 @@ impl<'c> DeviceBuffer<'c> {
     fn alloc_vmm(
         cuda: &'c Cuda,
         size: usize,
-        dev: CuDevice,
+        dev: CUdevice,
     ) -> Result<DeviceBuffer<'c>, CudaError> {
-        let supported = cuda.attribute(crate::cuda::ATTR_GPU_DIRECT_RDMA_WITH_VMM, dev)?;
+        let supported = cuda.attribute(gdrapi_support::cuda::attr::GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, dev)?;
         if supported == 0 {
             return Err(CudaError {
                 func: "cuDeviceGetAttribute",
-                code: 801,
+                code: status::NOT_SUPPORTED,
                 name: "GPUDirect RDMA with CUDA VMM is not supported on this GPU".into(),
             });
         }
         let prop = MemAllocationProp {
-            kind: 1,
+            kind: MEM_ALLOCATION_TYPE_PINNED,
             requested_handle_types: 0,
-            location: MemLocation { kind: 1, id: dev },
+            location: MemLocation {
+                kind: MEM_LOCATION_TYPE_DEVICE,
+                id: dev,
+            },
             win32_handle_meta_data: std::ptr::null_mut(),
             compression_type: 0,
             gpu_direct_rdma_capable: 1,
             usage: 0,
             reserved: [0; 4],
         };
-        let granularity: unsafe extern "C" fn(
-            *mut usize,
-            *const MemAllocationProp,
-            c_int,
-        ) -> CuResult = cuda.function("cuMemGetAllocationGranularity")?;
-        let reserve: unsafe extern "C" fn(
-            *mut CuDevicePtr,
-            usize,
-            usize,
-            CuDevicePtr,
-            u64,
-        ) -> CuResult = cuda.function("cuMemAddressReserve")?;
-        let create: unsafe extern "C" fn(
-            *mut u64,
-            usize,
-            *const MemAllocationProp,
-            u64,
-        ) -> CuResult = cuda.function("cuMemCreate")?;
-        let map: unsafe extern "C" fn(CuDevicePtr, usize, usize, u64, u64) -> CuResult =
-            cuda.function("cuMemMap")?;
-        let set_access: unsafe extern "C" fn(
-            CuDevicePtr,
-            usize,
-            *const MemAccessDesc,
-            usize,
-        ) -> CuResult = cuda.function("cuMemSetAccess")?;
+        let granularity = cuda.get::<fns::cuMemGetAllocationGranularity>()?;
+        let reserve = cuda.get::<fns::cuMemAddressReserve>()?;
+        let create = cuda.get::<fns::cuMemCreate>()?;
+        let map = cuda.get::<fns::cuMemMap>()?;
+        let set_access = cuda.get::<fns::cuMemSetAccess>()?;
         let mut gran = 0usize;
         // SAFETY: valid out pointer and a fully initialised prop of the C layout.
         cuda.check("cuMemGetAllocationGranularity", unsafe {
-            granularity(&mut gran, &prop, 1)
+            granularity(&mut gran, &prop, MEM_ALLOC_GRANULARITY_RECOMMENDED)
         })?;
         let gran = round_up(gran.max(1), GPU_PAGE_SIZE);
         let rounded = round_up(size, gran);
-        let mut va: CuDevicePtr = 0;
+        let mut va: CUdeviceptr = 0;
         // SAFETY: valid out pointer; no fixed address requested.
         cuda.check("cuMemAddressReserve", unsafe {
             reserve(&mut va, rounded, gran, 0, 0)
@@ -160,8 +146,11 @@ impl<'c> DeviceBuffer<'c> {
         // SAFETY: va..va+rounded was reserved above; handle is a fresh allocation of that size.
         cuda.check("cuMemMap", unsafe { map(va, rounded, 0, handle, 0) })?;
         let desc = MemAccessDesc {
-            location: MemLocation { kind: 1, id: dev },
-            flags: 3,
+            location: MemLocation {
+                kind: MEM_LOCATION_TYPE_DEVICE,
+                id: dev,
+            },
+            flags: MEM_ACCESS_FLAGS_PROT_READWRITE,
         };
         // SAFETY: the range is mapped; desc is one valid descriptor.
         cuda.check("cuMemSetAccess", unsafe {
@@ -171,7 +160,7 @@ impl<'c> DeviceBuffer<'c> {
     }
 
     /// The 64 KiB-aligned device address.
-    pub fn ptr(&self) -> CuDevicePtr {
+    pub fn ptr(&self) -> CUdeviceptr {
         self.ptr
     }
 
@@ -188,19 +177,17 @@ impl Drop for DeviceBuffer<'_> {
                 let _ = self.cuda.mem_free(raw);
             }
             Backing::Vmm { handle, reserved } => {
-                type Unmap = unsafe extern "C" fn(CuDevicePtr, usize) -> CuResult;
-                type Release = unsafe extern "C" fn(u64) -> CuResult;
                 if handle != 0 {
-                    if let Ok(unmap) = self.cuda.function::<Unmap>("cuMemUnmap") {
+                    if let Ok(unmap) = self.cuda.get::<fns::cuMemUnmap>() {
                         // SAFETY: unmapping a range this buffer mapped (a no-op error otherwise).
                         unsafe { unmap(self.ptr, reserved) };
                     }
-                    if let Ok(release) = self.cuda.function::<Release>("cuMemRelease") {
+                    if let Ok(release) = self.cuda.get::<fns::cuMemRelease>() {
                         // SAFETY: handle came from cuMemCreate and is released once.
                         unsafe { release(handle) };
                     }
                 }
-                if let Ok(free) = self.cuda.function::<Unmap>("cuMemAddressFree") {
+                if let Ok(free) = self.cuda.get::<fns::cuMemAddressFree>() {
                     // SAFETY: the reservation made in alloc_vmm, freed once.
                     unsafe { free(self.ptr, reserved) };
                 }
@@ -219,15 +206,14 @@ pub struct HostBuffer<'c> {
 impl<'c> HostBuffer<'c> {
     /// Allocates `len` zeroed bytes.
     pub fn alloc(cuda: &'c Cuda, len: usize) -> Result<HostBuffer<'c>, CudaError> {
-        let f: unsafe extern "C" fn(*mut *mut c_void, usize) -> CuResult =
-            cuda.function("cuMemAllocHost_v2")?;
+        let f = cuda.get::<fns::cuMemAllocHost_v2>()?;
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: valid out pointer.
         cuda.check("cuMemAllocHost", unsafe { f(&mut p, len.max(1)) })?;
         if p.is_null() {
             return Err(CudaError {
                 func: "cuMemAllocHost",
-                code: 2,
+                code: status::OUT_OF_MEMORY,
                 name: "returned NULL".into(),
             });
         }
@@ -260,10 +246,7 @@ impl<'c> HostBuffer<'c> {
 
 impl Drop for HostBuffer<'_> {
     fn drop(&mut self) {
-        if let Ok(f) = self
-            .cuda
-            .function::<unsafe extern "C" fn(*mut c_void) -> CuResult>("cuMemFreeHost")
-        {
+        if let Ok(f) = self.cuda.get::<fns::cuMemFreeHost>() {
             // SAFETY: ptr came from cuMemAllocHost and is freed once.
             unsafe { f(self.ptr as *mut c_void) };
         }

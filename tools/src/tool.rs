@@ -3,7 +3,8 @@
 //! upstream's lines; errors become one `ERROR: ...` line on stderr and exit status 1.
 
 use crate::cli::CliError;
-use crate::cuda::{self, CuDevice, Cuda, PrimaryContext};
+use crate::cuda::{CUdevice, Cuda, PrimaryContext};
+use gdrapi_support::cuda::attr;
 use crate::gdr::{Gdr, Info, Mapping, Pin};
 use crate::gpumem::{AllocFn, DeviceBuffer};
 use crate::output::fmt_ptr;
@@ -82,7 +83,7 @@ pub fn open_gdr(gdr: &Gdr) -> Result<crate::gdr::Session<'_>, Fatal> {
 
 /// `cuInit`, prints `GPU id:<n>; name: <name>; Bus id: <dddd>:<bb>:<dd>` for every GPU and
 /// `selecting device <n>`, and returns the selected device.
-pub fn list_and_select(cuda: &Cuda, dev_id: i32) -> Result<CuDevice, Fatal> {
+pub fn list_and_select(cuda: &Cuda, dev_id: i32) -> Result<CUdevice, Fatal> {
     cuda.init()?;
     let n = cuda.device_count()?;
     if n == 0 {
@@ -91,9 +92,9 @@ pub fn list_and_select(cuda: &Cuda, dev_id: i32) -> Result<CuDevice, Fatal> {
     for i in 0..n {
         let dev = cuda.device(i)?;
         let name = cuda.device_name(dev)?;
-        let domain = cuda.attribute(cuda::ATTR_PCI_DOMAIN_ID, dev)?;
-        let bus = cuda.attribute(cuda::ATTR_PCI_BUS_ID, dev)?;
-        let device = cuda.attribute(cuda::ATTR_PCI_DEVICE_ID, dev)?;
+        let domain = cuda.attribute(attr::PCI_DOMAIN_ID, dev)?;
+        let bus = cuda.attribute(attr::PCI_BUS_ID, dev)?;
+        let device = cuda.attribute(attr::PCI_DEVICE_ID, dev)?;
         println!("GPU id:{i}; name: {name}; Bus id: {domain:04x}:{bus:02x}:{device:02x}");
     }
     println!("selecting device {dev_id}");
@@ -105,14 +106,14 @@ pub fn list_and_select(cuda: &Cuda, dev_id: i32) -> Result<CuDevice, Fatal> {
 
 /// [`list_and_select`], then makes the selected GPU's primary context current until the
 /// returned context is dropped.
-pub fn select_gpu(cuda: &Cuda, dev_id: i32) -> Result<(CuDevice, PrimaryContext<'_>), Fatal> {
+pub fn select_gpu(cuda: &Cuda, dev_id: i32) -> Result<(CUdevice, PrimaryContext<'_>), Fatal> {
     let dev = list_and_select(cuda, dev_id)?;
     let ctx = cuda.primary_context(dev)?;
     Ok((dev, ctx))
 }
 
 /// [`load_gdr`], then [`check_gdr_support`] for `dev`.
-pub fn load_gdr_for(cuda: &Cuda, dev: CuDevice) -> Result<Gdr, Fatal> {
+pub fn load_gdr_for(cuda: &Cuda, dev: CUdevice) -> Result<Gdr, Fatal> {
     let gdr = load_gdr()?;
     check_gdr_support(cuda, &gdr, dev)?;
     Ok(gdr)
@@ -124,7 +125,7 @@ pub fn alloc_reported(
     cuda: &Cuda,
     alloc: AllocFn,
     size: usize,
-    dev: CuDevice,
+    dev: CUdevice,
 ) -> Result<DeviceBuffer<'_>, Fatal> {
     let buf = DeviceBuffer::alloc(cuda, alloc, size, dev)?;
     println!("device ptr: 0x{:x}", buf.ptr());
@@ -150,10 +151,10 @@ pub fn report_mapping(pin: &Pin, map: &Mapping, d_a: u64) -> Result<(Info, usize
 
 /// Upstream's `check_gdr_support`: with CUDA >= 11.3 the GPUDirect RDMA device attribute
 /// must be 1; older drivers are checked by pinning one GPU page through libgdrapi.
-pub fn check_gdr_support(cuda: &Cuda, gdr: &Gdr, dev: CuDevice) -> Result<(), Fatal> {
+pub fn check_gdr_support(cuda: &Cuda, gdr: &Gdr, dev: CUdevice) -> Result<(), Fatal> {
     let version = cuda.driver_version()?;
-    if version >= cuda::RDMA_ATTR_MIN_VERSION {
-        if cuda.attribute(cuda::ATTR_GPU_DIRECT_RDMA_SUPPORTED, dev)? == 0 {
+    if version >= crate::cuda::RDMA_ATTR_MIN_VERSION {
+        if cuda.attribute(attr::GPU_DIRECT_RDMA_SUPPORTED, dev)? == 0 {
             return Err(Fatal("this GPU does not support GPUDirect RDMA".into()));
         }
         return Ok(());

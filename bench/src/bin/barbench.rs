@@ -17,7 +17,8 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 use gdrapi_bench::bar::{device_type_name, VkBar};
 use gdrapi_bench::copiers::{Copier, Engine, LoadFenced, Memcpy, RawKernel, UpstreamCopy};
-use gdrapi_bench::cuda::{Cuda, MEMHOSTALLOC_DEVICEMAP, MEMHOSTALLOC_WRITECOMBINED};
+use gdrapi_bench::cuda::Cuda;
+use gdrapi_bench::hostwc;
 use gdrapi_bench::error::{Error, Result};
 use gdrapi_bench::upstream::{CpuFlags, Upstream};
 use gdrapi_bench::verify::{self, CpuView, View};
@@ -430,9 +431,9 @@ fn round_trip(o: &Opts, mem: Region, view: &dyn View, dptr: u64, what: &str) -> 
 /// its device pointer.
 fn run_host_wc(o: &Opts, cpu: CpuFlags) -> Result<Vec<Row>> {
     let worker = o.worker.is_some();
-    let cuda = Cuda::open(None)?;
-    let flags = MEMHOSTALLOC_WRITECOMBINED | MEMHOSTALLOC_DEVICEMAP;
-    let mem = cuda.host_alloc(o.alloc, flags)?;
+    let cuda = hostwc::open_driver()?;
+    let flags = hostwc::FLAGS;
+    let mem = hostwc::alloc(&cuda, o.alloc)?;
     if !worker {
         say(&format!(
             "cuda: device {} uuid {}",

@@ -18,6 +18,10 @@ fn copy_string(buf: *mut c_char, len: c_int, text: &[u8]) -> Result<(), CUresult
 }
 
 /// `cuInit`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuInit`; no argument is a pointer, so every value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
     match crate::vulkan::real_init(flags) {
@@ -33,6 +37,10 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
 }
 
 /// `cuDriverGetVersion`: `GDRSIM_CUDA_VERSION`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuDriverGetVersion`: `v` is NULL or writable for one `c_int`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDriverGetVersion(v: *mut c_int) -> CUresult {
     crate::vulkan::passthrough!(cuDriverGetVersion(v: *mut c_int));
@@ -40,6 +48,10 @@ pub unsafe extern "C" fn cuDriverGetVersion(v: *mut c_int) -> CUresult {
 }
 
 /// `cuDeviceGetCount`: one device.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuDeviceGetCount`: `n` is NULL or writable for one `c_int`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetCount(n: *mut c_int) -> CUresult {
     crate::vulkan::passthrough!(cuDeviceGetCount(n: *mut c_int));
@@ -50,6 +62,10 @@ pub unsafe extern "C" fn cuDeviceGetCount(n: *mut c_int) -> CUresult {
 }
 
 /// `cuDeviceGet`: ordinal 0 only.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuDeviceGet`: `dev` is NULL or writable for one `CUdevice`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGet(dev: *mut CUdevice, ordinal: c_int) -> CUresult {
     crate::vulkan::passthrough!(cuDeviceGet(dev: *mut CUdevice, ordinal: c_int));
@@ -61,6 +77,10 @@ pub unsafe extern "C" fn cuDeviceGet(dev: *mut CUdevice, ordinal: c_int) -> CUre
 }
 
 /// `cuDeviceGetName`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuDeviceGetName`: `name` is NULL or writable for one `c_char`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult {
     crate::vulkan::passthrough!(cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevice));
@@ -72,6 +92,10 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUd
 }
 
 /// `cuDeviceGetAttribute`: values per profile (see `attrs`).
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuDeviceGetAttribute`: `pi` is NULL or writable for one `c_int`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetAttribute(
     pi: *mut c_int,
@@ -88,6 +112,10 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(
 }
 
 /// `cuDeviceTotalMem_v2`: the size of fake VRAM.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuDeviceTotalMem_v2`: `bytes` is NULL or writable for one `size_t`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut size_t, dev: CUdevice) -> CUresult {
     crate::vulkan::passthrough!(cuDeviceTotalMem_v2(bytes: *mut size_t, dev: CUdevice));
@@ -99,6 +127,11 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut size_t, dev: CUdevice) 
 }
 
 /// `cuDevicePrimaryCtxRetain`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuDevicePrimaryCtxRetain`: `ctx` is NULL or writable for one
+/// `CUcontext`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, dev: CUdevice) -> CUresult {
     crate::vulkan::passthrough!(cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, dev: CUdevice));
@@ -126,6 +159,11 @@ fn primary_release(name: &str, dev: CUdevice) -> CUresult {
 }
 
 /// `cuDevicePrimaryCtxGetState`: flags 0; active while retained.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuDevicePrimaryCtxGetState`: `flags` is NULL or writable for one
+/// `c_uint`; `active` is NULL or writable for one `c_int`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(
     dev: CUdevice,
@@ -145,6 +183,11 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(
 }
 
 /// `cuDeviceGetPCIBusId`: the bus id the PCI attributes describe.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuDeviceGetPCIBusId`: `bus_id` is NULL or writable for one
+/// `c_char`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetPCIBusId(
     bus_id: *mut c_char,
@@ -166,6 +209,10 @@ pub unsafe extern "C" fn cuDeviceGetPCIBusId(
 const UUID: [u8; 16] = *b"gdrsim-device-00";
 
 /// `cuDeviceGetUuid`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuDeviceGetUuid`: `uuid` is NULL or writable for one `[u8; 16]`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetUuid(uuid: *mut [u8; 16], dev: CUdevice) -> CUresult {
     crate::vulkan::passthrough!(cuDeviceGetUuid(uuid: *mut [u8; 16], dev: CUdevice));
@@ -177,6 +224,10 @@ pub unsafe extern "C" fn cuDeviceGetUuid(uuid: *mut [u8; 16], dev: CUdevice) -> 
 }
 
 /// `cuDeviceGetUuid_v2`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuDeviceGetUuid_v2`: `uuid` is NULL or writable for one `[u8; 16]`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut [u8; 16], dev: CUdevice) -> CUresult {
     crate::vulkan::passthrough!(cuDeviceGetUuid_v2(uuid: *mut [u8; 16], dev: CUdevice));
@@ -188,6 +239,10 @@ pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut [u8; 16], dev: CUdevice) 
 }
 
 /// `cuStreamCreate`: streams are a name only; everything runs synchronously.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuStreamCreate`: `stream` is NULL or writable for one pointer.
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamCreate(stream: *mut *mut c_void, _flags: c_uint) -> CUresult {
     crate::vulkan::passthrough!(cuStreamCreate(stream: *mut *mut c_void, _flags: c_uint));
@@ -199,6 +254,11 @@ pub unsafe extern "C" fn cuStreamCreate(stream: *mut *mut c_void, _flags: c_uint
 }
 
 /// `cuStreamDestroy_v2`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuStreamDestroy_v2`: `_stream` is valid for every byte the call
+/// writes through it.
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamDestroy_v2(_stream: *mut c_void) -> CUresult {
     crate::vulkan::passthrough!(cuStreamDestroy_v2(_stream: *mut c_void));
@@ -206,6 +266,11 @@ pub unsafe extern "C" fn cuStreamDestroy_v2(_stream: *mut c_void) -> CUresult {
 }
 
 /// `cuDevicePrimaryCtxRelease_v2`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuDevicePrimaryCtxRelease_v2`; no argument is a pointer, so every
+/// value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
     crate::vulkan::passthrough!(cuDevicePrimaryCtxRelease_v2(dev: CUdevice));
@@ -213,6 +278,11 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult
 }
 
 /// `cuDevicePrimaryCtxRelease` (the pre-11.0 ABI name).
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuDevicePrimaryCtxRelease`; no argument is a pointer, so every
+/// value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRelease(dev: CUdevice) -> CUresult {
     crate::vulkan::passthrough!(cuDevicePrimaryCtxRelease(dev: CUdevice));
@@ -220,6 +290,11 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease(dev: CUdevice) -> CUresult {
 }
 
 /// `cuCtxSetCurrent`: the primary context or NULL, per thread.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuCtxSetCurrent`; no argument is a pointer, so every value is
+/// accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
     crate::vulkan::passthrough!(cuCtxSetCurrent(ctx: CUcontext));
@@ -234,6 +309,10 @@ pub unsafe extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
 }
 
 /// `cuCtxGetCurrent`: this thread's context (NULL if none).
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuCtxGetCurrent`: `ctx` is NULL or writable for one `CUcontext`.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxGetCurrent(ctx: *mut CUcontext) -> CUresult {
     crate::vulkan::passthrough!(cuCtxGetCurrent(ctx: *mut CUcontext));
@@ -244,6 +323,10 @@ pub unsafe extern "C" fn cuCtxGetCurrent(ctx: *mut CUcontext) -> CUresult {
 }
 
 /// `cuCtxGetDevice`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuCtxGetDevice`: `dev` is NULL or writable for one `CUdevice`.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
     crate::vulkan::passthrough!(cuCtxGetDevice(dev: *mut CUdevice));
@@ -254,6 +337,11 @@ pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
 }
 
 /// `cuCtxSynchronize`: nothing runs asynchronously, so it returns at once.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuCtxSynchronize`; no argument is a pointer, so every value is
+/// accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
     crate::vulkan::passthrough!(cuCtxSynchronize());
@@ -261,6 +349,11 @@ pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
 }
 
 /// `cuStreamQuery`: always idle.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuStreamQuery`: `_stream` is valid for every byte the call writes
+/// through it.
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamQuery(_stream: *mut c_void) -> CUresult {
     crate::vulkan::passthrough!(cuStreamQuery(_stream: *mut c_void));
@@ -268,6 +361,11 @@ pub unsafe extern "C" fn cuStreamQuery(_stream: *mut c_void) -> CUresult {
 }
 
 /// `cuStreamSynchronize`: always idle.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuStreamSynchronize`: `_stream` is valid for every byte the call
+/// writes through it.
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamSynchronize(_stream: *mut c_void) -> CUresult {
     crate::vulkan::passthrough!(cuStreamSynchronize(_stream: *mut c_void));
@@ -275,6 +373,10 @@ pub unsafe extern "C" fn cuStreamSynchronize(_stream: *mut c_void) -> CUresult {
 }
 
 /// `cuGetErrorName`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuGetErrorName`: `s` is NULL or writable for one pointer.
 #[no_mangle]
 pub unsafe extern "C" fn cuGetErrorName(code: CUresult, s: *mut *const c_char) -> CUresult {
     crate::vulkan::passthrough!(cuGetErrorName(code: CUresult, s: *mut *const c_char));
@@ -282,6 +384,10 @@ pub unsafe extern "C" fn cuGetErrorName(code: CUresult, s: *mut *const c_char) -
 }
 
 /// `cuGetErrorString` (the emulator describes each code by its name).
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuGetErrorString`: `s` is NULL or writable for one pointer.
 #[no_mangle]
 pub unsafe extern "C" fn cuGetErrorString(code: CUresult, s: *mut *const c_char) -> CUresult {
     crate::vulkan::passthrough!(cuGetErrorString(code: CUresult, s: *mut *const c_char));

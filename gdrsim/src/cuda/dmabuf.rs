@@ -4,6 +4,11 @@ use super::*;
 
 /// `cuMemGetHandleForAddressRange`: exports `[dptr, dptr + size)` as a dma-buf fd (an fd of
 /// the VRAM file whose mmap the emulator translates to the exported range).
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemGetHandleForAddressRange`: `handle` is valid for every byte
+/// the call writes through it.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemGetHandleForAddressRange(
     handle: *mut c_void,
@@ -25,8 +30,8 @@ pub unsafe extern "C" fn cuMemGetHandleForAddressRange(
             || handle_type != 1
             || flags & !1 != 0
             || size == 0
-            || dptr % page != 0
-            || size % page != 0
+            || !dptr.is_multiple_of(page)
+            || !size.is_multiple_of(page)
         {
             return Err(cu::INVALID_VALUE);
         }

@@ -1,28 +1,11 @@
 //! CUresult codes: names for `cuGetErrorName`, short descriptions for `cuGetErrorString`.
 
-/// The codes the emulator itself returns.
-pub const SUCCESS: u32 = 0;
-/// An argument is out of range or a pointer is NULL.
-pub const INVALID_VALUE: u32 = 1;
-/// Fake device memory is exhausted.
-pub const OUT_OF_MEMORY: u32 = 2;
-/// `cuInit` has not run in this process.
-pub const NOT_INITIALIZED: u32 = 3;
-/// Ordinal out of range.
-pub const INVALID_DEVICE: u32 = 101;
-/// No current context, or an unknown one.
-pub const INVALID_CONTEXT: u32 = 201;
-/// An unknown VMM handle.
-pub const INVALID_HANDLE: u32 = 400;
-/// `cuGetProcAddress` of an unknown name.
-pub const NOT_FOUND: u32 = 500;
-/// The feature is switched off (e.g. DMA-BUF export with `GDRSIM_DMABUF=0`).
-pub const NOT_SUPPORTED: u32 = 801;
-/// An internal error of the emulator.
-pub const UNKNOWN: u32 = 999;
+use super::CUresult;
+
+pub use gdrapi_support::cuda::status::*;
 
 /// (code, NUL-terminated name) for every code `cuda.h` defines.
-pub const NAMES: &[(u32, &str)] = &[
+pub const NAMES: &[(CUresult, &str)] = &[
     (0, "CUDA_SUCCESS\0"),
     (1, "CUDA_ERROR_INVALID_VALUE\0"),
     (2, "CUDA_ERROR_OUT_OF_MEMORY\0"),
@@ -132,12 +115,12 @@ pub const NAMES: &[(u32, &str)] = &[
 ];
 
 /// The NUL-terminated name of `code`, if it is a known CUresult.
-pub fn name_of(code: u32) -> Option<&'static str> {
+pub fn name_of(code: CUresult) -> Option<&'static str> {
     NAMES.iter().find(|(c, _)| *c == code).map(|(_, n)| *n)
 }
 
 /// The code named `name` (without the NUL), if any.
-pub fn code_of(name: &str) -> Option<u32> {
+pub fn code_of(name: &str) -> Option<CUresult> {
     NAMES
         .iter()
         .find(|(_, n)| n.strip_suffix('\0') == Some(name))

@@ -5,6 +5,10 @@ use super::memory::*;
 use super::*;
 
 /// `cuMemAlloc` (pre-3.2 ABI name).
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemAlloc`: `dptr` is NULL or writable for one `CUdeviceptr`.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAlloc(dptr: *mut CUdeviceptr, size: size_t) -> CUresult {
     // SAFETY: same contract as this function, passed through unchanged.
@@ -12,6 +16,10 @@ pub unsafe extern "C" fn cuMemAlloc(dptr: *mut CUdeviceptr, size: size_t) -> CUr
 }
 
 /// `cuMemFree`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemFree`; no argument is a pointer, so every value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFree(dptr: CUdeviceptr) -> CUresult {
     // SAFETY: same contract as this function, passed through unchanged.
@@ -19,6 +27,10 @@ pub unsafe extern "C" fn cuMemFree(dptr: CUdeviceptr) -> CUresult {
 }
 
 /// `cuMemAllocHost`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemAllocHost`: `pp` is NULL or writable for one pointer.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAllocHost(pp: *mut *mut c_void, size: size_t) -> CUresult {
     // SAFETY: same contract as this function, passed through unchanged.
@@ -26,6 +38,11 @@ pub unsafe extern "C" fn cuMemAllocHost(pp: *mut *mut c_void, size: size_t) -> C
 }
 
 /// `cuMemcpyHtoD`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemcpyHtoD`: `src` is valid for every byte the call reads through
+/// it.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyHtoD(dst: CUdeviceptr, src: *const c_void, n: size_t) -> CUresult {
     // SAFETY: same contract as this function, passed through unchanged.
@@ -33,6 +50,11 @@ pub unsafe extern "C" fn cuMemcpyHtoD(dst: CUdeviceptr, src: *const c_void, n: s
 }
 
 /// `cuMemcpyDtoH`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemcpyDtoH`: `dst` is valid for every byte the call writes
+/// through it.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyDtoH(dst: *mut c_void, src: CUdeviceptr, n: size_t) -> CUresult {
     // SAFETY: same contract as this function, passed through unchanged.
@@ -40,6 +62,10 @@ pub unsafe extern "C" fn cuMemcpyDtoH(dst: *mut c_void, src: CUdeviceptr, n: siz
 }
 
 /// `cuMemsetD8`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemsetD8`; no argument is a pointer, so every value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemsetD8(dst: CUdeviceptr, v: u8, n: size_t) -> CUresult {
     // SAFETY: same contract as this function, passed through unchanged.
@@ -47,6 +73,11 @@ pub unsafe extern "C" fn cuMemsetD8(dst: CUdeviceptr, v: u8, n: size_t) -> CUres
 }
 
 /// `cuMemHostGetDevicePointer`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemHostGetDevicePointer`: `dptr` is NULL or writable for one
+/// `CUdeviceptr`; `p` is valid for every byte the call writes through it.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemHostGetDevicePointer(
     dptr: *mut CUdeviceptr,
@@ -58,6 +89,10 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer(
 }
 
 /// `cuDeviceTotalMem`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuDeviceTotalMem`: `bytes` is NULL or writable for one `size_t`.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceTotalMem(bytes: *mut size_t, dev: CUdevice) -> CUresult {
     // SAFETY: same contract as this function, passed through unchanged.
@@ -65,6 +100,11 @@ pub unsafe extern "C" fn cuDeviceTotalMem(bytes: *mut size_t, dev: CUdevice) -> 
 }
 
 /// `cuMemGetInfo`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemGetInfo`: `free` is NULL or writable for one `size_t`; `total`
+/// is NULL or writable for one `size_t`.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemGetInfo(free: *mut size_t, total: *mut size_t) -> CUresult {
     // SAFETY: same contract as this function, passed through unchanged.

@@ -3,6 +3,10 @@
 use super::*;
 
 /// `cuMemAlloc_v2`: 256-byte aligned fake device memory; needs a current context.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemAlloc_v2`: `dptr` is NULL or writable for one `CUdeviceptr`.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: size_t) -> CUresult {
     entry("cuMemAlloc_v2", || {
@@ -22,6 +26,11 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: size_t) -> 
 
 /// `cuMemFree_v2`: non-persistent pins of the memory are invalidated; persistent pins keep
 /// its pages until unpinned.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemFree_v2`; no argument is a pointer, so every value is
+/// accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
     if crate::vulkan::foreign(dptr) {
@@ -41,6 +50,11 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
 }
 
 /// `cuMemGetInfo_v2`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemGetInfo_v2`: `free` is NULL or writable for one `size_t`;
+/// `total` is NULL or writable for one `size_t`.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut size_t, total: *mut size_t) -> CUresult {
     crate::vulkan::passthrough!(cuMemGetInfo_v2(free: *mut size_t, total: *mut size_t));
@@ -53,6 +67,11 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut size_t, total: *mut size_t) 
 }
 
 /// `cuMemGetAddressRange_v2`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemGetAddressRange_v2`: `base` is NULL or writable for one
+/// `CUdeviceptr`; `size` is NULL or writable for one `size_t`.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemGetAddressRange_v2(
     base: *mut CUdeviceptr,
@@ -105,6 +124,10 @@ fn host_alloc(pp: *mut *mut c_void, size: size_t) -> Result<(), CUresult> {
 }
 
 /// `cuMemAllocHost_v2`: page-aligned host memory.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemAllocHost_v2`: `pp` is NULL or writable for one pointer.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: size_t) -> CUresult {
     crate::vulkan::passthrough!(cuMemAllocHost_v2(pp: *mut *mut c_void, size: size_t));
@@ -112,6 +135,10 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: size_t) -
 }
 
 /// `cuMemHostAlloc`: page-aligned host memory (flags accepted and ignored).
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemHostAlloc`: `pp` is NULL or writable for one pointer.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemHostAlloc(
     pp: *mut *mut c_void,
@@ -123,6 +150,11 @@ pub unsafe extern "C" fn cuMemHostAlloc(
 }
 
 /// `cuMemFreeHost`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemFreeHost`: `p` is valid for every byte the call writes through
+/// it.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
     crate::vulkan::passthrough!(cuMemFreeHost(p: *mut c_void));
@@ -137,6 +169,11 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
 }
 
 /// `cuMemHostGetDevicePointer_v2`: host memory is addressed identically by the device.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemHostGetDevicePointer_v2`: `dptr` is NULL or writable for one
+/// `CUdeviceptr`; `p` is valid for every byte the call writes through it.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
     dptr: *mut CUdeviceptr,
@@ -177,6 +214,10 @@ fn copy(dst: u64, src: u64, n: u64) -> Result<(), CUresult> {
 }
 
 /// `cuMemcpy` (unified addressing: either side may be host or device memory).
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemcpy`; no argument is a pointer, so every value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: size_t) -> CUresult {
     crate::vulkan::passthrough!(cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: size_t));
@@ -184,6 +225,11 @@ pub unsafe extern "C" fn cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: size_t)
 }
 
 /// `cuMemcpyHtoD_v2`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemcpyHtoD_v2`: `src` is valid for every byte the call reads
+/// through it.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyHtoD_v2(
     dst: CUdeviceptr,
@@ -198,6 +244,11 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(
 }
 
 /// `cuMemcpyDtoH_v2`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemcpyDtoH_v2`: `dst` is valid for every byte the call writes
+/// through it.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyDtoH_v2(
     dst: *mut c_void,
@@ -212,6 +263,11 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(
 }
 
 /// `cuMemcpyDtoD_v2`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemcpyDtoD_v2`; no argument is a pointer, so every value is
+/// accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyDtoD_v2(
     dst: CUdeviceptr,
@@ -227,6 +283,11 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2(
 }
 
 /// `cuMemsetD8_v2`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemsetD8_v2`; no argument is a pointer, so every value is
+/// accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: size_t) -> CUresult {
     crate::vulkan::passthrough!(sync cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: size_t));
@@ -239,11 +300,16 @@ pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: size_t) -> CU
 }
 
 /// `cuMemsetD32_v2`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemsetD32_v2`; no argument is a pointer, so every value is
+/// accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemsetD32_v2(dst: CUdeviceptr, v: c_uint, n: size_t) -> CUresult {
     crate::vulkan::passthrough!(sync cuMemsetD32_v2(dst: CUdeviceptr, v: c_uint, n: size_t));
     entry("cuMemsetD32_v2", || {
-        if dst % 4 != 0 {
+        if !dst.is_multiple_of(4) {
             return Err(cu::INVALID_VALUE);
         }
         device_range(dst, (n as u64).checked_mul(4).ok_or(cu::INVALID_VALUE)?)?;
@@ -257,6 +323,11 @@ pub unsafe extern "C" fn cuMemsetD32_v2(dst: CUdeviceptr, v: c_uint, n: size_t) 
 }
 
 /// `cuPointerSetAttribute`: SYNC_MEMOPS (6) on device memory is accepted.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuPointerSetAttribute`: `_value` is valid for every byte the call
+/// reads through it.
 #[no_mangle]
 pub unsafe extern "C" fn cuPointerSetAttribute(
     _value: *const c_void,
@@ -278,6 +349,11 @@ pub unsafe extern "C" fn cuPointerSetAttribute(
 
 /// `cuPointerGetAttribute` for CONTEXT, MEMORY_TYPE, DEVICE_POINTER, HOST_POINTER,
 /// P2P_TOKENS, SYNC_MEMOPS, BUFFER_ID, DEVICE_ORDINAL, RANGE_START_ADDR, RANGE_SIZE, MAPPED.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuPointerGetAttribute`: `data` is valid for every byte the call
+/// writes through it.
 #[no_mangle]
 pub unsafe extern "C" fn cuPointerGetAttribute(
     data: *mut c_void,
@@ -332,6 +408,11 @@ pub unsafe extern "C" fn cuPointerGetAttribute(
 }
 
 /// `cuPointerGetAttributes`: [`cuPointerGetAttribute`] for each attribute in turn.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuPointerGetAttributes`: `attrs` is NULL or points to the readable
+/// `c_int` values the call uses; `data` is NULL or writable for one pointer.
 #[no_mangle]
 pub unsafe extern "C" fn cuPointerGetAttributes(
     n: c_uint,
@@ -355,6 +436,11 @@ pub unsafe extern "C" fn cuPointerGetAttributes(
 }
 
 /// `cuMemcpyAsync` (runs synchronously).
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemcpyAsync`: `_s` is valid for every byte the call writes
+/// through it.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyAsync(
     dst: CUdeviceptr,
@@ -367,6 +453,11 @@ pub unsafe extern "C" fn cuMemcpyAsync(
 }
 
 /// `cuMemcpyHtoDAsync_v2` (runs synchronously).
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemcpyHtoDAsync_v2`: `src` is valid for every byte the call reads
+/// through it; `_s` is valid for every byte the call writes through it.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
     dst: CUdeviceptr,
@@ -382,6 +473,11 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
 }
 
 /// `cuMemcpyDtoHAsync_v2` (runs synchronously).
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemcpyDtoHAsync_v2`: `dst` is valid for every byte the call
+/// writes through it; `_s` is valid for every byte the call writes through it.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
     dst: *mut c_void,
@@ -397,6 +493,11 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
 }
 
 /// `cuMemsetD8Async` (runs synchronously).
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemsetD8Async`: `_s` is valid for every byte the call writes
+/// through it.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemsetD8Async(
     dst: CUdeviceptr,

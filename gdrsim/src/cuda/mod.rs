@@ -6,7 +6,6 @@
 //! Every exported function has the C contract of the CUDA function of the same name: pointer
 //! arguments must be NULL or valid for what that function reads or writes. NULL out-pointers
 //! are refused with CUDA_ERROR_INVALID_VALUE.
-#![allow(clippy::missing_safety_doc)]
 
 pub mod attrs;
 mod device;
@@ -26,41 +25,9 @@ use errors as cu;
 use libc::{c_char, c_int, c_uint, c_ulonglong, c_void, size_t};
 use std::cell::Cell;
 
-/// `CUresult`.
-pub type CUresult = c_uint;
-/// `CUdevice`.
-pub type CUdevice = c_int;
-/// `CUdeviceptr`.
-pub type CUdeviceptr = c_ulonglong;
-/// `CUcontext` (opaque).
-pub type CUcontext = *mut c_void;
-
-/// `CUmemLocation`.
-#[repr(C)]
-pub struct MemLocation {
-    kind: c_int,
-    id: c_int,
-}
-
-/// `CUmemAllocationProp`.
-#[repr(C)]
-pub struct MemAllocationProp {
-    kind: c_int,
-    requested_handle_types: c_int,
-    location: MemLocation,
-    win32_handle_meta_data: *mut c_void,
-    compression_type: u8,
-    gpu_direct_rdma_capable: u8,
-    usage: u16,
-    reserved: [u8; 4],
-}
-
-/// `CUmemAccessDesc`.
-#[repr(C)]
-pub struct MemAccessDesc {
-    location: MemLocation,
-    flags: c_int,
-}
+pub use gdrapi_support::cuda::{
+    CUcontext, CUdevice, CUdeviceptr, CUresult, MemAccessDesc, MemAllocationProp,
+};
 
 static PRIMARY_CTX: [u64; 8] = [0; 8];
 

@@ -10,6 +10,11 @@ use super::*;
 use std::ffi::CStr;
 
 /// `cuGetProcAddress` (the 4-argument ABI; a fifth argument is ignored).
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuGetProcAddress`: `symbol` is NULL or a NUL-terminated string;
+/// `pfn` is NULL or writable for one pointer.
 #[no_mangle]
 pub unsafe extern "C" fn cuGetProcAddress(
     symbol: *const c_char,
@@ -31,6 +36,11 @@ pub unsafe extern "C" fn cuGetProcAddress(
 }
 
 /// `cuGetProcAddress_v2` (with the symbol status out-parameter).
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuGetProcAddress_v2`: `symbol` is NULL or a NUL-terminated string;
+/// `pfn` is NULL or writable for one pointer; `status` is NULL or writable for one `c_int`.
 #[no_mangle]
 pub unsafe extern "C" fn cuGetProcAddress_v2(
     symbol: *const c_char,

@@ -15,6 +15,11 @@ fn check_prop(prop: *const MemAllocationProp) -> Result<(), CUresult> {
 }
 
 /// `cuMemGetAllocationGranularity`: 2 MiB for pinned device memory.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemGetAllocationGranularity`: `g` is NULL or writable for one
+/// `size_t`; `prop` is NULL or points to the readable `MemAllocationProp` values the call uses.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemGetAllocationGranularity(
     g: *mut size_t,
@@ -30,6 +35,11 @@ pub unsafe extern "C" fn cuMemGetAllocationGranularity(
 }
 
 /// `cuMemCreate`: physical fake VRAM in multiples of the granularity.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemCreate`: `handle` is NULL or writable for one `u64`; `prop` is
+/// NULL or points to the readable `MemAllocationProp` values the call uses.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemCreate(
     handle: *mut u64,
@@ -54,6 +64,11 @@ pub unsafe extern "C" fn cuMemCreate(
 }
 
 /// `cuMemRelease`: the memory lives on while mapped or pinned.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemRelease`; no argument is a pointer, so every value is
+/// accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemRelease(handle: u64) -> CUresult {
     crate::vulkan::passthrough!(cuMemRelease(handle: u64));
@@ -68,6 +83,11 @@ pub unsafe extern "C" fn cuMemRelease(handle: u64) -> CUresult {
 }
 
 /// `cuMemAddressReserve`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemAddressReserve`: `ptr` is NULL or writable for one
+/// `CUdeviceptr`.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAddressReserve(
     ptr: *mut CUdeviceptr,
@@ -98,6 +118,11 @@ fn after_unmap(st: &mut State, removed: Vec<(u64, u64)>) {
 }
 
 /// `cuMemAddressFree`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemAddressFree`; no argument is a pointer, so every value is
+/// accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: size_t) -> CUresult {
     crate::vulkan::passthrough!(cuMemAddressFree(ptr: CUdeviceptr, size: size_t));
@@ -113,6 +138,10 @@ pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: size_t) -> CUr
 }
 
 /// `cuMemMap`.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemMap`; no argument is a pointer, so every value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemMap(
     ptr: CUdeviceptr,
@@ -134,6 +163,10 @@ pub unsafe extern "C" fn cuMemMap(
 }
 
 /// `cuMemUnmap`: non-persistent pins of the range are invalidated.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemUnmap`; no argument is a pointer, so every value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: size_t) -> CUresult {
     crate::vulkan::passthrough!(cuMemUnmap(ptr: CUdeviceptr, size: size_t));
@@ -149,6 +182,11 @@ pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: size_t) -> CUresult 
 }
 
 /// `cuMemSetAccess`: the range must be mapped; access is always read-write.
+///
+/// # Safety
+///
+/// `cuda.h`'s contract for `cuMemSetAccess`: `desc` is NULL or points to the readable
+/// `MemAccessDesc` values the call uses.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemSetAccess(
     ptr: CUdeviceptr,

@@ -4,14 +4,15 @@
 
 use super::{libcuda, report, with_driver};
 use crate::cuda::errors as cu;
+use crate::cuda::CUresult;
 use crate::forklock::{self, Mutex};
 use crate::gpu::Gpu;
 use crate::state::pid;
 use libc::{c_int, c_void, pid_t};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
-use gdrapi_bench::bar::{BarMemory, VkBar};
-use gdrapi_bench::cuda::Cuda;
+use gdrapi_support::bar::{BarMemory, VkBar};
+use gdrapi_support::cuda::{fns, Cuda};
 
 /// The Vulkan device, created once per process and never destroyed (allocations borrow it).
 struct Device(VkBar);
@@ -61,16 +62,17 @@ fn device() -> Result<&'static VkBar, String> {
         .map_err(Clone::clone)
 }
 
-/// The real driver's current context of this thread, to restore after set-up.
-fn current_context(real: &libcuda::Real) -> Option<(*mut c_void, usize)> {
-    let get = real.symbol(c"cuCtxGetCurrent")?;
-    let set = real.symbol(c"cuCtxSetCurrent")?;
-    // SAFETY: cuCtxGetCurrent(CUcontext *) of the real driver.
-    let get: unsafe extern "C" fn(*mut *mut c_void) -> u32 = unsafe { std::mem::transmute(get) };
+/// The real driver's current context of this thread, and its `cuCtxSetCurrent` to restore it
+/// after set-up.
+fn current_context(real: &libcuda::Real) -> Option<(*mut c_void, SetCurrent)> {
+    let get = real.lib.get::<fns::cuCtxGetCurrent>().ok()?;
+    let set = real.lib.get::<fns::cuCtxSetCurrent>().ok()?;
     let mut ctx = std::ptr::null_mut();
     // SAFETY: a writable slot.
     (with_driver(|| unsafe { get(&mut ctx) }) == 0).then_some((ctx, set))
 }
+
+type SetCurrent = <fns::cuCtxSetCurrent as gdrapi_support::dl::Entry>::Fn;
 
 /// Imports the arena into the real CUDA driver on the device with the Vulkan device's UUID;
 /// returns its device address. The import lives as long as the process.
@@ -100,10 +102,8 @@ fn import_into_cuda(bar: &VkBar, memory: &BarMemory<'_>, size: u64) -> Result<u6
         Ok(d)
     })();
     if let Some((ctx, set)) = saved {
-        // SAFETY: cuCtxSetCurrent(CUcontext) of the real driver, with the context that was
-        // current before set-up (possibly NULL).
-        let set: unsafe extern "C" fn(*mut c_void) -> u32 = unsafe { std::mem::transmute(set) };
-        // SAFETY: as above.
+        // SAFETY: the real driver's cuCtxSetCurrent, with the context that was current before
+        // set-up (possibly NULL).
         with_driver(|| unsafe { set(ctx) });
     }
     result
@@ -111,10 +111,10 @@ fn import_into_cuda(bar: &VkBar, memory: &BarMemory<'_>, size: u64) -> Result<u6
 
 /// Creates this process's arena of `size` bytes and the GPU that sub-allocates it; with
 /// `cuda` its device addresses are those of a real CUDA import, else its CPU addresses.
-pub fn create(pid: pid_t, gen: u64, size: u64, cuda: bool) -> Result<Gpu, u32> {
+pub fn create(pid: pid_t, gen: u64, size: u64, cuda: bool) -> Result<Gpu, CUresult> {
     let fail = |why: String| {
         report(&why);
-        Err(100) // CUDA_ERROR_NO_DEVICE
+        Err(cu::NO_DEVICE)
     };
     let bar = match device() {
         Ok(b) => b,
@@ -193,7 +193,7 @@ pub fn map(offset: u64, len: u64, prot: c_int, flags: c_int) -> Result<u64, c_in
     let m = with_driver(|| bar.import_fd_range(fd, a.size as usize, offset as usize, len as usize))
         .map_err(|_| libc::ENOMEM)?;
     let addr = m.as_ptr() as u64;
-    if addr % 4096 != 0 {
+    if !addr.is_multiple_of(4096) {
         with_driver(|| drop(m));
         return Err(libc::EINVAL);
     }

@@ -1,8 +1,7 @@
 //! The real CUDA driver behind the Vulkan backing: found by path (the emulator itself answers
 //! to `libcuda.so.1`), loaded once, and asked for functions by name.
 
-use libc::c_void;
-use std::ffi::{CStr, CString};
+use gdrapi_support::dl::{object_of, Library};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
@@ -40,60 +39,39 @@ pub fn candidates(explicit: Option<&str>, ld_library_path: Option<&str>) -> Vec<
     out
 }
 
-/// The real driver, loaded.
+/// The real driver, loaded (and never unloaded).
 pub struct Real {
-    handle: usize,
+    /// The library.
+    pub lib: Library,
     /// The path it was loaded from.
     pub path: String,
 }
 
-/// The start of the shared object that contains `addr`, if any.
-fn object_base(addr: *const c_void) -> Option<usize> {
-    // SAFETY: dladdr only reads the loader's tables and writes the zeroed Dl_info we pass.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let ok = unsafe { libc::dladdr(addr, &mut info) } != 0;
-    ok.then_some(info.dli_fbase as usize)
-}
-
 /// Loads the first candidate that is a CUDA driver and not this emulator.
 fn load(paths: &[String]) -> Result<Real, String> {
-    let me = object_base(get as *const () as *const c_void);
+    let me = object_of(get as *const () as usize).map(|o| o.base);
     let mut why = Vec::new();
     for path in paths {
         if std::fs::metadata(path).is_err() {
             continue;
         }
-        let Ok(c) = CString::new(path.as_str()) else {
-            continue;
+        let lib = match Library::open(path) {
+            Ok(l) => l,
+            Err(e) => {
+                why.push(e.to_string());
+                continue;
+            }
         };
-        // SAFETY: a NUL-terminated path; dlopen has no other precondition. The library is
-        // never closed (driver stacks keep threads and handlers).
-        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if h.is_null() {
-            // SAFETY: dlerror returns NULL or a string valid until the next dl* call.
-            let e = unsafe { libc::dlerror() };
-            let msg = if e.is_null() {
-                "dlopen failed".to_string()
-            } else {
-                // SAFETY: non-NULL, NUL-terminated (see above).
-                unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
-            };
-            why.push(format!("{path}: {msg}"));
-            continue;
-        }
-        // SAFETY: a live handle and a NUL-terminated name.
-        let sym = unsafe { libc::dlsym(h, c"cuInit".as_ptr()) };
-        if sym.is_null() {
+        let Some(init) = lib.address("cuInit") else {
             why.push(format!("{path}: no cuInit"));
             continue;
-        }
-        if me.is_some() && object_base(sym) == me {
+        };
+        if me.is_some() && object_of(init as usize).map(|o| o.base) == me {
             why.push(format!("{path}: is this emulator"));
             continue;
         }
         return Ok(Real {
-            handle: h as usize,
+            lib,
             path: path.clone(),
         });
     }
@@ -116,15 +94,6 @@ pub fn get() -> Result<&'static Real, &'static str> {
     .map_err(|e| e.as_str())
 }
 
-impl Real {
-    /// The address of `name` (NUL-terminated) in the real driver, or `None`.
-    pub fn symbol(&self, name: &CStr) -> Option<usize> {
-        // SAFETY: a live dlopen handle (never closed) and a NUL-terminated name.
-        let p = unsafe { libc::dlsym(self.handle as *mut c_void, name.as_ptr()) };
-        (!p.is_null()).then_some(p as usize)
-    }
-}
-
 /// The real driver's `name` (NUL-terminated), cached in `slot` (0: not looked up yet,
 /// 1: absent).
 pub fn symbol_cached(slot: &AtomicUsize, name: &'static [u8]) -> Option<usize> {
@@ -133,9 +102,10 @@ pub fn symbol_cached(slot: &AtomicUsize, name: &'static [u8]) -> Option<usize> {
         1 => return None,
         p => return Some(p),
     }
-    let found = CStr::from_bytes_with_nul(name)
+    let found = std::str::from_utf8(name.strip_suffix(b"\0")?)
         .ok()
-        .and_then(|n| get().ok()?.symbol(n));
+        .and_then(|n| get().ok()?.lib.address(n))
+        .map(|p| p as usize);
     slot.store(found.unwrap_or(1), Ordering::Release);
     found
 }

@@ -24,6 +24,8 @@ use crate::cuda::errors as cu;
 use crate::cuda::CUresult;
 use crate::gpu::Gpu;
 use crate::state::STATE;
+use gdrapi_support::cuda::fns;
+use gdrapi_support::dl::Entry;
 use libc::{c_char, c_int, c_uint, c_void, pid_t};
 use std::cell::Cell;
 use std::ffi::CStr;
@@ -103,18 +105,16 @@ pub fn after_fork_child() {
 }
 
 /// `cuInit`'s GPU: the arena for the Vulkan backing, `None` for the host backing.
-pub fn create_gpu(pid: pid_t, gen: u64, size: u64) -> Option<Result<Gpu, u32>> {
+pub fn create_gpu(pid: pid_t, gen: u64, size: u64) -> Option<Result<Gpu, CUresult>> {
     active().then(|| arena::create(pid, gen, size, forwarding()))
 }
 
-/// Calls the real driver's function `name` (NUL-terminated) as type `F` through `call`;
-/// CUDA_ERROR_NOT_FOUND when the real driver is missing or lacks it.
-fn real_call<F: Copy>(name: &'static CStr, call: impl FnOnce(F) -> CUresult) -> CUresult {
-    let Some(p) = libcuda::get().ok().and_then(|r| r.symbol(name)) else {
+/// Calls the real driver's function `E` through `call`; CUDA_ERROR_NOT_FOUND when the real
+/// driver is missing or lacks it.
+fn real_call<E: Entry>(call: impl FnOnce(E::Fn) -> CUresult) -> CUresult {
+    let Some(f) = libcuda::get().ok().and_then(|r| r.lib.get::<E>().ok()) else {
         return cu::NOT_FOUND;
     };
-    // SAFETY: the callers name the `cuda.h` type of `name`; a code pointer is pointer-sized.
-    let f: F = unsafe { std::mem::transmute_copy::<usize, F>(&p) };
     with_driver(|| call(f))
 }
 
@@ -128,13 +128,10 @@ pub fn real_init(flags: c_uint) -> Option<CUresult> {
         report(&format!(
             "no real libcuda.so.1 ({why}); set GDRSIM_REAL_LIBCUDA=<path>, or =none"
         ));
-        return Some(100);
+        return Some(cu::NO_DEVICE);
     }
-    Some(real_call(
-        c"cuInit",
-        // SAFETY: cuInit(unsigned int).
-        |f: unsafe extern "C" fn(c_uint) -> CUresult| unsafe { f(flags) },
-    ))
+    // SAFETY: cuInit takes any flags value (the caller's).
+    Some(real_call::<fns::cuInit>(|f| unsafe { f(flags) }))
 }
 
 /// When forwarding: `Some(Err(INVALID_CONTEXT))` unless the real driver has a context
@@ -144,11 +141,8 @@ pub fn ctx_check() -> Option<Result<(), CUresult>> {
         return None;
     }
     let mut ctx: *mut c_void = std::ptr::null_mut();
-    let r = real_call(
-        c"cuCtxGetCurrent",
-        // SAFETY: cuCtxGetCurrent(CUcontext *), given a writable slot.
-        |f: unsafe extern "C" fn(*mut *mut c_void) -> CUresult| unsafe { f(&mut ctx) },
-    );
+    // SAFETY: a writable slot.
+    let r = real_call::<fns::cuCtxGetCurrent>(|f| unsafe { f(&mut ctx) });
     Some(match (r, ctx.is_null()) {
         (0, false) => Ok(()),
         (0, true) => Err(cu::INVALID_CONTEXT),
@@ -162,7 +156,7 @@ pub fn foreign(ptr: u64) -> bool {
         && STATE
             .lock()
             .gpu()
-            .map_or(true, |g| g.translate(ptr, 1).is_none())
+            .is_none_or(|g| g.translate(ptr, 1).is_none())
 }
 
 /// When forwarding: whether `cuPointerGetAttribute(attr, ptr)` goes to the real driver: for
@@ -207,23 +201,11 @@ pub unsafe fn get_proc_address(
         return None;
     }
     let r = if entry == "cuGetProcAddress_v2" {
-        type F = unsafe extern "C" fn(
-            *const c_char,
-            *mut *mut c_void,
-            c_int,
-            u64,
-            *mut c_int,
-        ) -> CUresult;
         // SAFETY: the caller's arguments, under the same contract.
-        real_call(c"cuGetProcAddress_v2", |f: F| unsafe {
-            f(symbol, pfn, version, flags, status)
-        })
+        real_call::<fns::cuGetProcAddress_v2>(|f| unsafe { f(symbol, pfn, version, flags, status) })
     } else {
-        type F = unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
         // SAFETY: the caller's arguments, under the same contract.
-        real_call(c"cuGetProcAddress", |f: F| unsafe {
-            f(symbol, pfn, version, flags)
-        })
+        real_call::<fns::cuGetProcAddress>(|f| unsafe { f(symbol, pfn, version, flags) })
     };
     if r == cu::SUCCESS && !symbol.is_null() && !pfn.is_null() {
         // SAFETY: symbol is a non-NULL NUL-terminated name from the caller.
@@ -245,11 +227,8 @@ pub fn synchronized(r: CUresult) -> CUresult {
     if r != cu::SUCCESS {
         return r;
     }
-    real_call(
-        c"cuCtxSynchronize",
-        // SAFETY: cuCtxSynchronize(void).
-        |f: unsafe extern "C" fn() -> CUresult| unsafe { f() },
-    )
+    // SAFETY: cuCtxSynchronize has no arguments.
+    real_call::<fns::cuCtxSynchronize>(|f| unsafe { f() })
 }
 
 /// In a CUDA function of the emulator: when forwarding, returns the real driver's result of

@@ -5,6 +5,7 @@
 use super::report::{Check, Status};
 use super::system::{self, Fd, Paths};
 use crate::cuda::{self, Cuda};
+use gdrapi_support::cuda::attr;
 use crate::gdr::{self, Gdr};
 use crate::gpumem::{AllocFn, DeviceBuffer, HostBuffer};
 use crate::json::Value;
@@ -54,9 +55,9 @@ pub fn library(st: &mut State) -> Check {
             .detail("path", path)
             .detail("version", format!("{major}.{minor}"))
         }
-        Err(e @ crate::dl::DlError::Symbol { .. }) => {
+        Err(e @ gdrapi_support::dl::DlError::Symbol { .. }) => {
             // Loaded, but too old (or not libgdrapi): say which file it was.
-            let lib = crate::dl::Library::open(gdr::LIBGDRAPI).ok();
+            let lib = gdrapi_support::dl::Library::open_global(gdr::LIBGDRAPI).ok();
             let path = lib.as_ref().and_then(|l| l.path_of("gdr_open"));
             Check::new(
                 "library",
@@ -462,12 +463,12 @@ pub fn gpu(st: &State, ordinal: i32) -> Check {
         let name = c.device_name(dev)?;
         let bus = format!(
             "{:04x}:{:02x}:{:02x}",
-            c.attribute(cuda::ATTR_PCI_DOMAIN_ID, dev)?,
-            c.attribute(cuda::ATTR_PCI_BUS_ID, dev)?,
-            c.attribute(cuda::ATTR_PCI_DEVICE_ID, dev)?
+            c.attribute(attr::PCI_DOMAIN_ID, dev)?,
+            c.attribute(attr::PCI_BUS_ID, dev)?,
+            c.attribute(attr::PCI_DEVICE_ID, dev)?
         );
-        let rdma = c.attribute(cuda::ATTR_GPU_DIRECT_RDMA_SUPPORTED, dev).ok();
-        let dmabuf = c.attribute(cuda::ATTR_DMA_BUF_SUPPORTED, dev).ok();
+        let rdma = c.attribute(attr::GPU_DIRECT_RDMA_SUPPORTED, dev).ok();
+        let dmabuf = c.attribute(attr::DMA_BUF_SUPPORTED, dev).ok();
         Ok((name, bus, rdma, dmabuf))
     })();
     let (name, bus, rdma, dmabuf) = match info {

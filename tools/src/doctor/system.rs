@@ -135,7 +135,8 @@ impl Fd {
     /// `request` must be an ioctl whose argument is a pointer to a `T` that the driver may
     /// read and write in full.
     pub unsafe fn ioctl<T>(&self, request: u64, arg: &mut T) -> Result<(), c_int> {
-        if libc::ioctl(self.0, request as _, arg as *mut T) != 0 {
+        // SAFETY: the caller's contract: `request` takes a pointer to a whole, writable `T`.
+        if unsafe { libc::ioctl(self.0, request as _, arg as *mut T) } != 0 {
             Err(errno())
         } else {
             Ok(())

@@ -4,7 +4,8 @@
 //! dispatch, against glibc `memcpy`, in both directions, on a pluggable target buffer
 //! (ordinary memory by default). Then, when the CUDA driver (`libcuda.so.1`) and a device are
 //! present, the same tables again on write-combined host memory from `cuMemHostAlloc` with
-//! `CU_MEMHOSTALLOC_WRITECOMBINED`, which the CPU maps much as it maps a BAR (see [`hostwc`]);
+//! `CU_MEMHOSTALLOC_WRITECOMBINED`, which the CPU maps much as it maps a BAR
+//! ([`gdrapi_bench::hostwc`]);
 //! otherwise one line says it was skipped and why. `--no-host-wc` leaves it out. On a virtual
 //! machine that memory may read at cached speed: it is not a stand-in for a BAR there (the BAR
 //! numbers come from `barbench`, `make bench-bar`).
@@ -17,7 +18,6 @@
 //! Every point interleaves all methods round by round and reports the best and median batch.
 
 mod gdrlib;
-mod hostwc;
 mod target;
 mod timing;
 
@@ -27,8 +27,8 @@ use std::process::ExitCode;
 use gdrapi::backend::MappingType;
 use gdrapi::copy::{self, Engine, Impl};
 
-use hostwc::HostWc;
-use target::{Plain, Target};
+use gdrapi_bench::hostwc;
+use target::{HostWc, Plain, Target};
 use timing::{measure, Plan, Sample};
 
 const USAGE: &str = "\
@@ -356,20 +356,26 @@ fn mode_engines(o: &Opts, target: &dyn Target) -> Result<(), String> {
 /// Mode 1 on CUDA write-combined host memory, when the driver gives some; otherwise one line
 /// saying why not.
 fn mode_host_wc(o: &Opts) -> Result<(), String> {
-    match HostWc::open(o.max + 8192) {
-        Ok(t) => {
-            println!("\n=== the same on CUDA write-combined host memory (cuMemHostAlloc)");
-            mode_engines(o, &t.with_kind(o.kind))
-        }
+    let cuda = match hostwc::open_driver() {
+        Ok(c) => c,
         Err(e) => {
             println!("\n{}", skipped_line(&e));
-            Ok(())
+            return Ok(());
         }
-    }
+    };
+    let mem = match hostwc::alloc(&cuda, o.max + 8192) {
+        Ok(mem) => mem,
+        Err(e) => {
+            println!("\n{}", skipped_line(&e));
+            return Ok(());
+        }
+    };
+    println!("\n=== the same on CUDA write-combined host memory (cuMemHostAlloc)");
+    mode_engines(o, &HostWc::new(&mem, o.kind))
 }
 
 /// The line printed when the write-combined host memory run cannot happen.
-fn skipped_line(why: &hostwc::Unavailable) -> String {
+fn skipped_line(why: &gdrapi_bench::Error) -> String {
     format!("CUDA write-combined host memory (cuMemHostAlloc): skipped: {why}")
 }
 
@@ -386,12 +392,12 @@ fn mode_one(o: &Opts) -> Result<(), String> {
 /// Mode 2: our library's public copy functions against another library's, each on a
 /// mapping made through its own API.
 fn mode_against(o: &Opts, other: &str) -> Result<(), String> {
-    let cuda = gdrlib::Cuda::open()?;
+    let cuda = gdrapi_bench::cuda::Cuda::open(None).map_err(|e| e.to_string())?;
     let ours = gdrlib::Lib::open("ours", &o.ours)?;
     let theirs = gdrlib::Lib::open("theirs", other)?;
     let len = o.max + o.dev_offset + 4096;
     // One allocation mapped by both libraries: the same physical pages behind both timings.
-    let mem = gdrlib::DeviceMemory::new(&cuda, len)?;
+    let mem = cuda.alloc_device(len).map_err(|e| e.to_string())?;
     let m_ours = gdrlib::Mapping::new(&ours, &mem)?;
     let m_theirs = gdrlib::Mapping::new(&theirs, &mem)?;
     println!("ours:   {} ({})", o.ours, m_ours.describe());
@@ -511,7 +517,7 @@ mod tests {
     #[test]
     fn skipped_line_names_the_missing_driver() {
         let name = "libcuda-not-here.so.1";
-        let e = HostWc::open_from(name, 4096)
+        let e = gdrapi_bench::cuda::Cuda::open_at(name, None)
             .err()
             .expect("no such library");
         let line = skipped_line(&e);

@@ -1,11 +1,12 @@
 //! Where the "device" side of a timed copy lives. A target hands out one mapping-side buffer
 //! and says which mapping type the copy engine should treat it as; the rest of the benchmark
 //! does not care whether it is plain memory, a mapping made through a libgdrapi (on the
-//! emulator or a real driver), or CUDA write-combined host memory (`crate::hostwc`).
+//! emulator or a real driver), or CUDA write-combined host memory ([`HostWc`]).
 
 use std::ptr::NonNull;
 
 use gdrapi::backend::MappingType;
+use gdrapi_bench::cuda::HostMemory;
 
 /// A mapping-side buffer for timed copies.
 pub trait Target {
@@ -97,6 +98,40 @@ impl Target for Plain {
     }
     fn len(&self) -> usize {
         self.len
+    }
+    fn kind(&self) -> MappingType {
+        self.kind
+    }
+}
+
+/// CUDA write-combined host memory ([`gdrapi_bench::hostwc`]) as a target.
+pub struct HostWc<'a> {
+    mem: &'a HostMemory<'a>,
+    kind: MappingType,
+}
+
+impl<'a> HostWc<'a> {
+    /// `mem`, treated as a mapping of type `kind`.
+    pub fn new(mem: &'a HostMemory<'a>, kind: MappingType) -> HostWc<'a> {
+        HostWc { mem, kind }
+    }
+}
+
+impl Target for HostWc<'_> {
+    fn describe(&self) -> String {
+        format!(
+            "CUDA write-combined host memory (cuMemHostAlloc), {} bytes",
+            crate::human(self.mem.len())
+        )
+    }
+    fn tag(&self) -> &'static str {
+        " [cuMemHostAlloc WC]"
+    }
+    fn ptr(&self) -> *mut u8 {
+        self.mem.as_ptr()
+    }
+    fn len(&self) -> usize {
+        self.mem.len()
     }
     fn kind(&self) -> MappingType {
         self.kind
