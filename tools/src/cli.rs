@@ -1,6 +1,7 @@
-//! Command-line parsing with POSIX `getopt` rules (what upstream's tools use): short options,
-//! grouped flags (`-lc`), arguments attached (`-s4096`) or separate (`-s 4096`), `--` ends
-//! options; numbers parsed like `strtol(s, NULL, 0)` (decimal, `0x` hex, leading-0 octal).
+//! Command-line parsing with POSIX `getopt` rules (what upstream's tools use), through lexopt:
+//! short options, grouped flags (`-lc`), arguments attached (`-s4096`) or separate
+//! (`-s 4096`), `--` ends options; numbers parsed like `strtol(s, NULL, 0)` (decimal, `0x`
+//! hex, leading-0 octal), hand-written because Rust's parsers take one radix at a time.
 
 use std::fmt;
 
@@ -46,6 +47,7 @@ pub struct Opt {
 
 /// Parses `args` (without the program name) against a getopt spec such as `"s:d:lh"`.
 pub fn getopt(args: &[String], spec: &str) -> Result<Vec<Opt>, CliError> {
+    use lexopt::Arg;
     let takes_arg = |c: char| -> Option<bool> {
         let i = spec.find(c)?;
         if c == ':' {
@@ -53,48 +55,35 @@ pub fn getopt(args: &[String], spec: &str) -> Result<Vec<Opt>, CliError> {
         }
         Some(spec[i + c.len_utf8()..].starts_with(':'))
     };
+    let mut p = lexopt::Parser::from_args(args);
+    // getopt keeps an `=` after a short option as part of its argument (`-s=4` is "=4").
+    p.set_short_equals(false);
     let mut out = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let a = &args[i];
-        i += 1;
-        if a == "--" {
-            if let Some(rest) = args.get(i) {
-                return Err(CliError::Unexpected(rest.clone()));
-            }
-            break;
-        }
-        if !a.starts_with('-') || a == "-" {
-            return Err(CliError::Unexpected(a.clone()));
-        }
-        let body: Vec<char> = a[1..].chars().collect();
-        let mut j = 0;
-        while j < body.len() {
-            let c = body[j];
-            j += 1;
-            match takes_arg(c) {
-                None => return Err(CliError::Unknown(c)),
-                Some(false) => out.push(Opt { name: c, arg: None }),
-                Some(true) => {
-                    let arg = if j < body.len() {
-                        let s: String = body[j..].iter().collect();
-                        j = body.len();
-                        s
-                    } else if let Some(next) = args.get(i) {
-                        i += 1;
-                        next.clone()
-                    } else {
-                        return Err(CliError::MissingArgument(c));
-                    };
-                    out.push(Opt {
-                        name: c,
-                        arg: Some(arg),
-                    });
-                }
+    loop {
+        let arg = match p.next() {
+            Ok(Some(a)) => a,
+            Ok(None) => return Ok(out),
+            // Only `--name=value` for a flag gets here, and there are no long options.
+            Err(_) => return Err(CliError::Unknown('-')),
+        };
+        let c = match arg {
+            Arg::Short(c) => c,
+            // No long options: getopt sees the second `-` as an unknown letter.
+            Arg::Long(_) => return Err(CliError::Unknown('-')),
+            Arg::Value(v) => return Err(CliError::Unexpected(v.to_string_lossy().into_owned())),
+        };
+        match takes_arg(c) {
+            None => return Err(CliError::Unknown(c)),
+            Some(false) => out.push(Opt { name: c, arg: None }),
+            Some(true) => {
+                let v = p.value().map_err(|_| CliError::MissingArgument(c))?;
+                out.push(Opt {
+                    name: c,
+                    arg: Some(v.to_string_lossy().into_owned()),
+                });
             }
         }
     }
-    Ok(out)
 }
 
 /// Parses an integer like `strtol(s, NULL, 0)` but rejects trailing garbage and empty input.
@@ -279,6 +268,21 @@ mod tests {
         assert_eq!(
             getopt(&args(&["--", "x"]), "s:"),
             Err(CliError::Unexpected("x".into()))
+        );
+    }
+
+    #[test]
+    fn getopt_keeps_posix_rules_where_parsers_differ() {
+        let one = |v: &[&str]| getopt(&args(v), "s:l").map(|o| o[0].arg.clone());
+        // An `=` after a short option belongs to the argument, as in getopt(3).
+        assert_eq!(one(&["-s=4"]), Ok(Some("=4".into())));
+        // The next word is the argument even when it starts with `-`.
+        assert_eq!(one(&["-s", "-l"]), Ok(Some("-l".into())));
+        assert_eq!(getopt(&args(&["--size=4"]), "s:l"), Err(CliError::Unknown('-')));
+        assert_eq!(getopt(&args(&["--l"]), "s:l"), Err(CliError::Unknown('-')));
+        assert_eq!(
+            getopt(&args(&["-"]), "s:l"),
+            Err(CliError::Unexpected("-".into()))
         );
     }
 

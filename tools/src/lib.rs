@@ -9,6 +9,5 @@ pub mod cuda;
 pub mod doctor;
 pub mod gdr;
 pub mod gpumem;
-pub mod json;
 pub mod output;
 pub mod tool;

@@ -3,7 +3,7 @@
 
 mod common;
 use common::{run, run_on_tty, Setup, TempFile};
-use gdrcopy_tools::json::{self, Value};
+use serde_json::Value;
 
 struct Doc {
     code: i32,
@@ -68,7 +68,7 @@ fn doctor(setup: Setup, env: &[(&str, &str)]) -> Doc {
         "colour on a pipe:\n{}",
         t.stdout
     );
-    let json = json::parse(&j.stdout).unwrap_or_else(|e| panic!("bad JSON ({e}):\n{}", j.stdout));
+    let json = serde_json::from_str::<Value>(&j.stdout).unwrap_or_else(|e| panic!("bad JSON ({e}):\n{}", j.stdout));
     let ok = json.get("ok").and_then(Value::as_bool).expect("ok");
     assert_eq!(ok, t.code == 0, "ok={ok} but exit {}", t.code);
     assert!(t.code == 0 || t.code == 1);
@@ -415,6 +415,43 @@ fn no_library_fails_with_the_install_fix() {
     assert_eq!(d.status("roundtrip"), "skip");
 }
 
+/// The real path of `libgdrapi.so.2` in `dir`.
+fn library_in(dir: &std::path::Path) -> String {
+    std::fs::canonicalize(dir.join("libgdrapi.so.2"))
+        .expect("libgdrapi.so.2 there")
+        .display()
+        .to_string()
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn the_library_next_to_the_tools_is_found_without_a_library_path() {
+    // bin/gdrcopy has a RUNPATH of $ORIGIN/../lib: build/bin finds build/lib.
+    let d = doctor(Setup::PreloadOnly, &[]);
+    assert_eq!(d.status("library"), "pass", "{}", d.text);
+    let bin = std::env::var("GDRCOPY_TEST_BIN_DIR").expect("GDRCOPY_TEST_BIN_DIR");
+    let beside = library_in(&std::path::Path::new(&bin).join("../lib"));
+    assert_eq!(d.detail("library", "path").as_str(), Some(beside.as_str()));
+    assert!(d.line("library").contains(&beside), "{}", d.text);
+    assert_eq!(d.status("roundtrip"), "pass", "{}", d.text);
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn ld_library_path_still_wins_over_the_library_next_to_the_tools() {
+    let lib = std::env::var("GDRCOPY_TEST_LIB_DIR").expect("GDRCOPY_TEST_LIB_DIR");
+    let marker = TempFile::new("marker", "");
+    let dir = marker.path.parent().unwrap().to_path_buf();
+    let copy = dir.join("libgdrapi.so.2");
+    std::fs::copy(library_in(std::path::Path::new(&lib)), &copy).expect("copy the library");
+    let expected = library_in(&dir);
+    let path = dir.display().to_string();
+    let d = doctor(Setup::PreloadOnly, &[("LD_LIBRARY_PATH", &path)]);
+    let _ = std::fs::remove_file(&copy);
+    assert_eq!(d.status("library"), "pass", "{}", d.text);
+    assert_eq!(d.detail("library", "path").as_str(), Some(expected.as_str()));
+}
+
 #[test]
 #[ignore = "runs on the emulator: make test-tools"]
 fn container_without_the_device_says_pass_it_in() {
@@ -490,7 +527,7 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
     // JSON is never coloured.
     let r = run_on_tty(Setup::Full, "gdrcopy", &["doctor", "--json"], &[]);
     assert!(!r.stdout.contains('\x1b'));
-    json::parse(r.stdout.trim()).expect("JSON on a terminal");
+    serde_json::from_str::<Value>(r.stdout.trim()).expect("JSON on a terminal");
 }
 
 #[test]

@@ -66,7 +66,7 @@ fn main() -> ExitCode {
             }
             let rep = doctor::run(&Paths::from_env());
             if json {
-                println!("{}", rep.to_json().to_json_pretty());
+                println!("{}", serde_json::to_string_pretty(&rep.to_json()).unwrap_or_default());
             } else {
                 print!("{}", rep.to_text(colour));
             }

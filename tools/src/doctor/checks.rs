@@ -8,7 +8,7 @@ use crate::cuda::{self, Cuda};
 use gdrapi_support::cuda::attr;
 use crate::gdr::{self, Gdr};
 use crate::gpumem::{AllocFn, DeviceBuffer, HostBuffer};
-use crate::json::Value;
+use serde_json::Value;
 use std::time::Instant;
 
 /// The udev rule that gives everyone read/write access to the node.

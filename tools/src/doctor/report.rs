@@ -1,7 +1,7 @@
 //! The doctor's findings and their two renderings: text for people (colour only on a
 //! terminal, never with `NO_COLOR`) and JSON for scripts.
 
-use crate::json::Value;
+use serde_json::{json, Value};
 
 /// Outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,33 +106,26 @@ pub struct Report {
 impl Report {
     /// The `--json` document.
     pub fn to_json(&self) -> Value {
-        let checks = self
+        let checks: Vec<Value> = self
             .checks
             .iter()
             .map(|c| {
-                Value::Obj(vec![
-                    ("id".into(), c.id.into()),
-                    ("status".into(), c.status.as_str().into()),
-                    ("summary".into(), c.summary.clone().into()),
-                    (
-                        "fix".into(),
-                        if c.fix.is_empty() {
-                            Value::Null
-                        } else {
-                            c.fix.join("\n").into()
-                        },
-                    ),
-                    ("details".into(), Value::Obj(c.details.clone())),
-                ])
+                json!({
+                    "id": c.id,
+                    "status": c.status.as_str(),
+                    "summary": c.summary,
+                    "fix": if c.fix.is_empty() { Value::Null } else { c.fix.join("\n").into() },
+                    "details": c.details.iter().cloned().collect::<serde_json::Map<_, _>>(),
+                })
             })
             .collect();
-        Value::Obj(vec![
-            ("tool".into(), "gdrcopy doctor".into()),
-            ("version".into(), env!("CARGO_PKG_VERSION").into()),
-            ("ok".into(), self.ok.into()),
-            ("verdict".into(), self.verdict.clone().into()),
-            ("checks".into(), Value::Arr(checks)),
-        ])
+        json!({
+            "tool": "gdrcopy doctor",
+            "version": env!("CARGO_PKG_VERSION"),
+            "ok": self.ok,
+            "verdict": self.verdict,
+            "checks": checks,
+        })
     }
 
     /// The human-readable text; ANSI colours only when `colour` is set.
@@ -200,7 +193,7 @@ mod tests {
 
     #[test]
     fn json_carries_every_field() {
-        let v = crate::json::parse(&sample(false).to_json().to_json()).unwrap();
+        let v: Value = serde_json::from_str(&sample(false).to_json().to_string()).unwrap();
         assert_eq!(v.get("ok").and_then(Value::as_bool), Some(false));
         let checks = v.get("checks").and_then(Value::as_array).unwrap();
         assert_eq!(

@@ -16,8 +16,28 @@ pub enum Setup {
     Full,
     /// Library on the path, no libcuda at all.
     NoCuda,
-    /// Emulator preloaded, no libgdrapi.
+    /// Emulator preloaded, no libgdrapi: the program runs from a copy in a directory whose
+    /// `../lib` is empty, so its RUNPATH finds nothing either.
     NoLibrary,
+    /// Emulator preloaded and nothing on the library path: the program must find libgdrapi
+    /// next to itself (`$ORIGIN/../lib`).
+    PreloadOnly,
+}
+
+/// A copy of tool `bin` in a directory of its own (`.../isolated/bin/<bin>`, no
+/// `.../isolated/lib`).
+fn isolated_copy(bin: &std::path::Path) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("isolated")
+        .join("bin");
+    std::fs::create_dir_all(&dir).expect("create a temporary bin directory");
+    let name = bin.file_name().expect("a program name");
+    let to = dir.join(name);
+    // Copied to a temporary name first: tests run in parallel and may copy the same tool.
+    let tmp = dir.join(format!(".{}.{:?}", name.to_string_lossy(), std::thread::current().id()));
+    std::fs::copy(bin, &tmp).expect("copy the tool");
+    std::fs::rename(&tmp, &to).expect("move the copy in place");
+    to
 }
 
 fn dir(var: &str) -> PathBuf {
@@ -63,7 +83,10 @@ fn run_with(setup: Setup, bin: &str, args: &[&str], env: &[(&str, &str)], tty: b
     let bin_dir = dir("GDRCOPY_TEST_BIN_DIR");
     let sim = dir("GDRCOPY_TEST_SIM_DIR");
     let lib = dir("GDRCOPY_TEST_LIB_DIR");
-    let exe = bin_dir.join(bin);
+    let exe = match setup {
+        Setup::NoLibrary => isolated_copy(&bin_dir.join(bin)),
+        _ => bin_dir.join(bin),
+    };
     let mut cmd = if tty {
         let line: Vec<String> = std::iter::once(exe.display().to_string())
             .chain(args.iter().map(|a| a.to_string()))
@@ -109,6 +132,9 @@ fn run_with(setup: Setup, bin: &str, args: &[&str], env: &[(&str, &str)], tty: b
         Setup::NoLibrary => {
             cmd.env("LD_PRELOAD", sim.join("libcuda.so.1"))
                 .env("LD_LIBRARY_PATH", path(&[&sim]));
+        }
+        Setup::PreloadOnly => {
+            cmd.env("LD_PRELOAD", sim.join("libcuda.so.1"));
         }
     }
     for (k, v) in env {
