@@ -1,16 +1,14 @@
 //! `barbench`: checks and times copies through real GPU memory mapped over the PCIe BAR with
-//! Vulkan (see the `vkbar` crate). Needs a GPU whose Vulkan driver offers a device-local,
+//! Vulkan (`gdrapi_support::bar`). Needs a GPU whose Vulkan driver offers a device-local,
 //! host-visible memory type; on lavapipe it runs too (CPU memory, numbers meaningless).
 //!
 //! Steps: device and memory type, `/proc/self/smaps` of the mapping, a second mapping through
 //! the re-imported fd, the CUDA import round trip, a correctness sweep of every copy method
 //! against the GPU's view, then best-of-N timings of each method, size and direction.
 //!
-//! `--host-wc` runs the same checks and timings on CUDA host memory instead, without opening
-//! Vulkan: `cuMemHostAlloc` with `CU_MEMHOSTALLOC_WRITECOMBINED | CU_MEMHOSTALLOC_DEVICEMAP`,
-//! which the CPU maps write-combining much as it maps a BAR, checked through its device pointer
-//! (`cuMemHostGetDevicePointer`). A virtual machine may map it cached: there it reads at cached
-//! speed and is no stand-in for a BAR.
+//! `--host-wc` runs the same checks and timings on CUDA write-combined host memory instead
+//! (`gdrapi_bench::hostwc`), without opening Vulkan, checked through its device pointer
+//! (`cuMemHostGetDevicePointer`).
 
 use std::io::Write;
 use std::process::{Command, ExitCode};
@@ -61,16 +59,7 @@ struct Opts {
 }
 
 fn parse_size(s: &str) -> Result<usize> {
-    let (num, mul) = match s.chars().last() {
-        Some('K' | 'k') => (&s[..s.len() - 1], 1usize << 10),
-        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
-        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    num.parse::<usize>()
-        .ok()
-        .and_then(|v| v.checked_mul(mul))
-        .ok_or_else(|| Error::Invalid(format!("size {s:?}")))
+    gdrapi_bench::parse_size(s).ok_or_else(|| Error::Invalid(format!("size {s:?}")))
 }
 
 /// `auto` becomes every copy-engine family this CPU runs (`gdrapi::copy::Impl::supported`,
@@ -104,37 +93,39 @@ fn parse_args(args: &[String]) -> Result<Opts> {
         tsv: None,
         worker: None,
     };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = || {
-            it.next()
-                .cloned()
-                .ok_or_else(|| Error::Invalid(format!("{a} needs a value")))
-        };
-        match a.as_str() {
-            "--alloc" => o.alloc = parse_size(&val()?)?,
-            "--max" => o.max = parse_size(&val()?)?,
-            "--reps" => {
-                o.reps = val()?
+    use lexopt::prelude::*;
+    let bad = |e: lexopt::Error| Error::Invalid(format!("{e}\n{USAGE}"));
+    let mut p = lexopt::Parser::from_args(args);
+    let val = |p: &mut lexopt::Parser| -> Result<String> {
+        let v = p.value().map_err(bad)?;
+        v.into_string()
+            .map_err(|v| Error::Invalid(format!("{v:?} is not UTF-8")))
+    };
+    while let Some(arg) = p.next().map_err(bad)? {
+        match arg {
+            Long("alloc") => o.alloc = parse_size(&val(&mut p)?)?,
+            Long("max") => o.max = parse_size(&val(&mut p)?)?,
+            Long("reps") => {
+                o.reps = val(&mut p)?
                     .parse()
                     .map_err(|_| Error::Invalid("--reps".into()))?
             }
-            "--sample-ms" => {
-                o.sample_ms = val()?
+            Long("sample-ms") => {
+                o.sample_ms = val(&mut p)?
                     .parse()
                     .map_err(|_| Error::Invalid("--sample-ms".into()))?
             }
-            "--upstream" => o.upstream = Some(val()?),
-            "--impls" => o.impls = expand_impls(&val()?),
-            "--no-cuda" => o.no_cuda = true,
-            "--host-wc" => o.host_wc = true,
-            "--check-only" => o.check_only = true,
-            "--workers-only" => o.workers_only = true,
-            "--quick" => o.quick = true,
-            "--tsv" => o.tsv = Some(val()?),
-            "--worker" => o.worker = Some(val()?),
-            "-h" | "--help" => return Err(Error::Invalid(USAGE.into())),
-            _ => return Err(Error::Invalid(format!("unknown argument {a:?}\n{USAGE}"))),
+            Long("upstream") => o.upstream = Some(val(&mut p)?),
+            Long("impls") => o.impls = expand_impls(&val(&mut p)?),
+            Long("no-cuda") => o.no_cuda = true,
+            Long("host-wc") => o.host_wc = true,
+            Long("check-only") => o.check_only = true,
+            Long("workers-only") => o.workers_only = true,
+            Long("quick") => o.quick = true,
+            Long("tsv") => o.tsv = Some(val(&mut p)?),
+            Long("worker") => o.worker = Some(val(&mut p)?),
+            Short('h') | Long("help") => return Err(Error::Invalid(USAGE.into())),
+            other => return Err(bad(other.unexpected())),
         }
     }
     if o.reps == 0 || o.max == 0 || o.max.checked_mul(2).is_none_or(|m| m > o.alloc) {
@@ -922,18 +913,6 @@ mod tests {
 
     fn args(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn sizes_parse_with_binary_suffixes_and_reject_garbage() {
-        assert_eq!(parse_size("17").ok(), Some(17));
-        assert_eq!(parse_size("4K").ok(), Some(4096));
-        assert_eq!(parse_size("16M").ok(), Some(16 << 20));
-        assert_eq!(parse_size("1g").ok(), Some(1 << 30));
-        assert!(parse_size("").is_err());
-        assert!(parse_size("M").is_err());
-        assert!(parse_size("12Q").is_err());
-        assert!(parse_size("99999999999999999999G").is_err());
     }
 
     #[test]

@@ -211,10 +211,11 @@ pub fn map(offset: u64, len: u64, prot: c_int, flags: c_int) -> Result<u64, c_in
 
 /// Gives up the import mapped at exactly `addr`, if any (which unmaps it), so that the caller
 /// can put something else at that address. Returns whether there was one. Used by the zap of
-/// an unpinned or invalidated mapping: replacing the range in place under the GPU driver's
-/// own mapping left the driver an import whose pages were no longer its, and NVIDIA's driver
-/// then killed the process at exit.
+/// an unpinned or invalidated mapping.
 pub fn surrender(addr: u64) -> bool {
+    // Why not replace the range in place: under the GPU driver's own mapping that left the
+    // driver an import whose pages were no longer its, and NVIDIA's driver then killed the
+    // process at exit.
     let mut slot = ARENA.lock();
     let me = pid();
     let Some(a) = slot.0.as_mut().filter(|a| a.pid == me) else {

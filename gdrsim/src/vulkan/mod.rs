@@ -91,9 +91,10 @@ extern "C" fn leave_without_driver_teardown(status: c_int, _arg: *mut c_void) {
 
 /// Called in a forked child: when the parent has an arena, the child's `exit` skips the GPU
 /// drivers' exit handlers, which would tear down objects of device files the child shares
-/// with its parent. (On an H200, after a child exited normally its parent hung in its own
-/// exit; this is the suspected cause, not yet confirmed there.)
+/// with its parent.
 pub fn after_fork_child() {
+    // Why: on an H200, after a child exited normally its parent hung in its own exit; the
+    // child's run of those handlers is the suspected cause.
     if !active() || !arena::inherited() {
         return;
     }
