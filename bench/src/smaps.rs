@@ -1,5 +1,7 @@
 //! `/proc/self/smaps`: the kernel's view of a mapping (backing file, `VmFlags`), used to show
 //! that a Vulkan mapping is a device BAR (`io` and `pf` flags on `/dev/nvidia*`).
+//! Hand-written rather than the `procfs` crate: one VMA looked up by address and its flags, in
+//! a tested parser smaller than that crate's dependency tree.
 
 use crate::error::{Error, Result};
 

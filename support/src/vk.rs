@@ -1,6 +1,10 @@
 //! The few Vulkan declarations this crate uses, written from the Vulkan 1.1 specification
 //! (`vulkan_core.h` layouts and values for 64-bit Linux). Only plain data and function
 //! pointer types: the entry points are resolved at run time through `vkGetInstanceProcAddr`.
+//!
+//! Hand-written rather than `ash`: 17 entry points and 15 structures, checked by the layout
+//! test below, against generated bindings of the whole API compiled into the emulator that
+//! every test target builds.
 
 #![allow(non_camel_case_types, non_snake_case)]
 

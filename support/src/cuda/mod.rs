@@ -5,6 +5,10 @@
 //!
 //! The emulator exports functions of these names itself; it takes its types from here and
 //! uses [`fns`] for the real driver behind its Vulkan backing.
+//!
+//! Hand-written rather than `cudarc`'s bindings: those type `CUresult` as a Rust enum, for which
+//! a code the enum does not list (any newer driver's, or an emulator's) is undefined behaviour,
+//! and they tie the build to one CUDA version.
 
 #![allow(non_camel_case_types)]
 
