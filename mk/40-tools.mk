@@ -1,5 +1,7 @@
 # The tools: gdrcopy_copybw, gdrcopy_copylat, gdrcopy_apiperf and gdrcopy (doctor) in build/bin.
-# They dlopen libcuda.so.1 and libgdrapi.so.2 at run time (no link dependency).
+# They dlopen libcuda.so.1 and libgdrapi.so.2 at run time (no link dependency) and carry a
+# RUNPATH of $ORIGIN/../lib (tools/build.rs): build/bin finds build/lib, an installed bin/ its
+# prefix's lib/; LD_LIBRARY_PATH and LD_PRELOAD still come first.
 
 TOOLS_BINS := gdrcopy_copybw gdrcopy_copylat gdrcopy_apiperf gdrcopy
 

@@ -21,7 +21,7 @@ fn copy_string(buf: *mut c_char, len: c_int, text: &[u8]) -> Result<(), CUresult
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuInit`; no argument is a pointer, so every value is accepted.
+/// `cuda.h`'s contract for `cuInit`; no argument is dereferenced, so every value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
     match crate::vulkan::real_init(flags) {
@@ -80,7 +80,7 @@ pub unsafe extern "C" fn cuDeviceGet(dev: *mut CUdevice, ordinal: c_int) -> CUre
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuDeviceGetName`: `name` is NULL or writable for one `c_char`.
+/// `cuda.h`'s contract for `cuDeviceGetName`: `name` is NULL or writable for `len` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult {
     crate::vulkan::passthrough!(cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevice));
@@ -186,8 +186,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxGetState(
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuDeviceGetPCIBusId`: `bus_id` is NULL or writable for one
-/// `c_char`.
+/// `cuda.h`'s contract for `cuDeviceGetPCIBusId`: `bus_id` is NULL or writable for `len`
+/// bytes.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetPCIBusId(
     bus_id: *mut c_char,
@@ -257,8 +257,7 @@ pub unsafe extern "C" fn cuStreamCreate(stream: *mut *mut c_void, _flags: c_uint
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuStreamDestroy_v2`: `_stream` is valid for every byte the call
-/// writes through it.
+/// `cuda.h`'s contract for `cuStreamDestroy_v2`: `_stream` is NULL or a live stream.
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamDestroy_v2(_stream: *mut c_void) -> CUresult {
     crate::vulkan::passthrough!(cuStreamDestroy_v2(_stream: *mut c_void));
@@ -269,7 +268,7 @@ pub unsafe extern "C" fn cuStreamDestroy_v2(_stream: *mut c_void) -> CUresult {
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuDevicePrimaryCtxRelease_v2`; no argument is a pointer, so every
+/// `cuda.h`'s contract for `cuDevicePrimaryCtxRelease_v2`; no argument is dereferenced, so every
 /// value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
@@ -281,7 +280,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuDevicePrimaryCtxRelease`; no argument is a pointer, so every
+/// `cuda.h`'s contract for `cuDevicePrimaryCtxRelease`; no argument is dereferenced, so every
 /// value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRelease(dev: CUdevice) -> CUresult {
@@ -293,8 +292,8 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease(dev: CUdevice) -> CUresult {
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuCtxSetCurrent`; no argument is a pointer, so every value is
-/// accepted.
+/// `cuda.h`'s contract for `cuCtxSetCurrent`; no argument is dereferenced, so every
+/// value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
     crate::vulkan::passthrough!(cuCtxSetCurrent(ctx: CUcontext));
@@ -340,8 +339,8 @@ pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuCtxSynchronize`; no argument is a pointer, so every value is
-/// accepted.
+/// `cuda.h`'s contract for `cuCtxSynchronize`; no argument is dereferenced, so every
+/// value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
     crate::vulkan::passthrough!(cuCtxSynchronize());
@@ -352,8 +351,7 @@ pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuStreamQuery`: `_stream` is valid for every byte the call writes
-/// through it.
+/// `cuda.h`'s contract for `cuStreamQuery`: `_stream` is NULL or a live stream.
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamQuery(_stream: *mut c_void) -> CUresult {
     crate::vulkan::passthrough!(cuStreamQuery(_stream: *mut c_void));
@@ -364,8 +362,7 @@ pub unsafe extern "C" fn cuStreamQuery(_stream: *mut c_void) -> CUresult {
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuStreamSynchronize`: `_stream` is valid for every byte the call
-/// writes through it.
+/// `cuda.h`'s contract for `cuStreamSynchronize`: `_stream` is NULL or a live stream.
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamSynchronize(_stream: *mut c_void) -> CUresult {
     crate::vulkan::passthrough!(cuStreamSynchronize(_stream: *mut c_void));

@@ -7,8 +7,8 @@ use super::*;
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemGetHandleForAddressRange`: `handle` is valid for every byte
-/// the call writes through it.
+/// `cuda.h`'s contract for `cuMemGetHandleForAddressRange`: `handle` is NULL or writable for
+/// the handle `handle_type` names (an `int` fd for a dma-buf).
 #[no_mangle]
 pub unsafe extern "C" fn cuMemGetHandleForAddressRange(
     handle: *mut c_void,

@@ -19,7 +19,7 @@ pub unsafe extern "C" fn cuMemAlloc(dptr: *mut CUdeviceptr, size: size_t) -> CUr
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemFree`; no argument is a pointer, so every value is accepted.
+/// `cuda.h`'s contract for `cuMemFree`; no argument is dereferenced, so every value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFree(dptr: CUdeviceptr) -> CUresult {
     // SAFETY: same contract as this function, passed through unchanged.
@@ -65,7 +65,7 @@ pub unsafe extern "C" fn cuMemcpyDtoH(dst: *mut c_void, src: CUdeviceptr, n: siz
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemsetD8`; no argument is a pointer, so every value is accepted.
+/// `cuda.h`'s contract for `cuMemsetD8`; no argument is dereferenced, so every value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemsetD8(dst: CUdeviceptr, v: u8, n: size_t) -> CUresult {
     // SAFETY: same contract as this function, passed through unchanged.
@@ -77,7 +77,7 @@ pub unsafe extern "C" fn cuMemsetD8(dst: CUdeviceptr, v: u8, n: size_t) -> CUres
 /// # Safety
 ///
 /// `cuda.h`'s contract for `cuMemHostGetDevicePointer`: `dptr` is NULL or writable for one
-/// `CUdeviceptr`; `p` is valid for every byte the call writes through it.
+/// `CUdeviceptr`; `p` is only looked up, not dereferenced.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemHostGetDevicePointer(
     dptr: *mut CUdeviceptr,

@@ -29,8 +29,8 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: size_t) -> 
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemFree_v2`; no argument is a pointer, so every value is
-/// accepted.
+/// `cuda.h`'s contract for `cuMemFree_v2`; no argument is dereferenced, so every
+/// value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
     if crate::vulkan::foreign(dptr) {
@@ -153,8 +153,7 @@ pub unsafe extern "C" fn cuMemHostAlloc(
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemFreeHost`: `p` is valid for every byte the call writes through
-/// it.
+/// `cuda.h`'s contract for `cuMemFreeHost`: nothing uses the allocation `p` after the call.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
     crate::vulkan::passthrough!(cuMemFreeHost(p: *mut c_void));
@@ -173,7 +172,7 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
 /// # Safety
 ///
 /// `cuda.h`'s contract for `cuMemHostGetDevicePointer_v2`: `dptr` is NULL or writable for one
-/// `CUdeviceptr`; `p` is valid for every byte the call writes through it.
+/// `CUdeviceptr`; `p` is only looked up, not dereferenced.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
     dptr: *mut CUdeviceptr,
@@ -217,7 +216,8 @@ fn copy(dst: u64, src: u64, n: u64) -> Result<(), CUresult> {
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemcpy`; no argument is a pointer, so every value is accepted.
+/// `cuda.h`'s contract for `cuMemcpy` under unified addressing: `dst` and `src` are each device
+/// memory of this process or host memory valid for `n` bytes (written, read).
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: size_t) -> CUresult {
     crate::vulkan::passthrough!(cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: size_t));
@@ -266,8 +266,8 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemcpyDtoD_v2`; no argument is a pointer, so every value is
-/// accepted.
+/// `cuda.h`'s contract for `cuMemcpyDtoD_v2`; no argument is dereferenced, so every
+/// value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyDtoD_v2(
     dst: CUdeviceptr,
@@ -286,8 +286,8 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2(
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemsetD8_v2`; no argument is a pointer, so every value is
-/// accepted.
+/// `cuda.h`'s contract for `cuMemsetD8_v2`; no argument is dereferenced, so every
+/// value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: size_t) -> CUresult {
     crate::vulkan::passthrough!(sync cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: size_t));
@@ -303,8 +303,8 @@ pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: size_t) -> CU
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemsetD32_v2`; no argument is a pointer, so every value is
-/// accepted.
+/// `cuda.h`'s contract for `cuMemsetD32_v2`; no argument is dereferenced, so every
+/// value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemsetD32_v2(dst: CUdeviceptr, v: c_uint, n: size_t) -> CUresult {
     crate::vulkan::passthrough!(sync cuMemsetD32_v2(dst: CUdeviceptr, v: c_uint, n: size_t));
@@ -412,7 +412,8 @@ pub unsafe extern "C" fn cuPointerGetAttribute(
 /// # Safety
 ///
 /// `cuda.h`'s contract for `cuPointerGetAttributes`: `attrs` is NULL or points to the readable
-/// `c_int` values the call uses; `data` is NULL or writable for one pointer.
+/// `c_int` values the call uses; `data` is NULL or holds `n` pointers, each NULL or writable
+/// for the value of its attribute.
 #[no_mangle]
 pub unsafe extern "C" fn cuPointerGetAttributes(
     n: c_uint,
@@ -439,8 +440,8 @@ pub unsafe extern "C" fn cuPointerGetAttributes(
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemcpyAsync`: `_s` is valid for every byte the call writes
-/// through it.
+/// `cuda.h`'s contract for `cuMemcpyAsync`, as for [`cuMemcpy`]; `_s` is NULL or a live
+/// stream.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyAsync(
     dst: CUdeviceptr,
@@ -457,7 +458,7 @@ pub unsafe extern "C" fn cuMemcpyAsync(
 /// # Safety
 ///
 /// `cuda.h`'s contract for `cuMemcpyHtoDAsync_v2`: `src` is valid for every byte the call reads
-/// through it; `_s` is valid for every byte the call writes through it.
+/// through it; `_s` is NULL or a live stream.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
     dst: CUdeviceptr,
@@ -477,7 +478,7 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
 /// # Safety
 ///
 /// `cuda.h`'s contract for `cuMemcpyDtoHAsync_v2`: `dst` is valid for every byte the call
-/// writes through it; `_s` is valid for every byte the call writes through it.
+/// writes through it; `_s` is NULL or a live stream.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
     dst: *mut c_void,
@@ -496,8 +497,7 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemsetD8Async`: `_s` is valid for every byte the call writes
-/// through it.
+/// `cuda.h`'s contract for `cuMemsetD8Async`: `_s` is NULL or a live stream.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemsetD8Async(
     dst: CUdeviceptr,

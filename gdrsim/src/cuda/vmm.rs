@@ -67,8 +67,8 @@ pub unsafe extern "C" fn cuMemCreate(
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemRelease`; no argument is a pointer, so every value is
-/// accepted.
+/// `cuda.h`'s contract for `cuMemRelease`; no argument is dereferenced, so every
+/// value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemRelease(handle: u64) -> CUresult {
     crate::vulkan::passthrough!(cuMemRelease(handle: u64));
@@ -121,8 +121,8 @@ fn after_unmap(st: &mut State, removed: Vec<(u64, u64)>) {
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemAddressFree`; no argument is a pointer, so every value is
-/// accepted.
+/// `cuda.h`'s contract for `cuMemAddressFree`; no argument is dereferenced, so every
+/// value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: size_t) -> CUresult {
     crate::vulkan::passthrough!(cuMemAddressFree(ptr: CUdeviceptr, size: size_t));
@@ -141,7 +141,7 @@ pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: size_t) -> CUr
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemMap`; no argument is a pointer, so every value is accepted.
+/// `cuda.h`'s contract for `cuMemMap`; no argument is dereferenced, so every value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemMap(
     ptr: CUdeviceptr,
@@ -166,7 +166,7 @@ pub unsafe extern "C" fn cuMemMap(
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemUnmap`; no argument is a pointer, so every value is accepted.
+/// `cuda.h`'s contract for `cuMemUnmap`; no argument is dereferenced, so every value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: size_t) -> CUresult {
     crate::vulkan::passthrough!(cuMemUnmap(ptr: CUdeviceptr, size: size_t));
