@@ -20,6 +20,9 @@ pub enum Error {
     NotMapped,
     /// The driver granted no mapping (upstream answers EAGAIN).
     MappingRefused,
+    /// Another thread is mapping or unmapping this handle right now, so the call lost the
+    /// race and changed nothing; it may be retried (EAGAIN).
+    LostRace,
     /// A `gdr_t` used by a process other than the one that opened it (after `fork`).
     ForeignProcess,
     /// Out of memory.
@@ -50,7 +53,7 @@ impl Error {
         match *self {
             Error::Sys { errno, .. } => errno,
             Error::InvalidArgument(_) | Error::InvalidHandle | Error::NotMapped => libc::EINVAL,
-            Error::AlreadyMapped | Error::MappingRefused => libc::EAGAIN,
+            Error::AlreadyMapped | Error::MappingRefused | Error::LostRace => libc::EAGAIN,
             Error::ForeignProcess => libc::EACCES,
             Error::NoMemory => libc::ENOMEM,
             Error::NotSupported(_) => libc::ENOTSUP,
@@ -76,6 +79,9 @@ impl fmt::Display for Error {
             Error::AlreadyMapped => f.write_str("mh is mapped already"),
             Error::NotMapped => f.write_str("mh is not mapped yet"),
             Error::MappingRefused => f.write_str("mh is not mapped"),
+            Error::LostRace => {
+                f.write_str("another thread is mapping or unmapping this handle: try again")
+            }
             Error::ForeignProcess => f.write_str(
                 "gdr_t used in a process other than the one that opened it (after fork?)",
             ),
@@ -96,6 +102,7 @@ mod tests {
     fn errno_values_match_upstream() {
         assert_eq!(Error::AlreadyMapped.errno(), libc::EAGAIN);
         assert_eq!(Error::MappingRefused.errno(), libc::EAGAIN);
+        assert_eq!(Error::LostRace.errno(), libc::EAGAIN);
         assert_eq!(Error::NotMapped.errno(), libc::EINVAL);
         assert_eq!(Error::InvalidHandle.errno(), libc::EINVAL);
         assert_eq!(Error::NotSupported("x").errno(), 95);

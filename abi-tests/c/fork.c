@@ -1,13 +1,22 @@
 /*
- * fork.c - a gdr_t inherited by a forked child is refused there: every call
+ * fork.c - a gdr_t inherited by a child process is refused there: every call
  * on it fails with EACCES, and (this library) the child issues no ioctl at
- * all, as the emulator's ioctl counter shows. The parent's pins and
- * mappings are unaffected, and the child can open a gdr_t of its own.
+ * all, as the emulator's ioctl counter shows. The parent's mappings are not
+ * inherited (gdrdrv marks them VM_DONTCOPY; this library does the same for
+ * DMA-BUF mappings with MADV_DONTFORK), and a copy through the parent's handle
+ * fails with EACCES instead of faulting. The parent's pins and mappings are
+ * unaffected, and the child can open a gdr_t of its own. The child is made
+ * three ways: fork() (fork handlers run), glibc's _Fork() and a raw clone
+ * system call (no fork handler runs), so that the library recognises a new
+ * process whatever created it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,60 +25,111 @@
 #include "gdrsim.h"
 #include "gpu.h"
 
-enum { R_PIN, R_PIN_V1, R_INFO, R_FLAG, R_MAP, R_VERSION, R_ATTR, R_UNMAP, R_UNPIN, R_CLOSE, R_COUNT };
+enum { R_PIN, R_PIN_V1, R_INFO, R_INFO_V2, R_FLAG, R_MAP, R_VERSION, R_ATTR, R_COPY_TO,
+       R_COPY_FROM, R_UNMAP, R_UNPIN, R_CLOSE, R_COUNT };
 static const char *const names[R_COUNT] = {
-    "pin_buffer_v2", "pin_buffer", "get_info", "get_callback_flag", "map",
-    "driver_get_version", "get_attribute", "unmap", "unpin_buffer", "close",
+    "pin_buffer_v2", "pin_buffer", "get_info", "get_info_v2", "get_callback_flag", "map",
+    "driver_get_version", "get_attribute", "copy_to_mapping", "copy_from_mapping", "unmap",
+    "unpin_buffer", "close",
 };
 
-int main(void)
+enum how { BY_FORK, BY_UNDERSCORE_FORK, BY_RAW_CLONE };
+static const char *const how_names[] = {"fork()", "_Fork()", "raw clone syscall"};
+
+/* A child process made `how`; 0 in the child, as fork() returns. -1 with
+ * errno ENOSYS when this C library has no such call. */
+static pid_t make_child(enum how how)
 {
-    CUdeviceptr raw;
-    unsigned long base;
+    switch (how) {
+    case BY_FORK:
+        return fork();
+    case BY_UNDERSCORE_FORK:
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+        return _Fork();
+#else
+        errno = ENOSYS;
+        return -1;
+#endif
+    case BY_RAW_CLONE:
+        /* fork(2) as the kernel sees it, behind the C library's back: no fork
+         * handler runs. The argument order of clone differs between
+         * architectures, but only the flags are non-zero here. */
+        return (pid_t)syscall(SYS_clone, (long)SIGCHLD, 0L, 0L, 0L, 0L);
+    }
+    return -1;
+}
+
+static int using_dmabuf;
+
+/* One parent/child round with a child made `how`. */
+static void child_case(enum how how, unsigned long base)
+{
     gdr_t g;
     gdr_mh_t mapped_mh, idle_mh;
     void *p = NULL;
-    unsigned value = 0xF0F0A5A5u, r = 0;
-    int results[R_COUNT], own_ok = 0, i;
+    unsigned value = 0xF0F0A5A5u ^ (unsigned)how, r = 0;
+    int results[R_COUNT], own_ok = 0, i, mapped_in_child = -1;
     int to_parent[2], to_child[2];
     struct gdrsim_counters before, after;
     pid_t pid;
     int status = 0;
 
-    gpu_init();
-    raw = gpu_alloc(4 * GPU_PAGE_SIZE);
-    base = gpu_aligned(raw);
     g = gdr_open();
-    REQUIRE(g != NULL);
-    REQUIRE(gdr_pin_buffer_v2(g, base, GPU_PAGE_SIZE, 0, &mapped_mh) == 0);
-    REQUIRE(gdr_map(g, mapped_mh, &p, GPU_PAGE_SIZE) == 0);
-    REQUIRE(gdr_copy_to_mapping(mapped_mh, p, &value, sizeof(value)) == 0);
-    REQUIRE(gdr_pin_buffer_v2(g, base + GPU_PAGE_SIZE, GPU_PAGE_SIZE, 0, &idle_mh) == 0);
-    REQUIRE(pipe(to_parent) == 0 && pipe(to_child) == 0);
+    if (g == NULL) {
+        CHECK(!"gdr_open");
+        return;
+    }
+    if (gdr_pin_buffer_v2(g, base, GPU_PAGE_SIZE, 0, &mapped_mh) != 0 ||
+        gdr_map(g, mapped_mh, &p, GPU_PAGE_SIZE) != 0 ||
+        gdr_copy_to_mapping(mapped_mh, p, &value, sizeof(value)) != 0 ||
+        gdr_pin_buffer_v2(g, base + GPU_PAGE_SIZE, GPU_PAGE_SIZE, 0, &idle_mh) != 0 ||
+        pipe(to_parent) != 0 || pipe(to_child) != 0) {
+        CHECK(!"set-up of the parent");
+        return;
+    }
 
     memset(&before, 0, sizeof(before));
     CHECK_EQ(gdrsim_get_counters(&before, sizeof(before)), 0);
     fflush(stdout);
-    pid = fork();
-    REQUIRE(pid >= 0);
+    pid = make_child(how);
+    if (pid < 0 && errno == ENOSYS) {
+        printf("fork: %s is not available here, skipped\n", how_names[how]);
+        gdr_close(g);
+        return;
+    }
+    if (pid < 0) {
+        CHECK(!"the child was created");
+        return;
+    }
     if (pid == 0) {
         gdr_mh_t out;
         gdr_info_t info;
+        gdr_info_v2_t info2;
         void *q = NULL;
+        unsigned word = 0;
         int v, major, minor, flag;
         char go;
 
+        close(to_parent[0]);
+        close(to_child[1]);
         results[R_PIN] = gdr_pin_buffer_v2(g, base + 2 * GPU_PAGE_SIZE, GPU_PAGE_SIZE, 0, &out);
         results[R_PIN_V1] = gdr_pin_buffer(g, base + 2 * GPU_PAGE_SIZE, GPU_PAGE_SIZE, 0, 0, &out);
         results[R_INFO] = gdr_get_info(g, idle_mh, &info);
+        results[R_INFO_V2] = gdr_get_info_v2(g, idle_mh, &info2);
         results[R_FLAG] = gdr_get_callback_flag(g, idle_mh, &flag);
         results[R_MAP] = gdr_map(g, idle_mh, &q, GPU_PAGE_SIZE);
         results[R_VERSION] = gdr_driver_get_version(g, &major, &minor);
         results[R_ATTR] = gdr_get_attribute(g, GDR_ATTR_USE_PERSISTENT_MAPPING, &v);
+        /* The parent's mapping is not inherited (msync of an unmapped range: ENOMEM). */
+        mapped_in_child = !(msync(p, GPU_PAGE_SIZE, MS_ASYNC) != 0 && errno == ENOMEM);
+        /* gdrcopy 2.6 copies through the absent mapping and faults: only this library. */
+        results[R_COPY_TO] = OURS() ? gdr_copy_to_mapping(mapped_mh, p, &word, sizeof(word)) : EACCES;
+        results[R_COPY_FROM] = OURS() ? gdr_copy_from_mapping(mapped_mh, &word, p, sizeof(word)) : EACCES;
         results[R_UNMAP] = gdr_unmap(g, mapped_mh, p, GPU_PAGE_SIZE);
         results[R_UNPIN] = gdr_unpin_buffer(g, idle_mh);
         results[R_CLOSE] = gdr_close(g);
-        if (write(to_parent[1], results, sizeof(results)) != (ssize_t)sizeof(results))
+        if (write(to_parent[1], results, sizeof(results)) != (ssize_t)sizeof(results) ||
+            write(to_parent[1], &mapped_in_child, sizeof(int)) != (ssize_t)sizeof(int))
             _exit(3);
         /* After the parent has read the counters: a gdr_t of its own works. */
         if (read(to_child[0], &go, 1) != 1)
@@ -82,7 +142,12 @@ int main(void)
         _exit(own_ok ? 0 : 4);
     }
 
-    if (read(to_parent[0], results, sizeof(results)) != (ssize_t)sizeof(results)) {
+    /* Only the child holds these ends now: a child that dies shows as end of file. */
+    close(to_parent[1]);
+    close(to_child[0]);
+    printf("fork: child made by %s\n", how_names[how]);
+    if (read(to_parent[0], results, sizeof(results)) != (ssize_t)sizeof(results) ||
+        read(to_parent[0], &mapped_in_child, sizeof(int)) != (ssize_t)sizeof(int)) {
         CHECK(!"the child reported its results");
     } else {
         memset(&after, 0, sizeof(after));
@@ -95,19 +160,35 @@ int main(void)
             /* gdrcopy 2.6 answers this attribute from memory on old drivers. */
             if (i == R_ATTR && !OURS() && sim_driver_minor() < 5)
                 continue;
+            /* gdrcopy 2.6 answers these from memory on DMA-BUF. */
+            if (!OURS() && using_dmabuf &&
+                (i == R_INFO || i == R_INFO_V2 || i == R_FLAG || i == R_VERSION || i == R_ATTR ||
+                 i == R_MAP || i == R_PIN || i == R_PIN_V1 || i == R_UNPIN || i == R_CLOSE))
+                continue;
             if (results[i] != EACCES)
-                printf("child: gdr_%s returned %d, want EACCES\n", names[i], results[i]);
+                printf("child (%s): gdr_%s returned %d, want EACCES\n", how_names[how], names[i],
+                       results[i]);
             CHECK_EQ(results[i], EACCES);
+        }
+        /* gdrcopy 2.6's DMA-BUF mappings are inherited. */
+        if (OURS() || !using_dmabuf) {
+            if (mapped_in_child)
+                printf("child (%s): the parent's mapping is present in the child\n", how_names[how]);
+            CHECK_EQ(mapped_in_child, 0);
         }
         if (OURS())
             CHECK_EQ(after.ioctls - before.ioctls, 0);
-        else
+        else if (!using_dmabuf)
             CHECK(after.ioctls > before.ioctls);
     }
     if (write(to_child[1], "g", 1) != 1)
         CHECK(!"released the child");
     waitpid(pid, &status, 0);
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+        printf("child (%s): status 0x%x\n", how_names[how], status);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(to_parent[0]);
+    close(to_child[1]);
 
     /* The parent is unaffected. */
     CHECK_EQ(gdr_copy_from_mapping(mapped_mh, &r, p, sizeof(r)), 0);
@@ -126,6 +207,26 @@ int main(void)
     CHECK_EQ(after.live_pins, 0);
     CHECK_EQ(after.live_mappings, 0);
     CHECK_EQ(after.open_files, 0);
+    CHECK_EQ(after.live_dmabufs, 0);
+}
+
+int main(void)
+{
+    CUdeviceptr raw;
+    unsigned long base;
+    gdr_t probe;
+
+    gpu_init();
+    raw = gpu_alloc(4 * GPU_PAGE_SIZE);
+    base = gpu_aligned(raw);
+    probe = gdr_open();
+    REQUIRE(probe != NULL);
+    REQUIRE(gdr_get_attribute(probe, GDR_ATTR_USING_DMA_BUF_MMAP, &using_dmabuf) == 0);
+    REQUIRE(gdr_close(probe) == 0);
+    printf("fork: %s backend\n", using_dmabuf ? "DMA-BUF" : "gdrdrv");
+    child_case(BY_FORK, base);
+    child_case(BY_UNDERSCORE_FORK, base);
+    child_case(BY_RAW_CLONE, base);
     CHECK_EQ(cuMemFree(raw), CUDA_SUCCESS);
     return check_done("fork");
 }

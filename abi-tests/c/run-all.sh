@@ -75,11 +75,17 @@ for suite in $suites; do
         run "handles" "${SIM[@]}" "$bin/handles" ;;
     threads)
         run "threads" "${SIM[@]}" "$bin/threads"
-        run "threads: persistent=0" "${SIM[@]}" GDRSIM_PERSISTENT=0 "$bin/threads" ;;
+        run "threads: persistent=0" "${SIM[@]}" GDRSIM_PERSISTENT=0 "$bin/threads"
+        run "threads: DMA-BUF" "${SIM[@]}" GDRSIM_NO_DEVICE=1 "$bin/threads"
+        run "threads: DMA-BUF persistent=0" "${SIM[@]}" GDRSIM_NO_DEVICE=1 GDRSIM_PERSISTENT=0 \
+            "$bin/threads" ;;
     fork)
         for version in 2.6 2.4; do
             run "fork: driver $version" "${SIM[@]}" GDRSIM_DRIVER_VERSION=$version "$bin/fork"
-        done ;;
+        done
+        run "fork: driver 2.6 persistent=0" "${SIM[@]}" GDRSIM_PERSISTENT=0 "$bin/fork"
+        run "fork: DMA-BUF" "${SIM[@]}" GDRSIM_NO_DEVICE=1 "$bin/fork"
+        run "fork: DMA-BUF persistent=0" "${SIM[@]}" GDRSIM_NO_DEVICE=1 GDRSIM_PERSISTENT=0 "$bin/fork" ;;
     logging)
         run "logging" "${SIM[@]}" "$here/check-logging.sh" "$bin/log_probe" ;;
     loading)

@@ -2,7 +2,11 @@
  * threads.c - many threads pin, map, copy, query, unmap and unpin on one
  * gdr_t at the same time, while others copy through one shared mapping
  * (copies take no lock). Every call must succeed, every byte must arrive,
- * and nothing may be left pinned or mapped afterwards.
+ * and nothing may be left pinned or mapped afterwards. Then races on one
+ * handle: identical calls (one winner), queries against an unpin (they
+ * describe the right buffer or fail with EINVAL, never another buffer), and
+ * an unpin against a map or unmap (it succeeds or, having lost, fails with
+ * EAGAIN and changes nothing). Runs on both backends.
  *
  * gdrcopy 2.6 is not thread-safe, so against it one thread runs the same
  * loop (which still proves the loop's own expectations).
@@ -36,6 +40,7 @@ static unsigned long base;         /* MAX_THREADS slices, then the shared page *
 static gdr_mh_t shared_mh;
 static unsigned char *shared_map;
 static int nthreads;
+static int using_dmabuf;
 static pthread_barrier_t start;
 
 struct worker {
@@ -100,7 +105,7 @@ static void *worker_main(void *arg)
         }
 
         /* Queries in between. */
-        EXPECT(w, gdr_get_attribute(g, GDR_ATTR_USING_DMA_BUF_MMAP, &v) == 0 && v == 0);
+        EXPECT(w, gdr_get_attribute(g, GDR_ATTR_USING_DMA_BUF_MMAP, &v) == 0 && v == using_dmabuf);
 
         /* The shared mapping: each thread owns one chunk of it. */
         {
@@ -363,6 +368,203 @@ static void check_visibility(copy_fn copy, const char *name)
     }
 }
 
+/*
+ * Queries racing an unpin of the same handle. One thread pins and unpins a
+ * buffer over and over, publishing each handle; others query whatever handle
+ * is published. A query must describe that buffer (its va and size) or fail
+ * with EINVAL: never return an all-zero record or another live buffer's (the
+ * shared buffer, pinned first, is the one a zeroed driver handle would name).
+ */
+#define QUERY_ROUNDS 4000
+#define QUERY_SECONDS 3
+#define QUERIERS 2
+
+static volatile gdr_mh_t published;
+static volatile int publishing;
+static volatile long query_attempts;
+
+struct querier {
+    long ok, refused, wrong, bad_errno;
+    unsigned long wrong_va, wrong_size;
+    int wrong_ret;
+};
+
+static void *querier_main(void *arg)
+{
+    struct querier *q = (struct querier *)arg;
+    while (__atomic_load_n(&publishing, __ATOMIC_ACQUIRE)) {
+        gdr_mh_t mh;
+        gdr_info_v2_t v2;
+        gdr_info_t v1;
+        int flag = 7, rc, k;
+        mh.h = __atomic_load_n(&published.h, __ATOMIC_ACQUIRE);
+        if (mh.h == 0)
+            continue;
+        __atomic_add_fetch(&query_attempts, 1, __ATOMIC_RELEASE);
+        for (k = 0; k < 3; k++) {
+            memset(&v2, 0, sizeof(v2));
+            memset(&v1, 0, sizeof(v1));
+            if (k == 0)
+                rc = gdr_get_info_v2(g, mh, &v2);
+            else if (k == 1)
+                rc = gdr_get_info(g, mh, &v1);
+            else
+                rc = gdr_get_callback_flag(g, mh, &flag);
+            if (k == 1) {
+                v2.va = v1.va;
+                v2.mapped_size = v1.mapped_size;
+            }
+            if (rc == EINVAL) {
+                q->refused++;
+            } else if (rc != 0) {
+                q->bad_errno++;
+                q->wrong_ret = rc;
+            } else if (k == 2 ? flag != 0 : v2.va != base || v2.mapped_size != GPU_PAGE_SIZE) {
+                q->wrong++;
+                q->wrong_va = (unsigned long)v2.va;
+                q->wrong_size = (unsigned long)v2.mapped_size;
+            } else {
+                q->ok++;
+            }
+        }
+    }
+    return NULL;
+}
+
+static void queries_against_unpin(void)
+{
+    pthread_t tid[QUERIERS];
+    struct querier q[QUERIERS];
+    long ok = 0, refused = 0, wrong = 0, bad = 0;
+    int t, round, pin_failures = 0, unpin_failures = 0;
+    time_t until = time(NULL) + QUERY_SECONDS;
+
+    publishing = 1;
+    for (t = 0; t < QUERIERS; t++) {
+        memset(&q[t], 0, sizeof(q[t]));
+        pthread_create(&tid[t], NULL, querier_main, &q[t]);
+    }
+    for (round = 0; round < QUERY_ROUNDS && time(NULL) < until; round++) {
+        gdr_mh_t mh;
+        if (gdr_pin_buffer_v2(g, base, GPU_PAGE_SIZE, 0, &mh) != 0) {
+            pin_failures++;
+            continue;
+        }
+        {
+            /* Let the queriers see the live handle for a varying while, then unpin under them. */
+            long seen = __atomic_load_n(&query_attempts, __ATOMIC_ACQUIRE);
+            __atomic_store_n(&published.h, mh.h, __ATOMIC_RELEASE);
+            while (__atomic_load_n(&query_attempts, __ATOMIC_ACQUIRE) < seen + round % 3)
+                ;
+        }
+        if (gdr_unpin_buffer(g, mh) != 0)
+            unpin_failures++;
+    }
+    __atomic_store_n(&publishing, 0, __ATOMIC_RELEASE);
+    for (t = 0; t < QUERIERS; t++) {
+        pthread_join(tid[t], NULL);
+        ok += q[t].ok;
+        refused += q[t].refused;
+        wrong += q[t].wrong;
+        bad += q[t].bad_errno;
+        if (q[t].wrong)
+            printf("queries against unpin: %ld answers described another buffer (last: va 0x%lx size %lu)\n",
+                   q[t].wrong, q[t].wrong_va, q[t].wrong_size);
+        if (q[t].bad_errno)
+            printf("queries against unpin: %ld answers were errno %d, want 0 or EINVAL\n",
+                   q[t].bad_errno, q[t].wrong_ret);
+    }
+    printf("queries against unpin: %d rounds, %ld right, %ld refused, %ld wrong, %ld bad errno\n",
+           round, ok, refused, wrong, bad);
+    CHECK_EQ(pin_failures, 0);
+    CHECK_EQ(unpin_failures, 0);
+    CHECK_EQ(wrong, 0);
+    CHECK_EQ(bad, 0);
+    CHECK(ok > 0);
+}
+
+/*
+ * An unpin racing a map or an unmap of the same handle: the unpin either
+ * wins (0) or loses with EAGAIN and leaves the handle as it was, so that a
+ * retry succeeds; the map or unmap either wins or finds the handle gone
+ * (EINVAL). Never another errno.
+ */
+#define UNPIN_ROUNDS 3000
+
+static gdr_mh_t flip_mh;
+static volatile int flip_stop;
+static volatile long flips;
+static long flip_bad;
+static int flip_bad_ret;
+
+static void *flipper_main(void *arg)
+{
+    (void)arg;
+    while (!__atomic_load_n(&flip_stop, __ATOMIC_ACQUIRE)) {
+        void *p = NULL;
+        int rc = gdr_map(g, flip_mh, &p, GPU_PAGE_SIZE);
+        __atomic_add_fetch(&flips, 1, __ATOMIC_RELEASE);
+        if (rc == 0) {
+            rc = gdr_unmap(g, flip_mh, p, GPU_PAGE_SIZE);
+            if (rc != 0 && rc != EINVAL) {
+                flip_bad++;
+                flip_bad_ret = rc;
+            }
+        } else if (rc != EINVAL && rc != EAGAIN) {
+            flip_bad++;
+            flip_bad_ret = rc;
+        }
+    }
+    return NULL;
+}
+
+static void unpin_against_map(void)
+{
+    int round, lost = 0, bad = 0, bad_ret = 0, unfinished = 0;
+    for (round = 0; round < UNPIN_ROUNDS; round++) {
+        pthread_t tid;
+        int rc, tries;
+        if (gdr_pin_buffer_v2(g, base, GPU_PAGE_SIZE, 0, &flip_mh) != 0) {
+            CHECK(!"pin for unpin_against_map");
+            return;
+        }
+        flip_stop = 0;
+        flips = 0;
+        pthread_create(&tid, NULL, flipper_main, NULL);
+        /* Let the flipper get going, then unpin under it at a varying moment. */
+        while (__atomic_load_n(&flips, __ATOMIC_ACQUIRE) < 1 + round % 3)
+            ;
+        for (tries = 0; tries < (round % 64) * 16; tries++)
+            __asm__ __volatile__("" ::: "memory");
+        for (tries = 0; tries < 1000000; tries++) {
+            rc = gdr_unpin_buffer(g, flip_mh);
+            if (rc == 0)
+                break;
+            if (rc == EAGAIN) {
+                lost++;
+                continue;
+            }
+            bad++;
+            bad_ret = rc;
+            break;
+        }
+        if (rc != 0)
+            unfinished++;
+        __atomic_store_n(&flip_stop, 1, __ATOMIC_RELEASE);
+        pthread_join(tid, NULL);
+    }
+    printf("unpin against map/unmap: %d rounds, %d lost unpins retried, %d bad, %ld bad map/unmap\n",
+           UNPIN_ROUNDS, lost, bad, flip_bad);
+    if (bad)
+        printf("unpin against map/unmap: an unpin returned %d, want 0 or EAGAIN\n", bad_ret);
+    if (flip_bad)
+        printf("unpin against map/unmap: a map or unmap returned %d, want 0, EINVAL or EAGAIN\n",
+               flip_bad_ret);
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(unfinished, 0);
+    CHECK_EQ(flip_bad, 0);
+}
+
 int main(void)
 {
     CUdeviceptr raw;
@@ -379,6 +581,8 @@ int main(void)
 
     g = gdr_open();
     REQUIRE(g != NULL);
+    REQUIRE(gdr_get_attribute(g, GDR_ATTR_USING_DMA_BUF_MMAP, &using_dmabuf) == 0);
+    printf("threads: %s backend\n", using_dmabuf ? "DMA-BUF" : "gdrdrv");
     REQUIRE(gdr_pin_buffer_v2(g, base + MAX_THREADS * SLICE, GPU_PAGE_SIZE, 0, &shared_mh) == 0);
     REQUIRE(gdr_map(g, shared_mh, &p, GPU_PAGE_SIZE) == 0);
     shared_map = (unsigned char *)p;
@@ -410,8 +614,11 @@ int main(void)
     }
 
     /* gdrcopy 2.6 is not thread-safe (and double unpin crashes it). */
-    if (OURS())
+    if (OURS()) {
         races();
+        queries_against_unpin();
+        unpin_against_map();
+    }
 
     CHECK_EQ(gdr_unmap(g, shared_mh, p, GPU_PAGE_SIZE), 0);
     CHECK_EQ(gdr_unpin_buffer(g, shared_mh), 0);
@@ -419,6 +626,7 @@ int main(void)
     CHECK_EQ(gdrsim_get_counters(&c, sizeof(c)), 0);
     CHECK_EQ(c.live_pins, 0);
     CHECK_EQ(c.live_mappings, 0);
+    CHECK_EQ(c.live_dmabufs, 0);
     CHECK_EQ(gdr_close(g), 0);
     CHECK_EQ(cuMemFree(raw), CUDA_SUCCESS);
     return check_done("threads");
