@@ -14,8 +14,9 @@
 //! - [`backend`]: the pin/map mechanisms: [`backend::gdrdrv`] (ioctl + mmap on
 //!   `/dev/gdrdrv`) and [`backend::dmabuf`] (CUDA dma-buf export).
 //! - [`copy`]: the MMIO-safe copy kernels and fences of `gdr_copy_to/from_mapping`.
+//! - [`process`]: which process is calling (a token a child never shares with its parent).
 //! - [`sys`]: thin `Result` wrappers over the C library's `open`, `ioctl`, `mmap`,
-//!   `munmap`, `close`, `sysconf`.
+//!   `munmap`, `madvise`, `close`, `sysconf`.
 //! - [`log`]: upstream's `GDRCOPY_ENABLE_LOGGING` / `GDRCOPY_LOG_LEVEL` logging.
 //! - [`error`]: the typed error and its errno mapping.
 
@@ -26,6 +27,7 @@ pub mod copy;
 pub mod cuda;
 pub mod error;
 pub mod ffi;
+pub mod process;
 pub mod registry;
 pub mod session;
 pub mod sys;

@@ -1,5 +1,5 @@
-//! Thin wrappers over the C library's `open`, `ioctl`, `mmap`, `munmap`, `close`, `sysconf`
-//! and `getpid`, returning [`Result`].
+//! Thin wrappers over the C library's `open`, `ioctl`, `mmap`, `munmap`, `madvise`, `close`,
+//! `sysconf` and `getpid`, returning [`Result`].
 //!
 //! Every call goes through the C library's exported symbol, never a raw `syscall`, so that an
 //! `LD_PRELOAD`ed emulator (or any other interposer) sees exactly what upstream's library
@@ -8,6 +8,7 @@
 use crate::error::{Error, Result};
 use std::ffi::CStr;
 use std::os::raw::{c_int, c_ulong, c_void};
+use std::sync::atomic::AtomicU64;
 
 /// A struct that may be handed to [`ioctl`] as the argument of a request.
 ///
@@ -79,6 +80,52 @@ pub unsafe fn munmap(addr: usize, len: usize) -> Result<()> {
     } else {
         Ok(())
     }
+}
+
+/// `madvise(addr, len, MADV_DONTFORK)`: a child created by `fork` (or any `clone` without
+/// `CLONE_VM`) does not inherit `[addr, addr+len)`, as gdrdrv's own mappings (`VM_DONTCOPY`).
+pub fn dont_fork(addr: usize, len: usize) -> Result<()> {
+    // SAFETY: the advice only changes whether future children inherit the range; it neither
+    // unmaps nor alters the memory of this process.
+    let rc = unsafe { libc::madvise(addr as *mut c_void, len, libc::MADV_DONTFORK) };
+    if rc < 0 {
+        Err(Error::last_os("madvise"))
+    } else {
+        Ok(())
+    }
+}
+
+/// A new, never-unmapped anonymous page marked `MADV_WIPEONFORK` (Linux 4.14+), as a `u64`
+/// that reads 0 until written and reads 0 again in every child process, however the child
+/// was created. Fails where the kernel does not know the advice.
+pub fn wipe_on_fork_word() -> Result<&'static AtomicU64> {
+    let len = page_size();
+    // SAFETY: a fresh private anonymous mapping at an address the kernel chooses replaces
+    // nothing of this process.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(Error::last_os("mmap"));
+    }
+    // SAFETY: `p` is the page mapped just above; the advice changes only what a child sees.
+    if unsafe { libc::madvise(p, len, libc::MADV_WIPEONFORK) } < 0 {
+        let e = Error::last_os("madvise");
+        // SAFETY: the page was mapped above and nothing refers to it.
+        unsafe { libc::munmap(p, len) };
+        return Err(e);
+    }
+    // SAFETY: the page is readable and writable, page-aligned (so aligned for AtomicU64),
+    // zero-filled (a valid AtomicU64) and never unmapped, so the reference lives as long as
+    // the process; all access to it goes through the atomic.
+    Ok(unsafe { &*(p as *const AtomicU64) })
 }
 
 /// `close(fd)`.
@@ -180,6 +227,25 @@ mod tests {
     #[test]
     fn strerror_has_no_rust_suffix() {
         assert_eq!(strerror(libc::ENOENT), "No such file or directory");
+    }
+
+    #[test]
+    fn wipe_on_fork_word_reads_zero_in_a_child() {
+        let w = wipe_on_fork_word().expect("MADV_WIPEONFORK (Linux 4.14+)");
+        w.store(42, std::sync::atomic::Ordering::SeqCst);
+        // SAFETY: the child only reads the word and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let v = w.load(std::sync::atomic::Ordering::SeqCst);
+            // SAFETY: _exit has no preconditions.
+            unsafe { libc::_exit(if v == 0 { 0 } else { 1 }) };
+        }
+        assert!(pid > 0);
+        let mut status = 0;
+        // SAFETY: waiting for the child created above.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{status:#x}");
+        assert_eq!(w.load(std::sync::atomic::Ordering::SeqCst), 42);
     }
 
     #[test]

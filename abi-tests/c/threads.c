@@ -499,8 +499,8 @@ static int flip_bad_ret;
 
 static void *flipper_main(void *arg)
 {
-    (void)arg;
-    while (!__atomic_load_n(&flip_stop, __ATOMIC_ACQUIRE)) {
+    long cycles = (long)(intptr_t)arg;
+    while (!__atomic_load_n(&flip_stop, __ATOMIC_ACQUIRE) && cycles-- > 0) {
         void *p = NULL;
         int rc = gdr_map(g, flip_mh, &p, GPU_PAGE_SIZE);
         __atomic_add_fetch(&flips, 1, __ATOMIC_RELEASE);
@@ -530,9 +530,10 @@ static void unpin_against_map(void)
         }
         flip_stop = 0;
         flips = 0;
-        pthread_create(&tid, NULL, flipper_main, NULL);
+        /* A few map/unmap cycles, so that a losing unpin wins once they are over. */
+        pthread_create(&tid, NULL, flipper_main, (void *)(intptr_t)(2 + round % 5));
         /* Let the flipper get going, then unpin under it at a varying moment. */
-        while (__atomic_load_n(&flips, __ATOMIC_ACQUIRE) < 1 + round % 3)
+        while (__atomic_load_n(&flips, __ATOMIC_ACQUIRE) < 1 + round % 2)
             ;
         for (tries = 0; tries < (round % 64) * 16; tries++)
             __asm__ __volatile__("" ::: "memory");
@@ -542,6 +543,7 @@ static void unpin_against_map(void)
                 break;
             if (rc == EAGAIN) {
                 lost++;
+                sched_yield();
                 continue;
             }
             bad++;

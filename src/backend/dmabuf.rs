@@ -14,8 +14,11 @@
 //!   per device for the life of the backend and released at [`Backend::close`], instead of
 //!   retaining and releasing it around every pin; the caller's current context is left as it
 //!   was (it is only switched, and switched back, when the thread had none);
-//! - the map is an mmap at offset 0 of the aligned export, so pins of unaligned addresses map
-//!   (upstream passes the sub-page offset to mmap, which fails with EINVAL);
+//! - a map of a pin whose address is not host-page aligned is refused with EINVAL and
+//!   upstream's log line before any system call (upstream passes the sub-page offset to mmap,
+//!   which the kernel refuses with EINVAL), so such pins never map, as with upstream;
+//! - the mapping is marked `MADV_DONTFORK`: like a gdrdrv mapping (`VM_DONTCOPY`), it is not
+//!   inherited by a child process (upstream's DMA-BUF mapping is);
 //! - the legacy `gdr_get_info` reports the same values as `gdr_get_info_v2` (upstream: EBADF);
 //! - `gdr_driver_get_version` returns 0 with 2.6, the gdrdrv interface level this backend
 //!   provides (v2 pin with FORCE_PCIE, mapping types, attributes), so callers that require
@@ -354,9 +357,21 @@ impl Backend for DmaBuf {
                 "map size is 0 or larger than the pinned range",
             ));
         }
+        if pin.page_offset != 0 {
+            // Upstream maps at the pin's sub-page offset, which mmap refuses: same errno and
+            // log line, without the system call.
+            crate::gdr_err!(
+                "error {}({}) while mapping dma_buf_fd, rounded_size={size}",
+                strerror(libc::EINVAL),
+                libc::EINVAL
+            );
+            return Err(Error::InvalidArgument(
+                "the pinned address is not page aligned (offset != 0 is not supported)",
+            ));
+        }
         let fd = fd_of(pin)?;
         // SAFETY: a fresh shared mapping at an address the kernel chooses; `fd` is the pin's
-        // dma-buf and offset 0 is the aligned start of the export.
+        // dma-buf and offset 0 is the start of the export, the pinned address itself.
         let addr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -386,6 +401,13 @@ impl Backend for DmaBuf {
                 call: "mmap",
                 errno,
             });
+        }
+        if let Err(e) = crate::sys::dont_fork(addr as usize, size) {
+            // The copy functions refuse a child anyway (see `crate::process`); the mapping
+            // itself would be inherited.
+            crate::gdr_warn!(
+                "cannot mark the mapping of dma_buf_fd {fd} as not inherited by child processes: {e}"
+            );
         }
         crate::gdr_dbg!("ptr_va: {addr:p}");
         Ok(Mapping {
@@ -656,14 +678,22 @@ mod tests {
     }
 
     #[test]
-    fn map_is_the_export_from_its_aligned_start() {
+    fn map_is_the_export_and_unaligned_pins_do_not_map() {
         let _g = fake::lock();
         let b = backend();
-        let pin = b.pin(&req(BASE + 100, 5000, 0)).expect("pin");
+        // As upstream: a pin whose address is not page aligned pins but does not map.
+        let unaligned = b.pin(&req(BASE + 100, 5000, 0)).expect("pin");
+        assert_eq!(
+            b.map(&unaligned, unaligned.mapped_size as usize, MappingType::None)
+                .map_err(|e| e.errno()),
+            Err(libc::EINVAL)
+        );
+        b.unpin(&unaligned).expect("unpin");
+        let pin = b.pin(&req(BASE, 5100, 0)).expect("pin");
         let len = pin.mapped_size as usize;
         let m = b
             .map(&pin, len, MappingType::None)
-            .expect("map of an unaligned pin");
+            .expect("map of an aligned pin");
         assert_eq!(m.kind, MappingType::WriteCombining);
         assert_eq!(m.len, len);
         let info = b.info(&pin, Some(&m)).expect("info");
@@ -673,13 +703,13 @@ mod tests {
         assert_eq!(info.mapping_type, MappingType::WriteCombining as u32);
         assert_eq!(b.info_v1(&pin, Some(&m)), Ok(info));
 
-        // Bytes written at the caller's offset land at that offset of the dma-buf.
+        // Bytes written at an offset of the mapping land at that offset of the dma-buf.
         let msg = b"through the mapping";
         // SAFETY: the mapping is `len` bytes long and the write ends well inside it.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 msg.as_ptr(),
-                (m.addr + pin.page_offset as usize) as *mut u8,
+                (m.addr + 100) as *mut u8,
                 msg.len(),
             )
         };
@@ -690,7 +720,7 @@ mod tests {
                 pin.handle as i32,
                 back.as_mut_ptr().cast(),
                 back.len(),
-                pin.page_offset as i64,
+                100,
             )
         };
         assert_eq!(n, 19);
