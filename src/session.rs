@@ -516,7 +516,9 @@ fn with_session<R>(g: usize, f: impl FnOnce(&Open) -> Result<R>) -> Result<R> {
 
 /// `gdr_open`: opens a backend and returns the new session's address.
 pub fn open() -> Result<usize> {
-    open_with(backend::open()?)
+    let backend = backend::open()?;
+    copy::log_cpu_flags();
+    open_with(backend)
 }
 
 thread_local! {

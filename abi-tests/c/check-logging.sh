@@ -56,6 +56,18 @@ run "level 0" probe GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=0 && has "level 0
 run "level junk" probe GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=junk && has "non-numeric level prints all" '^INFO: '
 run "level 5" error GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=5 && silent "level 5"
 
+# Upstream's DEBUG line of CPU features at every gdr_open, in its words.
+case "$(uname -m)" in
+x86_64)
+    run "cpu flags" probe GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=1 &&
+        has "cpu flags: upstream's line" '^DBG:  vendor_intel=[01] movdir64b=[01] movdiri=[01] avx512=[01] avx2=[01] sse4_1=[01] avx=[01] sse=[01] sse2=[01]$' ;;
+aarch64)
+    run "cpu flags" probe GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=1 &&
+        has "cpu flags: upstream's line" '^DBG:  ls64=[01] neon=[01] sve=[01]$' ;;
+esac
+run "gdrdrv chosen" probe GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=2 &&
+    has "gdrdrv chosen: upstream's line" '^INFO: Using gdrdrv backend$'
+
 # A failed open says why.
 run "no device" fail GDRSIM_NO_DEVICE=1 GDRSIM_DMABUF=0 GDRCOPY_ENABLE_LOGGING=1 && {
     has "no device" '^ERR:  .*(errno=2|No such file or directory)'; prefixed "no device"; }

@@ -58,9 +58,9 @@ absent() {
 # Selection and fallback order; libcuda is loaded only when DMA-BUF is tried, versioned name first.
 case_ gdrdrv-present 'INFO: Using gdrdrv backend' GDRCOPY_LOG_LEVEL=1 -- "$T" gdrdrv
 absent gdrdrv-present 'loaded libcuda|dmabuf mmap'
-case_ no-gdrdrv-falls-back 'INFO: Using dmabuf mmap backend' GDRSIM_NO_DEVICE=1 GDRCOPY_LOG_LEVEL=1 -- "$T" selected
+case_ no-gdrdrv-falls-back 'INFO: Using dma-buf backend' GDRSIM_NO_DEVICE=1 GDRCOPY_LOG_LEVEL=1 -- "$T" selected
 also no-gdrdrv-falls-back 'DBG:  loaded libcuda\.so\.1$'
-case_ forced-over-gdrdrv 'INFO: Using dmabuf mmap backend' GDRCOPY_USE_DMABUF_MMAP=1 -- "$T" selected
+case_ forced-over-gdrdrv 'INFO: Using dma-buf backend' GDRCOPY_USE_DMABUF_MMAP=1 -- "$T" selected
 case_ forced-not-exactly-1 'INFO: Using gdrdrv backend' GDRCOPY_USE_DMABUF_MMAP=yes -- "$T" gdrdrv
 
 # Refusals, each with the line naming the cause.
@@ -68,12 +68,15 @@ case_ old-cuda 'ERR:  dmabuf mmap backend unavailable: CUDA 13.3 or newer requir
     GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 -- "$T" refused
 case_ old-cuda-forced-no-fallback 'reported version 13020' \
     GDRCOPY_USE_DMABUF_MMAP=1 GDRSIM_CUDA_VERSION=13020 -- "$T" refused
-case_ exactly-13030 'Using dmabuf mmap backend \(CUDA driver 13\.3' \
+case_ exactly-13030 'INFO: dma-buf backend: CUDA driver 13\.3' \
     GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13030 -- "$T" selected
 case_ no-device-support 'ERR:  dmabuf mmap backend unavailable: dma-buf mmap not supported on any of the devices' \
-    GDRSIM_NO_DEVICE=1 GDRSIM_DMABUF=0 -- "$T" refused
+    GDRSIM_NO_DEVICE=1 GDRSIM_DMABUF=0 GDRCOPY_LOG_LEVEL=1 -- "$T" refused
+# Upstream's INFO lines for the same events come too.
+also no-device-support 'INFO: dma-buf mmap not supported on any of the devices$'
 case_ cuinit-fails 'ERR:  dmabuf mmap backend unavailable: cuInit\(0\) failed \(100' \
-    GDRSIM_NO_DEVICE=1 GDRSIM_FAIL=cuInit:1:100 -- "$T" refused
+    GDRSIM_NO_DEVICE=1 GDRSIM_FAIL=cuInit:1:100 GDRCOPY_LOG_LEVEL=1 -- "$T" refused
+also cuinit-fails 'INFO: gdr_cuda_init\(\) failed$'
 case_ device-count-fails 'ERR:  dmabuf mmap backend unavailable: "cuDeviceGetCount" failed \(999' \
     GDRSIM_NO_DEVICE=1 GDRSIM_FAIL=cuDeviceGetCount:1:999 -- "$T" refused
 case_ entry-point-missing "cuGetProcAddress cannot resolve 'cuMemGetHandleForAddressRange'" \
@@ -100,6 +103,8 @@ case_ api-x86 'ERR:  "cuMemGetHandleForAddressRange" failed \(801' GDRSIM_NO_DEV
 also api-x86 'ERR:  error .*\(12\) while mapping dma_buf_fd'
 also api-x86 'ERR:  "cuPointerGetAttribute" failed \(1'
 also api-x86 'ERR:  error ENOTSUPP\(524\) while mapping dma_buf_fd.*does not support mmap'
+# An unaligned pin does not map: upstream's line for the EINVAL its mmap gets.
+also api-x86 'ERR:  error Invalid argument\(22\) while mapping dma_buf_fd, rounded_size='
 case_ api-coherent '' GDRSIM_NO_DEVICE=1 GDRSIM_PROFILE=coherent -- "$T" api
 case_ api-forced '' GDRCOPY_USE_DMABUF_MMAP=1 -- "$T" api
 

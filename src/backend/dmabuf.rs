@@ -108,6 +108,7 @@ impl DmaBuf {
             Ok(driver) => DmaBuf::with_driver(driver),
             Err(e) => {
                 crate::gdr_err!("dmabuf mmap backend unavailable: {e}");
+                crate::gdr_info!("gdr_cuda_init() failed");
                 Err(e.to_error())
             }
         }
@@ -122,6 +123,7 @@ impl DmaBuf {
                 e.code,
                 cuda.describe(e.code)
             );
+            crate::gdr_info!("gdr_cuda_any_device_supports_dmabuf_mmap() failed");
             e.to_error()
         };
         let count = cuda.device_count().map_err(refuse)?;
@@ -141,13 +143,15 @@ impl DmaBuf {
             crate::gdr_err!(
                 "dmabuf mmap backend unavailable: dma-buf mmap not supported on any of the devices ({count} found)"
             );
+            crate::gdr_info!("dma-buf mmap not supported on any of the devices");
             return Err(Error::NotSupported(
                 "dma-buf mmap not supported on any of the devices",
             ));
         };
         let v = cuda.version();
+        crate::gdr_info!("Using dma-buf backend");
         crate::gdr_info!(
-            "Using dmabuf mmap backend (CUDA driver {}.{}, device {ordinal} supports dma-buf mmap)",
+            "dma-buf backend: CUDA driver {}.{}, device {ordinal} supports dma-buf mmap",
             v / 1000,
             (v % 1000) / 10
         );

@@ -53,7 +53,7 @@ mod wc;
 #[cfg(test)]
 mod tests;
 
-pub use select::{chosen, Impl, Kernels, ENV};
+pub use select::{chosen, log_cpu_flags, Impl, Kernels, ENV};
 pub use wc::CopyFn;
 
 use crate::backend::MappingType;

@@ -43,7 +43,20 @@ impl Impl {
         Impl::Neon,
     ];
 
-    /// The lower-case name used by `GDRAPI_COPY_IMPL` and in log lines.
+    /// The name of the family in upstream's "using ... implementation" log lines: upstream's
+    /// own name where it has the same family (`SSE41`, `AVX2`, `MOVDIR64B`, `NEON`).
+    pub fn log_name(self) -> &'static str {
+        match self {
+            Impl::Portable => "PORTABLE",
+            Impl::Sse41 => "SSE41",
+            Impl::Avx2 => "AVX2",
+            Impl::Avx512 => "AVX512",
+            Impl::Movdir64b => "MOVDIR64B",
+            Impl::Neon => "NEON",
+        }
+    }
+
+    /// The lower-case name used by `GDRAPI_COPY_IMPL`.
     pub fn name(self) -> &'static str {
         match self {
             Impl::Portable => "portable",
@@ -288,6 +301,36 @@ fn choose(request: Option<&str>) -> (Kernels, Option<String>) {
     }
 }
 
+/// Logs upstream's DEBUG line of CPU features, as upstream's `gdr_open` does on every call
+/// (same names and order; `ls64` is always 0 here: no LS64 kernel is built).
+pub fn log_cpu_flags() {
+    if !crate::log::enabled(crate::log::Level::Debug) {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let f = kernels::x86::cpu_flags();
+        gdr_dbg!(
+            "vendor_intel={} movdir64b={} movdiri={} avx512={} avx2={} sse4_1={} avx={} sse={} sse2={}",
+            u8::from(f.vendor_intel),
+            u8::from(f.movdir64b),
+            u8::from(f.movdiri),
+            u8::from(std::arch::is_x86_feature_detected!("avx512f")),
+            u8::from(std::arch::is_x86_feature_detected!("avx2")),
+            u8::from(std::arch::is_x86_feature_detected!("sse4.1")),
+            u8::from(std::arch::is_x86_feature_detected!("avx")),
+            u8::from(std::arch::is_x86_feature_detected!("sse")),
+            u8::from(std::arch::is_x86_feature_detected!("sse2"))
+        );
+    }
+    #[cfg(target_arch = "aarch64")]
+    gdr_dbg!(
+        "ls64=0 neon={} sve={}",
+        u8::from(std::arch::is_aarch64_feature_detected!("neon")),
+        u8::from(std::arch::is_aarch64_feature_detected!("sve"))
+    );
+}
+
 /// The process-wide choice, made once from the CPU and the environment.
 pub fn chosen() -> &'static Kernels {
     static CHOSEN: OnceLock<Kernels> = OnceLock::new();
@@ -304,11 +347,11 @@ pub fn chosen() -> &'static Kernels {
         }
         gdr_dbg!(
             "using {} implementation of gdr_copy_to_mapping",
-            k.store_impl.name()
+            k.store_impl.log_name()
         );
         gdr_dbg!(
             "using {} implementation of gdr_copy_from_mapping",
-            k.load_impl.name()
+            k.load_impl.log_name()
         );
         k
     })
@@ -380,6 +423,14 @@ pub(crate) fn load_fn() -> CopyFn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_names_are_upstreams_for_the_families_it_has() {
+        assert_eq!(Impl::Sse41.log_name(), "SSE41");
+        assert_eq!(Impl::Avx2.log_name(), "AVX2");
+        assert_eq!(Impl::Movdir64b.log_name(), "MOVDIR64B");
+        assert_eq!(Impl::Neon.log_name(), "NEON");
+    }
 
     #[test]
     fn names_round_trip() {

@@ -374,6 +374,37 @@ pub fn has_movdir64b() -> bool {
     }
 }
 
+/// CPUID facts that `is_x86_feature_detected!` does not give, for upstream's DEBUG line.
+pub struct CpuFlags {
+    /// The vendor string is `GenuineIntel`.
+    pub vendor_intel: bool,
+    /// CPUID leaf 7 ECX bit 28.
+    pub movdir64b: bool,
+    /// CPUID leaf 7 ECX bit 27.
+    pub movdiri: bool,
+}
+
+/// Reads [`CpuFlags`] with CPUID.
+pub fn cpu_flags() -> CpuFlags {
+    // SAFETY: CPUID is available on every x86-64 CPU; leaf 0 gives the vendor and the highest
+    // leaf, so leaf 7 is only read where it exists. (`unsafe` for toolchains where CPUID is
+    // not safe.)
+    #[allow(unused_unsafe)]
+    unsafe {
+        let l0 = __cpuid(0);
+        let mut vendor = [0u8; 12];
+        vendor[..4].copy_from_slice(&l0.ebx.to_le_bytes());
+        vendor[4..8].copy_from_slice(&l0.edx.to_le_bytes());
+        vendor[8..].copy_from_slice(&l0.ecx.to_le_bytes());
+        let ecx7 = if l0.eax >= 7 { __cpuid_count(7, 0).ecx } else { 0 };
+        CpuFlags {
+            vendor_intel: &vendor == b"GenuineIntel",
+            movdir64b: ecx7 & (1 << 28) != 0,
+            movdiri: ecx7 & (1 << 27) != 0,
+        }
+    }
+}
+
 /// `MOVDIR64B` for copies of at least [`STREAM_MIN`] bytes, `below` (an ordinary-store kernel)
 /// for smaller ones, where the target may be cached memory and direct stores would send each
 /// line to DRAM.
