@@ -46,9 +46,7 @@ pub fn token() -> u64 {
     }
 }
 
-/// This process's token if it already has one, else 0; one load, for the copy path (which
-/// must not initialise anything). Records never hold 0, so 0 never matches.
-#[inline(always)]
+/// This process's token if it already has one, else 0 (never initialises anything).
 pub fn token_if_known() -> u64 {
     WORD.get().map_or(0, |w| w.load(Ordering::Relaxed))
 }

@@ -6,6 +6,11 @@
 //! *live*, and whose it is, is then read from the record's own atomics. A freed slot goes to
 //! the back of a FIFO quarantine and is reused only after [`QUARANTINE`] later frees, so a
 //! stale handle almost never aliases a new one.
+//!
+//! A registry made with [`Registry::wiped_in_children`] keeps its slabs in pages marked
+//! `MADV_WIPEONFORK`: in a child process, however it was created, every record reads as
+//! free, so a handle inherited from the parent is refused like a stale one, at no cost to
+//! the lock-free lookups.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
@@ -39,6 +44,8 @@ pub struct Registry<T: Record> {
     /// Number of slabs published in `slabs`.
     nslabs: AtomicUsize,
     alloc: Mutex<Alloc>,
+    /// Slabs go to `MADV_WIPEONFORK` pages where the kernel offers them.
+    wipe_in_children: bool,
 }
 
 /// Records in slab `k`.
@@ -56,7 +63,18 @@ fn locate(i: usize) -> (usize, usize) {
 impl<T: Record> Registry<T> {
     /// An empty registry (usable in a `static`).
     pub const fn new() -> Self {
+        Self::with_wipe(false)
+    }
+
+    /// An empty registry whose records all read as free (zero) in a child process. `T`'s
+    /// free state must be all zero bytes.
+    pub const fn wiped_in_children() -> Self {
+        Self::with_wipe(true)
+    }
+
+    const fn with_wipe(wipe_in_children: bool) -> Self {
         Registry {
+            wipe_in_children,
             slabs: [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_SLABS],
             nslabs: AtomicUsize::new(0),
             alloc: Mutex::new(Alloc {
@@ -82,15 +100,35 @@ impl<T: Record> Registry<T> {
             return Some(self.slot(i));
         }
         if k >= self.nslabs.load(Ordering::Acquire) {
-            let mut v = Vec::new();
-            v.try_reserve_exact(slab_len(k)).ok()?;
-            v.extend((0..slab_len(k)).map(|_| T::new_free()));
-            let slab: &'static mut [T] = Box::leak(v.into_boxed_slice());
-            self.slabs[k].store(slab.as_mut_ptr(), Ordering::Release);
+            let slab = self.new_slab(slab_len(k))?;
+            self.slabs[k].store(slab, Ordering::Release);
             self.nslabs.store(k + 1, Ordering::Release);
         }
         a.fresh += 1;
         Some(self.slot(i))
+    }
+
+    /// A never-freed slab of `len` free records: in wipe-on-fork pages when this registry asks
+    /// for them and the kernel has the advice, else on the heap.
+    fn new_slab(&self, len: usize) -> Option<*mut T> {
+        if self.wipe_in_children {
+            let bytes = len.checked_mul(std::mem::size_of::<T>())?;
+            if let Ok(p) = crate::sys::wipe_on_fork_pages(bytes) {
+                let p = p.cast::<T>();
+                for i in 0..len {
+                    // SAFETY: `p` is a fresh writable mapping of `bytes` bytes, page aligned
+                    // (so aligned for `T`, whose alignment is at most a page), never unmapped;
+                    // slot `i < len` lies inside it and is written once before any read.
+                    unsafe { p.add(i).write(T::new_free()) };
+                }
+                return Some(p);
+            }
+        }
+        let mut v = Vec::new();
+        v.try_reserve_exact(len).ok()?;
+        v.extend((0..len).map(|_| T::new_free()));
+        let slab: &'static mut [T] = Box::leak(v.into_boxed_slice());
+        Some(slab.as_mut_ptr())
     }
 
     /// Puts `rec` (a record of this registry, already back in its free state) into the
@@ -120,7 +158,7 @@ impl<T: Record> Registry<T> {
         let (k, j) = locate(i);
         let base = self.slabs[k].load(Ordering::Acquire);
         // SAFETY: slot `i` was handed out, so slab `k` is published and holds more than `j`
-        // initialised records; slabs are leaked, so the reference is valid for 'static.
+        // initialised records; slabs are never freed, so the reference is valid for 'static.
         unsafe { &*base.add(j) }
     }
 
@@ -296,6 +334,27 @@ mod tests {
         assert!(r.lookup(end).is_none());
         assert!(r.lookup(base).is_some());
         assert!(r.lookup(usize::MAX & !31).is_none());
+    }
+
+    #[test]
+    fn records_of_a_wiped_registry_read_as_free_in_a_child() {
+        static R: Registry<Rec> = Registry::wiped_in_children();
+        let rec = R.allocate().unwrap();
+        rec.live.store(7, Ordering::SeqCst);
+        // A raw fork system call: no fork handler runs in the child.
+        // SAFETY: the child only reads the record and leaves with _exit.
+        let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0, 0, 0, 0) };
+        if pid == 0 {
+            let v = R.lookup(rec as *const Rec as usize).map(|r| r.live.load(Ordering::SeqCst));
+            // SAFETY: _exit has no preconditions.
+            unsafe { libc::_exit(if v == Some(0) { 0 } else { 1 }) };
+        }
+        assert!(pid > 0);
+        let mut status = 0;
+        // SAFETY: waiting for the child created above.
+        assert_eq!(unsafe { libc::waitpid(pid as i32, &mut status, 0) }, pid as i32);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{status:#x}");
+        assert_eq!(rec.live.load(Ordering::SeqCst), 7, "the parent keeps its record");
     }
 
     #[test]

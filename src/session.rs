@@ -14,9 +14,11 @@
 //! handle's `users` while it reads the handle, and an unpin waits for those to finish before
 //! it gives the pin back. Copies take no lock at all.
 //!
-//! Processes: every record names the process that made it by its [`process::token`], which
+//! Processes: a session names the process that opened it by its [`process::token`], which
 //! differs in every child however it was created, so a child is refused (EACCES) before it
-//! reaches the driver, a lock or a mapping it did not inherit.
+//! reaches the driver or a lock; handle records live in wipe-on-fork memory, so in a child
+//! every inherited handle reads as free and a copy through it is refused (EINVAL) by the
+//! copy path's existing state check.
 
 use crate::backend::{
     self, Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest,
@@ -47,8 +49,9 @@ pub mod state {
 
 /// Every session record ever handed out.
 static SESSIONS: Registry<SessionRecord> = Registry::new();
-/// Every handle record ever handed out.
-static HANDLES: Registry<HandleRecord> = Registry::new();
+/// Every handle record ever handed out; all of them read as free in a child process, so that
+/// a child's copy through an inherited handle is refused without a check on the copy path.
+static HANDLES: Registry<HandleRecord> = Registry::wiped_in_children();
 /// Source of session serial numbers (never 0 for a live session).
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
@@ -127,8 +130,6 @@ pub struct HandleRecord {
     users: AtomicU32,
     /// Serial of the owning session.
     owner: AtomicU64,
-    /// [`process::token`] of the process that pinned it.
-    process: AtomicU64,
     /// Pin sequence number within the owning session (key in [`Handles`]).
     seq: AtomicU64,
     pin_handle: AtomicU64,
@@ -183,7 +184,6 @@ impl Record for HandleRecord {
             state: AtomicU32::new(state::FREE),
             users: AtomicU32::new(0),
             owner: AtomicU64::new(0),
-            process: AtomicU64::new(0),
             seq: AtomicU64::new(0),
             pin_handle: AtomicU64::new(0),
             pin_va: AtomicU64::new(0),
@@ -226,7 +226,6 @@ impl HandleRecord {
     }
 
     fn set_pin(&self, p: &Pin, owner: u64, kind: BackendKind, page_size: usize) {
-        self.process.store(process::token(), Ordering::Release);
         self.pin_handle.store(p.handle, Ordering::Release);
         self.pin_va.store(p.va, Ordering::Release);
         self.pin_size.store(p.mapped_size, Ordering::Release);
@@ -281,7 +280,6 @@ impl HandleRecord {
             &self.dmabuf_mapped_size,
             &self.dmabuf_tm_cycles,
             &self.owner,
-            &self.process,
             &self.seq,
             &self.pin_handle,
             &self.pin_va,
@@ -901,8 +899,8 @@ pub fn copy_target(mh: u64, dev: usize, host: usize, n: usize, what: &str) -> Re
     }
 }
 
-/// The quick accepting half of [`copy_target`]: the mapping type when the handle is live,
-/// mapped and pinned by the calling process, lies in the handle registry's newest slab (where at least half of all handles
+/// The quick accepting half of [`copy_target`]: the mapping type when the handle is live and
+/// mapped, lies in the handle registry's newest slab (where at least half of all handles
 /// live) and `[dev, dev+n)` lies inside its mapping; `None` for anything else, valid or not
 /// (the caller then goes through [`copy_target`], which decides and says why). Atomic loads, compares and wrapping arithmetic only: it
 /// cannot panic, log or allocate.
@@ -910,9 +908,7 @@ pub fn copy_target(mh: u64, dev: usize, host: usize, n: usize, what: &str) -> Re
 pub fn copy_target_accepted(mh: u64, dev: usize, n: usize) -> Option<MappingType> {
     // Newest slab only (no call on this path); handles in older slabs take the full path.
     let h = HANDLES.lookup_newest(usize::try_from(mh).ok()?)?;
-    if h.state.load(Ordering::Acquire) != state::MAPPED
-        || h.process.load(Ordering::Relaxed) != process::token_if_known()
-    {
+    if h.state.load(Ordering::Acquire) != state::MAPPED {
         return None;
     }
     let addr = h.map_addr.load(Ordering::Acquire);
@@ -948,7 +944,8 @@ fn copy_target_refused(
         state::MAPPED => {}
         state::FREE | state::RESERVED => {
             gdr_err!(
-                "{}: invalid gdr_mh_t 0x{:x}: the buffer is not pinned (already unpinned?)",
+                "{}: invalid gdr_mh_t 0x{:x}: the buffer is not pinned (already unpinned, or \
+                 pinned by a parent process: handles and mappings are not inherited)",
                 what,
                 mh
             );
@@ -959,15 +956,7 @@ fn copy_target_refused(
             return Err(Error::NotMapped);
         }
     }
-    if h.process.load(Ordering::Acquire) != process::token() {
-        gdr_err!(
-            "{}: gdr_mh_t 0x{:x} was mapped by another process (this is a forked child?): \
-             its mapping is not inherited; pin and map in this process instead",
-            what,
-            mh
-        );
-        return Err(Error::ForeignProcess);
-    }
+
     let m = h.mapping();
     let inside = dev >= m.addr && dev.checked_add(n).is_some_and(|end| end <= m.addr + m.len);
     if !inside {

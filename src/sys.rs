@@ -95,11 +95,11 @@ pub fn dont_fork(addr: usize, len: usize) -> Result<()> {
     }
 }
 
-/// A new, never-unmapped anonymous page marked `MADV_WIPEONFORK` (Linux 4.14+), as a `u64`
-/// that reads 0 until written and reads 0 again in every child process, however the child
-/// was created. Fails where the kernel does not know the advice.
-pub fn wipe_on_fork_word() -> Result<&'static AtomicU64> {
-    let len = page_size();
+/// New, never-unmapped, zero-filled anonymous memory of at least `len` bytes (page aligned)
+/// marked `MADV_WIPEONFORK` (Linux 4.14+): it reads as zeros again in every child process,
+/// however the child was created. Fails where the kernel does not know the advice.
+pub fn wipe_on_fork_pages(len: usize) -> Result<*mut u8> {
+    let len = round_up(len.max(1), page_size()).ok_or(Error::NoMemory)?;
     // SAFETY: a fresh private anonymous mapping at an address the kernel chooses replaces
     // nothing of this process.
     let p = unsafe {
@@ -115,14 +115,21 @@ pub fn wipe_on_fork_word() -> Result<&'static AtomicU64> {
     if p == libc::MAP_FAILED {
         return Err(Error::last_os("mmap"));
     }
-    // SAFETY: `p` is the page mapped just above; the advice changes only what a child sees.
+    // SAFETY: `p` is the mapping made just above; the advice changes only what a child sees.
     if unsafe { libc::madvise(p, len, libc::MADV_WIPEONFORK) } < 0 {
         let e = Error::last_os("madvise");
-        // SAFETY: the page was mapped above and nothing refers to it.
+        // SAFETY: the mapping was made above and nothing refers to it.
         unsafe { libc::munmap(p, len) };
         return Err(e);
     }
-    // SAFETY: the page is readable and writable, page-aligned (so aligned for AtomicU64),
+    Ok(p.cast())
+}
+
+/// One `u64` in a page from [`wipe_on_fork_pages`]: 0 until written, and 0 again in every
+/// child process.
+pub fn wipe_on_fork_word() -> Result<&'static AtomicU64> {
+    let p = wipe_on_fork_pages(std::mem::size_of::<AtomicU64>())?;
+    // SAFETY: the page is readable and writable, page aligned (so aligned for AtomicU64),
     // zero-filled (a valid AtomicU64) and never unmapped, so the reference lives as long as
     // the process; all access to it goes through the atomic.
     Ok(unsafe { &*(p as *const AtomicU64) })

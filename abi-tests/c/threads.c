@@ -444,7 +444,7 @@ static void queries_against_unpin(void)
         memset(&q[t], 0, sizeof(q[t]));
         pthread_create(&tid[t], NULL, querier_main, &q[t]);
     }
-    for (round = 0; round < QUERY_ROUNDS && time(NULL) < until; round++) {
+    for (round = 0; round < QUERY_ROUNDS && (round < 50 || time(NULL) < until); round++) {
         gdr_mh_t mh;
         if (gdr_pin_buffer_v2(g, base, GPU_PAGE_SIZE, 0, &mh) != 0) {
             pin_failures++;
@@ -490,6 +490,7 @@ static void queries_against_unpin(void)
  * (EINVAL). Never another errno.
  */
 #define UNPIN_ROUNDS 3000
+#define UNPIN_SECONDS 3
 
 static gdr_mh_t flip_mh;
 static volatile int flip_stop;
@@ -521,7 +522,8 @@ static void *flipper_main(void *arg)
 static void unpin_against_map(void)
 {
     int round, lost = 0, bad = 0, bad_ret = 0, unfinished = 0;
-    for (round = 0; round < UNPIN_ROUNDS; round++) {
+    time_t until = time(NULL) + UNPIN_SECONDS;
+    for (round = 0; round < UNPIN_ROUNDS && (round < 100 || time(NULL) < until); round++) {
         pthread_t tid;
         int rc, tries;
         if (gdr_pin_buffer_v2(g, base, GPU_PAGE_SIZE, 0, &flip_mh) != 0) {
@@ -556,7 +558,7 @@ static void unpin_against_map(void)
         pthread_join(tid, NULL);
     }
     printf("unpin against map/unmap: %d rounds, %d lost unpins retried, %d bad, %ld bad map/unmap\n",
-           UNPIN_ROUNDS, lost, bad, flip_bad);
+           round, lost, bad, flip_bad);
     if (bad)
         printf("unpin against map/unmap: an unpin returned %d, want 0 or EAGAIN\n", bad_ret);
     if (flip_bad)
