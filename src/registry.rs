@@ -13,7 +13,7 @@
 //! the lock-free lookups.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// Slots that must be freed after a slot before that slot is reused.
@@ -46,6 +46,8 @@ pub struct Registry<T: Record> {
     alloc: Mutex<Alloc>,
     /// Slabs go to `MADV_WIPEONFORK` pages where the kernel offers them.
     wipe_in_children: bool,
+    /// False once a slab had to go to ordinary memory (the kernel lacks the advice).
+    kernel_wipes: AtomicBool,
 }
 
 /// Records in slab `k`.
@@ -75,6 +77,7 @@ impl<T: Record> Registry<T> {
     const fn with_wipe(wipe_in_children: bool) -> Self {
         Registry {
             wipe_in_children,
+            kernel_wipes: AtomicBool::new(true),
             slabs: [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_SLABS],
             nslabs: AtomicUsize::new(0),
             alloc: Mutex::new(Alloc {
@@ -108,6 +111,26 @@ impl<T: Record> Registry<T> {
         Some(self.slot(i))
     }
 
+    /// Whether every slab of this registry lies in wipe-on-fork pages (so that a child sees
+    /// only free records without help).
+    pub fn wiped_by_the_kernel(&self) -> bool {
+        self.wipe_in_children && self.kernel_wipes.load(Ordering::Relaxed)
+    }
+
+    /// Every record of this registry handed out so far, live or not (for a fork handler
+    /// that must reset them where the kernel does not). Lock-free.
+    pub fn for_each(&self, mut f: impl FnMut(&'static T)) {
+        let n = self.nslabs.load(Ordering::Acquire);
+        for k in 0..n {
+            let base = self.slabs[k].load(Ordering::Acquire);
+            for j in 0..slab_len(k) {
+                // SAFETY: slab `k` is published, holds `slab_len(k)` initialised records and
+                // is never freed.
+                f(unsafe { &*base.add(j) });
+            }
+        }
+    }
+
     /// A never-freed slab of `len` free records: in wipe-on-fork pages when this registry asks
     /// for them and the kernel has the advice, else on the heap.
     fn new_slab(&self, len: usize) -> Option<*mut T> {
@@ -123,6 +146,7 @@ impl<T: Record> Registry<T> {
                 }
                 return Some(p);
             }
+            self.kernel_wipes.store(false, Ordering::Relaxed);
         }
         let mut v = Vec::new();
         v.try_reserve_exact(len).ok()?;
@@ -334,6 +358,21 @@ mod tests {
         assert!(r.lookup(end).is_none());
         assert!(r.lookup(base).is_some());
         assert!(r.lookup(usize::MAX & !31).is_none());
+    }
+
+    #[test]
+    fn for_each_visits_every_record_handed_out() {
+        let r: &'static Registry<Rec> = Box::leak(Box::new(Registry::new()));
+        let recs: Vec<_> = (0..70).map(|_| r.allocate().unwrap()).collect();
+        let mut seen = Vec::new();
+        r.for_each(|x| seen.push(x as *const Rec as usize));
+        for x in recs {
+            assert!(seen.contains(&(x as *const Rec as usize)));
+        }
+        assert!(!r.wiped_by_the_kernel(), "an ordinary registry");
+        static W: Registry<Rec> = Registry::wiped_in_children();
+        W.allocate().unwrap();
+        assert!(W.wiped_by_the_kernel(), "MADV_WIPEONFORK (Linux 4.14+)");
     }
 
     #[test]

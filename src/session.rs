@@ -541,6 +541,11 @@ extern "C" fn registries_after_fork() {
 extern "C" fn child_after_fork() {
     process::forget_after_fork();
     registries_after_fork();
+    // Where the kernel cannot wipe the handle records in a child, a child made by fork
+    // forgets them here, so that its copies through them are refused as well.
+    if !HANDLES.wiped_by_the_kernel() {
+        HANDLES.for_each(|h| h.state.store(state::FREE, Ordering::Relaxed));
+    }
 }
 
 /// Makes the record registries fork-safe once per process (their allocation locks are taken
