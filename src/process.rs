@@ -1,9 +1,10 @@
 //! Which process is calling: a token that differs in every child process, read without a
 //! system call.
 //!
-//! A `gdr_t`, its handles and its mappings belong to the process that opened it; a child
-//! created by `fork`, glibc's `_Fork` or a raw `clone` system call must be told apart from
-//! its parent on every call, including the copies, without a `getpid` per call. The token
+//! A `gdr_t` belongs to the process that opened it; a child created by `fork`, glibc's
+//! `_Fork` or a raw `clone` system call must be told apart from its parent on every call
+//! without a `getpid` per call (the copies need no token: the handle records themselves are
+//! wiped in a child, see [`crate::registry`]). The token
 //! lives in a page marked `MADV_WIPEONFORK` ([`sys::wipe_on_fork_word`]), which the kernel
 //! zero-fills in every child whatever created it (the technique of OpenSSL's and
 //! BoringSSL's fork-safe random generators). A zero token is replaced by a fresh one on the
