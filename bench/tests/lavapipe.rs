@@ -137,5 +137,5 @@ fn barbench_checks_pass_end_to_end_and_bad_arguments_fail() {
         .output()
         .expect("run barbench");
     assert_eq!(bad.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown argument"));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("invalid option '--frobnicate'"));
 }
