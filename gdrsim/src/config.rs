@@ -19,6 +19,9 @@ pub enum Backing {
     /// Real VRAM seen through the PCIe BAR: one Vulkan allocation, shared with the real CUDA
     /// driver (see `crate::vulkan`).
     Vulkan,
+    /// BAR memory of the test provider module (`/dev/nvp2p`), pinned by the real gdrdrv
+    /// module, which is not emulated (see `crate::kernel`).
+    Kernel,
 }
 
 /// What `/dev/gdrdrv` is (`GDRSIM_DEVICE_NODE`), for the diagnoses a broken install produces.
@@ -198,7 +201,8 @@ impl Config {
             match v.trim() {
                 "host" => c.backing = Backing::Host,
                 "vulkan" => c.backing = Backing::Vulkan,
-                _ => bad("GDRSIM_BACKING", &v, "expected host or vulkan"),
+                "kernel" => c.backing = Backing::Kernel,
+                _ => bad("GDRSIM_BACKING", &v, "expected host, vulkan or kernel"),
             }
         }
         if let Some(v) = get("GDRSIM_REAL_LIBCUDA") {
@@ -207,7 +211,7 @@ impl Config {
                 p => c.real_libcuda = Some(p.to_string()),
             }
         }
-        if c.backing == Backing::Vulkan {
+        if c.backing != Backing::Host {
             // Device memory is not a file the emulator can hand out as a dma-buf.
             c.dmabuf = false;
         }

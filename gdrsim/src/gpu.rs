@@ -61,6 +61,7 @@ pub struct Gpu {
     base: u64,
     total: u64,
     linear_size: u64,
+    align: u64,
     linear: RangeAlloc,
     phys: RangeAlloc,
     allocs: BTreeMap<u64, Alloc>,
@@ -167,6 +168,15 @@ impl Gpu {
         Gpu::empty(pid, gen, -1, base, size, size)
     }
 
+    /// As [`Gpu::external`], with `cuMemAlloc` results aligned to and rounded up to `align`
+    /// (a power of two): the kernel backing's provider deals in whole 64 KiB pages.
+    pub fn external_aligned(pid: pid_t, gen: u64, base: u64, size: u64, align: u64) -> Gpu {
+        Gpu {
+            align: align.max(ALLOC_ALIGN),
+            ..Gpu::external(pid, gen, base, size)
+        }
+    }
+
     /// A GPU with nothing allocated: `size` bytes of VRAM whose first `linear_size` serve
     /// `cuMemAlloc` at device address `base` and the rest `cuMemCreate`.
     fn empty(pid: pid_t, gen: u64, memfd: c_int, base: u64, size: u64, linear_size: u64) -> Gpu {
@@ -177,6 +187,7 @@ impl Gpu {
             base,
             total: size,
             linear_size,
+            align: ALLOC_ALIGN,
             linear: RangeAlloc::new(0, linear_size),
             phys: RangeAlloc::new(linear_size, size - linear_size),
             allocs: BTreeMap::new(),
@@ -193,11 +204,10 @@ impl Gpu {
         if size == 0 {
             return Err(cu::INVALID_VALUE);
         }
-        let rsize =
-            size.checked_add(ALLOC_ALIGN - 1).ok_or(cu::OUT_OF_MEMORY)? & !(ALLOC_ALIGN - 1);
+        let rsize = size.checked_add(self.align - 1).ok_or(cu::OUT_OF_MEMORY)? & !(self.align - 1);
         let off = self
             .linear
-            .alloc(rsize, ALLOC_ALIGN)
+            .alloc(rsize, self.align)
             .ok_or(cu::OUT_OF_MEMORY)?;
         let va = self.base + off;
         self.allocs.insert(va, Alloc { size, rsize });

@@ -16,6 +16,7 @@ mod fail;
 mod forklock;
 mod gpu;
 mod intercept;
+mod kernel;
 mod node;
 mod ranges;
 mod real;

@@ -27,7 +27,8 @@ pub fn is_device_path(path: *const c_char) -> bool {
             return false;
         }
     }
-    true
+    // With the kernel backing the node is the real module's.
+    !crate::kernel::active()
 }
 
 /// The attributes `stat` reports for the node.

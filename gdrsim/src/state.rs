@@ -78,7 +78,9 @@ impl State {
         }
         self.gens += 1;
         let size = config::get().vram_size;
-        self.gpu = Some(match crate::vulkan::create_gpu(pid(), self.gens, size) {
+        let backed = crate::vulkan::create_gpu(pid(), self.gens, size)
+            .or_else(|| crate::kernel::create_gpu(pid(), self.gens));
+        self.gpu = Some(match backed {
             Some(g) => g?,
             None => Gpu::create(pid(), self.gens, size)?,
         });

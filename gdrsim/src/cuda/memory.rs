@@ -16,10 +16,13 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: size_t) -> 
         if dptr.is_null() {
             return Err(cu::INVALID_VALUE);
         }
-        let va = st
-            .gpu_mut()
-            .ok_or(cu::NOT_INITIALIZED)?
-            .mem_alloc(size as u64)?;
+        let gpu = st.gpu_mut().ok_or(cu::NOT_INITIALIZED)?;
+        let va = gpu.mem_alloc(size as u64)?;
+        if let Err(e) = crate::kernel::back(va, size as u64) {
+            let _ = gpu.mem_free(va);
+            gpu.reclaim(&[]);
+            return Err(e);
+        }
         out(dptr, va)
     })
 }
@@ -43,6 +46,7 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
             return Ok(());
         }
         let (va, size) = st.gpu_mut().ok_or(cu::NOT_INITIALIZED)?.mem_free(dptr)?;
+        crate::kernel::release(va);
         st.invalidate(va, size);
         st.reclaim();
         Ok(())
