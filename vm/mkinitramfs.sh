@@ -32,4 +32,5 @@ if [ -e /lib64/ld-linux-x86-64.so.2 ]; then
     cp -L /lib64/ld-linux-x86-64.so.2 "$stage/lib64/"
 fi
 
-(cd "$stage" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 > "$out"
+# busybox packs the archive: the host needs no cpio of its own.
+(cd "$stage" && find . | "$stage/bin/busybox" cpio -o -H newc 2>/dev/null) | gzip -1 > "$out"

@@ -11,7 +11,8 @@ failed=0
 
 now() { cut -d' ' -f1 /proc/uptime; }
 
-# run NAME KIND CMD...: KIND "suite" counts the program's own summary, "tool" its status.
+# run NAME KIND CMD...: KIND "suite" counts the program's own summary, "tool" its exit
+# status, "report" too and shows its output.
 run() {
     name=$1 kind=$2
     shift 2
@@ -28,11 +29,11 @@ run() {
         if [ -z "$line" ] || { [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; }; then
             f=$((f + 1))
         fi
-    else
+    else # tool, report: the exit status
         p=1 f=0
         [ "$rc" -eq 0 ] || { p=0 f=1; }
     fi
-    if [ "$f" -ne 0 ] || [ -n "${GDRVM_VERBOSE:-}" ]; then
+    if [ "$f" -ne 0 ] || [ "$kind" = report ]; then
         tail -40 /tmp/out | sed "s|^|  [$name] |"
         echo "  [$name] exit status $rc"
     fi
@@ -52,7 +53,8 @@ run rel-forkhold suite $ours /t/abi/forkhold
 run rel-stress suite $ours /t/abi/stress ${GDRVM_STRESS_ROUNDS:-40} ${GDRVM_STRESS_THREADS:-4} 2
 
 # The tools.
-run tool-doctor tool $ours /t/bin/gdrcopy doctor
+# The doctor's report is shown: it must name the module, its parameters and its version.
+run tool-doctor report $ours /t/bin/gdrcopy doctor
 run tool-copybw tool $ours /t/bin/gdrcopy_copybw -s 1048576 -w 20 -r 5
 run tool-copylat tool $ours /t/bin/gdrcopy_copylat -s 65536 -w 10 -r 3
 run tool-apiperf tool $ours /t/bin/gdrcopy_apiperf -s 1048576 -n 5 -w 2

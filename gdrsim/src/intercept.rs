@@ -284,6 +284,7 @@ pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: 
 #[no_mangle]
 pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) -> c_int {
     if kind(fd) & KIND_DEVICE == 0 {
+        crate::kernel::counters::count(request);
         // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
         let r = unsafe { real::ioctl(fd, request, arg) };
         if r == -1 && real::errno() == libc::ENOTTY && is_foreign_device(fd) {

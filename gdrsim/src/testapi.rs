@@ -17,7 +17,15 @@ pub unsafe extern "C" fn gdrsim_get_counters(out: *mut Counters, out_size: size_
     if out.is_null() {
         return libc::EINVAL;
     }
-    let snapshot = match std::panic::catch_unwind(|| STATE.lock().counters()) {
+    let read = || {
+        let emulated = STATE.lock().counters();
+        if crate::kernel::active() {
+            crate::kernel::counters::snapshot(emulated)
+        } else {
+            emulated
+        }
+    };
+    let snapshot = match std::panic::catch_unwind(read) {
         Ok(c) => c,
         Err(_) => return libc::EIO,
     };

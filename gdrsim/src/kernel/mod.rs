@@ -9,6 +9,8 @@
 //! which runs the free callbacks of the real driver's non-persistent pins. Nothing of
 //! `/dev/gdrdrv` is interposed: every open, ioctl and mmap reaches the module.
 
+pub mod counters;
+
 use crate::config::{self, Backing};
 use crate::cuda::errors as cu;
 use crate::gpu::Gpu;
