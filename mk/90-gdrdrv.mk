@@ -33,10 +33,12 @@ else
 	@fail=0; for m in $(GDRVM_MODES); do \
 		echo "== gdrdrv VM: $$m mode"; \
 		vm/run.sh $$m $(GDRVM_DIR) > $(GDRVM_DIR)/result-$$m.txt; rc=$$?; \
-		grep -vE '^gdrvm-(result|case):' $(GDRVM_DIR)/result-$$m.txt; \
+		grep -vE '^gdrvm-(result|case|trace):' $(GDRVM_DIR)/result-$$m.txt; \
 		[ $$rc -eq 0 ] || fail=1; \
 	done; \
 	vm/report.sh $(GDRVM_DIR) $(GDRVM_MODES) || fail=1; \
+	UPSTREAM_TESTS=$(UPSTREAM_TESTS) vm/diff-emulator.sh $(GDRVM_DIR) $(ABI_OUT) $(REL_OUT) $(LIB_DIR) \
+		$(SIM_DIR) $(GDRVM_MODES) || fail=1; \
 	exit $$fail
 endif
 

@@ -2,7 +2,9 @@
 # report.sh DIR MODE...: the results of the VM runs (DIR/result-MODE.txt, written by run.sh)
 # side by side: each suite's passed/failed count per module mode, the totals, and for
 # NVIDIA's gdrcopy_sanity each test's outcome with NVIDIA's library and with this project's.
-# Fails when a mode has no results or a suite failed.
+# Fails when a mode has no results, a suite failed, or NVIDIA's sanity gave a test different
+# outcomes with the two libraries (tests that fail with both are listed, not failed: the VM's
+# known limits, see vm/README.md).
 set -u
 dir=$1
 shift
@@ -24,7 +26,8 @@ for n in $names; do
         set -- $r
         printf ' %22s' "$1 passed, $2 failed"
         tp[$m]=$(( ${tp[$m]:-0} + $1 )) tf[$m]=$(( ${tf[$m]:-0} + $2 ))
-        [ "$2" -eq 0 ] || fail=1
+        # NVIDIA's sanity is judged by the test-by-test comparison below.
+        case $n in upstream-sanity-*) ;; *) [ "$2" -eq 0 ] || fail=1;; esac
     done
     printf '\n'
 done

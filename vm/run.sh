@@ -34,7 +34,7 @@ end=$(date +%s.%N)
 secs=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.0f", b - a }')
 rm -f "$dir/vram.img"
 
-grep -E '^gdrvm(-result)?:' "$log" | tr -d '\r'
+grep -E '^gdrvm(-result|-case|-trace)?:' "$log" | tr -d '\r'
 bad=$(grep -nE 'Kernel panic|Oops|BUG:|WARNING:|general protection|Call Trace' "$log" | head -5)
 if [ -n "$bad" ]; then
     echo "gdrdrv VM ($mode): the kernel reported a fault; console log: $log"

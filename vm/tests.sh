@@ -17,7 +17,7 @@ run() {
     name=$1 kind=$2
     shift 2
     t0=$(now)
-    timeout "$limit" "$@" > /tmp/out 2>&1
+    timeout "$limit" env GDRAPI_CHECK_TRACE=1 "$@" > /tmp/out 2>&1
     rc=$?
     t1=$(now)
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
@@ -33,8 +33,10 @@ run() {
         p=1 f=0
         [ "$rc" -eq 0 ] || { p=0 f=1; }
     fi
+    # Each check's outcome (the suites' GDRAPI_CHECK_TRACE), for the comparison with the emulator.
+    grep '^check-trace: ' /tmp/out | sort | uniq -c | awk -v n="$name" '{ print "gdrvm-trace: " n " " $3 " " $4 " " $1 }'
     if [ "$f" -ne 0 ] || [ "$kind" = report ]; then
-        tail -40 /tmp/out | sed "s|^|  [$name] |"
+        grep -v '^check-trace: ' /tmp/out | tail -40 | sed "s|^|  [$name] |"
         echo "  [$name] exit status $rc"
     fi
     echo "gdrvm-result: $name $p $f $secs"

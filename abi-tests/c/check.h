@@ -22,8 +22,24 @@
 static int check_passed_count;
 static int check_failed_count;
 
+/* GDRAPI_CHECK_TRACE=1: every check also prints "check-trace: FILE:LINE P|F", so that runs on
+ * two drivers (the emulator, the real module in vm/) can be compared case by case. */
+static inline void check_trace(int ok, const char *file, int line)
+{
+    static int trace = -1;
+    if (trace < 0) {
+        const char *v = getenv("GDRAPI_CHECK_TRACE");
+        trace = v != NULL && strcmp(v, "1") == 0;
+    }
+    if (trace) {
+        fprintf(stdout, "check-trace: %s:%d %s\n", file, line, ok ? "P" : "F");
+        fflush(stdout);
+    }
+}
+
 static inline void check_report(int ok, const char *file, int line, const char *what)
 {
+    check_trace(ok, file, line);
     if (ok) {
         check_passed_count++;
     } else {
@@ -39,6 +55,7 @@ static inline void check_report(int ok, const char *file, int line, const char *
     do {                                                                                 \
         long long check_a_ = (long long)(actual);                                        \
         long long check_e_ = (long long)(expected);                                      \
+        check_trace(check_a_ == check_e_, __FILE__, __LINE__);                           \
         if (check_a_ == check_e_) {                                                      \
             check_passed_count++;                                                        \
         } else {                                                                         \
