@@ -62,7 +62,7 @@ for m in "$@"; do
     same=0
     for t in $(awk '$1 == "gdrvm-case:" && $2 == "upstream-sanity-ours" { print $3 }' "$f"); do
         vm=$(awk -v t="$t" '$2 == "upstream-sanity-ours" && $3 == t { print $4; exit }' "$f")
-        out=$(env LD_PRELOAD="$sim/libcuda.so.1" LD_LIBRARY_PATH="$sim:$lib" GDRSIM_PERSISTENT=$p \
+        out=$(env LD_PRELOAD="$sim/libcuda.so.1" LD_LIBRARY_PATH="$sim:$lib" GDRSIM_PERSISTENT=$p GDRSIM_DBG_ENABLED=1 \
             GDRSIM_DRIVER_VERSION=2.6 timeout 120 "$up/gdrcopy_sanity" -v -t "$t" 2>&1)
         rc=$?
         em=$(echo "$out" | grep -oE '^&&&& (PASSED|FAILED|WAIVED) ' | tail -1 | cut -d' ' -f2)

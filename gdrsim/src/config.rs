@@ -66,6 +66,9 @@ pub struct Config {
     pub vram_size: u64,
     /// `GDRSIM_BACKING`: where device memory lives.
     pub backing: Backing,
+    /// `GDRSIM_DBG_ENABLED`: the driver's `dbg_enabled` module parameter, which adds
+    /// `/proc/driver/gdrdrv/nv_get_pages_refcount`.
+    pub dbg_enabled: bool,
     /// `GDRSIM_REAL_LIBCUDA`: path of the real CUDA driver for the Vulkan backing (`none`:
     /// no CUDA, device pointers are the arena's CPU addresses); unset: searched for.
     pub real_libcuda: Option<String>,
@@ -86,6 +89,7 @@ impl Default for Config {
             dmabuf: true,
             vram_size: 1 << 30,
             backing: Backing::Host,
+            dbg_enabled: false,
             real_libcuda: None,
         }
     }
@@ -203,6 +207,12 @@ impl Config {
                 "vulkan" => c.backing = Backing::Vulkan,
                 "kernel" => c.backing = Backing::Kernel,
                 _ => bad("GDRSIM_BACKING", &v, "expected host, vulkan or kernel"),
+            }
+        }
+        if let Some(v) = get("GDRSIM_DBG_ENABLED") {
+            match parse_bool(&v) {
+                Some(b) => c.dbg_enabled = b,
+                None => bad("GDRSIM_DBG_ENABLED", &v, "expected 0 or 1"),
             }
         }
         if let Some(v) = get("GDRSIM_REAL_LIBCUDA") {

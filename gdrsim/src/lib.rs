@@ -18,6 +18,7 @@ mod gpu;
 mod intercept;
 mod kernel;
 mod node;
+mod procfs;
 mod ranges;
 mod real;
 mod state;

@@ -64,6 +64,12 @@ macro_rules! next_fn {
 }
 
 next_fn!(
+    /// The C library's `fopen`.
+    fopen = "fopen": fn(path: *const c_char, mode: *const c_char) -> *mut libc::FILE, fail = std::ptr::null_mut());
+next_fn!(
+    /// The C library's `fopen64`.
+    fopen64 = "fopen64": fn(path: *const c_char, mode: *const c_char) -> *mut libc::FILE, fail = std::ptr::null_mut());
+next_fn!(
     /// The C library's `open`.
     open = "open": variadic fn(path: *const c_char, flags: c_int, mode: mode_t) -> c_int, fail = -1);
 next_fn!(

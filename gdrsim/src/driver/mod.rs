@@ -139,6 +139,16 @@ impl Driver {
         (files, pins, maps)
     }
 
+    /// Pins of every file that still hold their pages (not invalidated): what gdrdrv's
+    /// `nv_get_pages_refcount` counts.
+    pub fn pages_refcount(&self) -> u64 {
+        self.files
+            .values()
+            .flat_map(|f| f.mrs.values())
+            .filter(|m| !m.invalidated)
+            .count() as u64
+    }
+
     /// VRAM offsets held by live (not invalidated) pins of GPU generation `gen`.
     pub fn held(&self, gen: u64) -> Vec<(u64, u64)> {
         self.files
