@@ -57,6 +57,17 @@ run rel-stress suite $ours /t/abi/stress ${GDRVM_STRESS_ROUNDS:-40} ${GDRVM_STRE
 # The tools.
 # The doctor's report is shown: it must name the module, its parameters and its version.
 run tool-doctor report $ours /t/bin/gdrcopy doctor
+# ... and say what the module says about itself.
+want=yes; [ "$persist" = 1 ] || want=no
+version=$(sed -n 's/^Version: //p' /proc/driver/gdrdrv/params)
+major=$(awk '$2 == "gdrdrv" { print $1 }' /proc/devices)
+p=0 f=0
+for pat in "driver_version  gdrdrv $version " "driver_params   persistent mapping: $want" \
+        "device_node     /dev/gdrdrv is present (char $major:0"; do
+    if grep -qF "$pat" /tmp/out; then p=$((p + 1)); else f=$((f + 1)); echo "  [tool-doctor] missing: $pat"; fi
+done
+echo "gdrvm-result: tool-doctor-facts $p $f 0"
+[ "$f" -eq 0 ] || failed=1
 run tool-copybw tool $ours /t/bin/gdrcopy_copybw -s 1048576 -w 20 -r 5
 run tool-copylat tool $ours /t/bin/gdrcopy_copylat -s 65536 -w 10 -r 3
 run tool-apiperf tool $ours /t/bin/gdrcopy_apiperf -s 1048576 -n 5 -w 2
