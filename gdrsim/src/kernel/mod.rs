@@ -13,6 +13,7 @@ pub mod counters;
 
 use crate::config::{self, Backing};
 use crate::cuda::errors as cu;
+use crate::cuda::CUresult;
 use crate::gpu::Gpu;
 use crate::real;
 use libc::{c_int, c_ulong, c_void, pid_t};
@@ -71,11 +72,11 @@ fn report(what: &str) {
 }
 
 /// `cuInit`'s GPU: the provider's window for the kernel backing, `None` otherwise.
-pub fn create_gpu(pid: pid_t, gen: u64) -> Option<Result<Gpu, u32>> {
+pub fn create_gpu(pid: pid_t, gen: u64) -> Option<Result<Gpu, CUresult>> {
     active().then(|| open_window(pid, gen))
 }
 
-fn open_window(pid: pid_t, gen: u64) -> Result<Gpu, u32> {
+fn open_window(pid: pid_t, gen: u64) -> Result<Gpu, CUresult> {
     // A forked child's copy of its parent's file stays the parent's: the child opens its own.
     let old = FD.swap(-1, Ordering::AcqRel);
     if old >= 0 && FD_PID.load(Ordering::Acquire) != pid {
@@ -160,7 +161,7 @@ fn map_window(fd: c_int, size: u64) -> Option<u64> {
 }
 
 /// `cuMemAlloc` of `[va, va + size)` in the window: the provider backs it with BAR pages.
-pub fn back(va: u64, size: u64) -> Result<(), u32> {
+pub fn back(va: u64, size: u64) -> Result<(), CUresult> {
     if !active() {
         return Ok(());
     }
