@@ -930,7 +930,7 @@ pub fn copy_target_accepted(mh: u64, dev: usize, n: usize) -> Option<MappingType
 /// [`copy_target`] when its inline checks failed: the full checks with their log lines.
 #[cold]
 #[inline(never)]
-fn copy_target_refused(
+pub(crate) fn copy_target_refused(
     mh: u64,
     dev: usize,
     host: usize,
@@ -988,19 +988,12 @@ fn copy_target_refused(
     Ok(m.kind)
 }
 
-/// `gdr_get_attribute`.
-pub fn attribute(g: usize, attr: i32) -> Result<i32> {
-    with_session(g, |open| match attr {
-        3 => Ok(i32::from(open.backend.kind() == BackendKind::DmaBuf)),
-        1 | 2 => {
-            let a = if attr == 1 {
-                Attr::UsePersistentMapping
-            } else {
-                Attr::SupportPinFlagForcePcie
-            };
-            open.backend.attribute(a)
-        }
-        _ => {
+/// `gdr_get_attribute`: the value of the `gdr_attr_t` `attr`.
+pub fn attribute(g: usize, attr: u32) -> Result<i32> {
+    with_session(g, |open| match Attr::from_raw(attr) {
+        Some(Attr::UsingDmaBufMmap) => Ok(i32::from(open.backend.kind() == BackendKind::DmaBuf)),
+        Some(a) => open.backend.attribute(a),
+        None => {
             gdr_dbg!("undefined attribute");
             Err(Error::InvalidArgument("undefined attribute"))
         }
@@ -1563,7 +1556,8 @@ mod tests {
         assert_eq!(attribute(g, 1).unwrap(), 1);
         assert_eq!(attribute(g, 3).unwrap(), 0);
         assert_eq!(attribute(g, 4).unwrap_err().errno(), libc::EINVAL);
-        assert_eq!(attribute(g, -1).unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(attribute(g, 0).unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(attribute(g, u32::MAX).unwrap_err().errno(), libc::EINVAL);
         assert_eq!(driver_version(g).unwrap(), (2, 6));
         close(g).unwrap();
         assert_eq!(driver_version(g).unwrap_err(), Error::InvalidHandle);

@@ -237,6 +237,26 @@ mod inner {
         (raw + GPU_PAGE as u64 - 1) & !(GPU_PAGE as u64 - 1)
     }
 
+    fn open() -> gdr_t {
+        // SAFETY: no pointer argument.
+        unsafe { gdr_open() }
+    }
+
+    fn close(g: gdr_t) -> c_int {
+        // SAFETY: no pointer argument; the library validates `g`.
+        unsafe { gdr_close(g) }
+    }
+
+    fn unpin(g: gdr_t, mh: gdr_mh_t) -> c_int {
+        // SAFETY: no pointer argument; the library validates `g` and `mh`.
+        unsafe { gdr_unpin_buffer(g, mh) }
+    }
+
+    fn unmap(g: gdr_t, mh: gdr_mh_t, p: *mut c_void, size: usize) -> c_int {
+        // SAFETY: `p` is only compared with the handle's mapping, never dereferenced.
+        unsafe { gdr_unmap(g, mh, p, size) }
+    }
+
     fn pin1(g: gdr_t, addr: u64, size: usize, token: u64) -> (c_int, gdr_mh_t) {
         let mut mh = gdr_mh_t { h: 0 };
         // SAFETY: `mh` is a valid out pointer.
@@ -275,7 +295,7 @@ mod inner {
             .parse()
             .unwrap();
         let base = gpu_buffer(4);
-        let g = gdr_open();
+        let g = open();
         assert!(!g.is_null());
         let (mut ma, mut mi) = (-1, -1);
         // SAFETY: valid out pointers.
@@ -285,8 +305,8 @@ mod inner {
         // Attributes: before 2.5 answered 0 without asking the driver.
         let mut v = -1;
         let before = counters().ioctls;
-        // SAFETY: valid out pointer.
         assert_eq!(
+            // SAFETY: valid out pointer.
             unsafe { gdr_get_attribute(g, GDR_ATTR_USE_PERSISTENT_MAPPING, &mut v) },
             0
         );
@@ -305,7 +325,7 @@ mod inner {
             assert_eq!(rc, libc::EIO);
         } else {
             assert_eq!(rc, 0);
-            assert_eq!(gdr_unpin_buffer(g, mh), 0);
+            assert_eq!(unpin(g, mh), 0);
         }
         set_fail(c"");
         // Pin flags need 2.5; refused without an ioctl before.
@@ -314,7 +334,7 @@ mod inner {
         if minor < 5 {
             assert_eq!((rc, counters().ioctls - before), (libc::EINVAL, 0));
         } else if rc == 0 {
-            assert_eq!(gdr_unpin_buffer(g, mh), 0);
+            assert_eq!(unpin(g, mh), 0);
         }
 
         // Pin, info, map with the default type, info again.
@@ -339,7 +359,7 @@ mod inner {
         set_fail(c"");
         // The pin is not 64 KiB aligned: mapping it fails in the driver.
         assert_eq!(map(g, mh, GPU_PAGE, 0).0, libc::EINVAL);
-        assert_eq!(gdr_unpin_buffer(g, mh), 0);
+        assert_eq!(unpin(g, mh), 0);
 
         let (rc, mh) = pin2(g, base, 2 * GPU_PAGE, 0);
         assert_eq!(rc, 0);
@@ -393,8 +413,8 @@ mod inner {
             );
         }
         assert_eq!(src, back);
-        assert_eq!(gdr_unmap(g, mh, p, 2 * GPU_PAGE), 0);
-        assert_eq!(gdr_close(g), 0);
+        assert_eq!(unmap(g, mh, p, 2 * GPU_PAGE), 0);
+        assert_eq!(close(g), 0);
         let c = counters();
         assert_eq!((c.live_pins, c.live_mappings, c.open_files), (0, 0, 0));
     }
@@ -407,7 +427,7 @@ mod inner {
         }
         let expect = std::env::var("EXPECT_READ_FENCE").unwrap() == "1";
         let base = gpu_buffer(1);
-        let g = gdr_open();
+        let g = open();
         assert!(!g.is_null());
         let (rc, mh) = pin2(g, base, GPU_PAGE, 0);
         assert_eq!(rc, 0);
@@ -428,9 +448,9 @@ mod inner {
             }
             assert_eq!(back, src[..n], "n={n} off={off}");
         }
-        assert_eq!(gdr_unmap(g, mh, p, GPU_PAGE), 0);
-        assert_eq!(gdr_unpin_buffer(g, mh), 0);
-        assert_eq!(gdr_close(g), 0);
+        assert_eq!(unmap(g, mh, p, GPU_PAGE), 0);
+        assert_eq!(unpin(g, mh), 0);
+        assert_eq!(close(g), 0);
     }
 
     #[test]
@@ -439,7 +459,7 @@ mod inner {
         if !active() {
             return;
         }
-        assert!(gdr_open().is_null());
+        assert!(open().is_null());
     }
 
     #[test]
@@ -449,7 +469,7 @@ mod inner {
             return;
         }
         let base = gpu_buffer(4);
-        let g = gdr_open();
+        let g = open();
         assert!(!g.is_null());
         let mut handles = Vec::new();
         for i in 0..3u64 {
@@ -462,7 +482,7 @@ mod inner {
         let before = counters();
         assert_eq!((before.live_pins, before.live_mappings), (3, 1));
         set_fail(c"UNPIN_BUFFER:1:EIO");
-        assert_eq!(gdr_close(g), libc::EIO);
+        assert_eq!(close(g), libc::EIO);
         // All three unpins were tried, the fd was closed (which releases the rest).
         let after = counters();
         assert_eq!(after.ioctls - before.ioctls, 3);
@@ -471,10 +491,10 @@ mod inner {
             (0, 0, 0)
         );
         // Handles and the gdr_t are gone.
-        assert_eq!(gdr_close(g), libc::EINVAL);
+        assert_eq!(close(g), libc::EINVAL);
         let mut i = gdr_info_v2_t::default();
-        // SAFETY: valid out pointer.
         assert_eq!(
+            // SAFETY: valid out pointer.
             unsafe { gdr_get_info_v2(g, handles[1], &mut i) },
             libc::EINVAL
         );
@@ -487,7 +507,7 @@ mod inner {
             return;
         }
         let base = gpu_buffer(2);
-        let g = gdr_open();
+        let g = open();
         assert!(!g.is_null());
         let (rc, mh) = pin2(g, base, GPU_PAGE, 0);
         assert_eq!(rc, 0);
@@ -498,8 +518,8 @@ mod inner {
         if pid == 0 {
             let (r1, _) = pin2(g, base + GPU_PAGE as u64, GPU_PAGE, 0);
             let (r2, _) = map(g, mh, GPU_PAGE, 0);
-            let r3 = gdr_unpin_buffer(g, mh);
-            let r4 = gdr_close(g);
+            let r3 = unpin(g, mh);
+            let r4 = close(g);
             let ok = [r1, r2, r3, r4] == [libc::EACCES; 4];
             // SAFETY: ends the child without running the parent's atexit handlers.
             unsafe { libc::_exit(if ok { 0 } else { 1 }) };
@@ -515,7 +535,7 @@ mod inner {
         // The parent is unaffected.
         let (rc, p) = map(g, mh, GPU_PAGE, 0);
         assert_eq!(rc, 0);
-        assert_eq!(gdr_unmap(g, mh, p, GPU_PAGE), 0);
-        assert_eq!(gdr_close(g), 0);
+        assert_eq!(unmap(g, mh, p, GPU_PAGE), 0);
+        assert_eq!(close(g), 0);
     }
 }

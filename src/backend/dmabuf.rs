@@ -38,11 +38,9 @@ use crate::cuda::types::{
 };
 use crate::cuda::{self, Context, CuError, Driver};
 use crate::error::{Error, Result};
+use crate::ffi::types::GDR_PIN_FLAG_FORCE_PCIE;
 use crate::sys::strerror;
 use parking_lot::Mutex;
-
-/// `GDR_PIN_FLAG_FORCE_PCIE`.
-const PIN_FLAG_FORCE_PCIE: u32 = 1;
 
 /// The kernel-internal `ENOTSUPP` that a dma-buf exporter without mmap support leaks to user
 /// space from mmap (measured with a CUDA 13.0 driver); C callers get `ENOTSUP` instead.
@@ -251,7 +249,7 @@ impl Backend for DmaBuf {
         };
         let len =
             usize::try_from(mapped_size).map_err(|_| Error::InvalidArgument("range too large"))?;
-        let force_pcie = req.flags & PIN_FLAG_FORCE_PCIE != 0;
+        let force_pcie = req.flags & GDR_PIN_FLAG_FORCE_PCIE != 0;
         let cuda = self.cuda;
 
         // The caller's own address is certainly inside the allocation; the aligned start may not be.
@@ -561,7 +559,9 @@ mod tests {
     fn force_pcie_and_coherence_decide_the_type() {
         let _g = fake::lock();
         let b = backend();
-        let p = b.pin(&req(BASE, 4096, PIN_FLAG_FORCE_PCIE)).expect("pin");
+        let p = b
+            .pin(&req(BASE, 4096, GDR_PIN_FLAG_FORCE_PCIE))
+            .expect("pin");
         assert_eq!(p.fixed_type, MappingType::WriteCombining);
         assert_eq!(
             fake::EXPORTS.lock()[0].flags,
@@ -571,7 +571,7 @@ mod tests {
         let c = b.pin(&req(BASE, 4096, 0)).expect("pin");
         assert_eq!(c.fixed_type, MappingType::Caching);
         let cf = b
-            .pin(&req(BASE, 4096, PIN_FLAG_FORCE_PCIE | 0x80))
+            .pin(&req(BASE, 4096, GDR_PIN_FLAG_FORCE_PCIE | 0x80))
             .expect("pin");
         assert_eq!(cf.fixed_type, MappingType::WriteCombining);
         assert_eq!(

@@ -7,6 +7,7 @@
 
 use super::{Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
 use crate::error::{Error, Result};
+use crate::ffi::types::GDR_PIN_FLAG_FORCE_PCIE;
 use crate::sys::{self, IoctlParam};
 use std::ffi::CStr;
 use std::os::raw::c_ulong;
@@ -376,7 +377,7 @@ impl Backend for GdrDrv {
             let p = PinV2Params {
                 addr: req.addr,
                 size: req.size,
-                flags: req.flags & 1,
+                flags: req.flags & GDR_PIN_FLAG_FORCE_PCIE,
                 ..Default::default()
             };
             self.ioctl(ioc::PIN_BUFFER_V2, p)?.handle

@@ -10,25 +10,31 @@ pub mod dmabuf;
 pub mod gdrdrv;
 
 use crate::error::Result;
+use crate::ffi::types::{
+    GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE, GDR_ATTR_USE_PERSISTENT_MAPPING,
+    GDR_ATTR_USING_DMA_BUF_MMAP, GDR_MAPPING_TYPE_CACHING, GDR_MAPPING_TYPE_DEVICE,
+    GDR_MAPPING_TYPE_NONE, GDR_MAPPING_TYPE_WC,
+};
 
 /// CPU mapping type, numerically equal to `gdr_mapping_type_t` and the driver's `gdr_mr_type_t`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum MappingType {
-    None = 0,
-    WriteCombining = 1,
-    Caching = 2,
-    Device = 3,
+    None = GDR_MAPPING_TYPE_NONE,
+    WriteCombining = GDR_MAPPING_TYPE_WC,
+    Caching = GDR_MAPPING_TYPE_CACHING,
+    Device = GDR_MAPPING_TYPE_DEVICE,
 }
 
 impl MappingType {
-    /// The type for a raw driver or C value; `None` for anything unknown.
+    /// The type for a raw driver or C value (`gdr_mapping_type_t`, `gdr_map_flags_t`);
+    /// `None` for anything unknown.
     pub fn from_raw(v: u32) -> Option<MappingType> {
         match v {
-            0 => Some(MappingType::None),
-            1 => Some(MappingType::WriteCombining),
-            2 => Some(MappingType::Caching),
-            3 => Some(MappingType::Device),
+            GDR_MAPPING_TYPE_NONE => Some(MappingType::None),
+            GDR_MAPPING_TYPE_WC => Some(MappingType::WriteCombining),
+            GDR_MAPPING_TYPE_CACHING => Some(MappingType::Caching),
+            GDR_MAPPING_TYPE_DEVICE => Some(MappingType::Device),
             _ => None,
         }
     }
@@ -109,9 +115,21 @@ pub struct Mapping {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Attr {
-    UsePersistentMapping = 1,
-    SupportPinFlagForcePcie = 2,
-    UsingDmaBufMmap = 3,
+    UsePersistentMapping = GDR_ATTR_USE_PERSISTENT_MAPPING,
+    SupportPinFlagForcePcie = GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE,
+    UsingDmaBufMmap = GDR_ATTR_USING_DMA_BUF_MMAP,
+}
+
+impl Attr {
+    /// The attribute for a raw `gdr_attr_t`; `None` for anything unknown.
+    pub fn from_raw(v: u32) -> Option<Attr> {
+        match v {
+            GDR_ATTR_USE_PERSISTENT_MAPPING => Some(Attr::UsePersistentMapping),
+            GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE => Some(Attr::SupportPinFlagForcePcie),
+            GDR_ATTR_USING_DMA_BUF_MMAP => Some(Attr::UsingDmaBufMmap),
+            _ => None,
+        }
+    }
 }
 
 /// One backend instance, owned by one session (`gdr_t`). Every method may be called from
@@ -140,7 +158,8 @@ pub trait Backend: Send + Sync {
     fn map(&self, pin: &Pin, size: usize, request: MappingType) -> Result<Mapping>;
     /// Removes a mapping made by [`Backend::map`].
     fn unmap(&self, pin: &Pin, mapping: &Mapping) -> Result<()>;
-    /// `gdr_get_attribute` for attributes 1 and 2 (the session answers 3 itself).
+    /// `gdr_get_attribute` for [`Attr::UsePersistentMapping`] and
+    /// [`Attr::SupportPinFlagForcePcie`] (the session answers [`Attr::UsingDmaBufMmap`]).
     fn attribute(&self, attr: Attr) -> Result<i32>;
     /// `gdr_driver_get_version`: `(major, minor)`.
     fn driver_version(&self) -> Result<(i32, i32)>;

@@ -1,8 +1,9 @@
 //! Naturally aligned scalar device accesses (1, 2, 4 or 8 bytes), the building block of the
 //! head and tail of the write-combining path and of the whole device-mapping path.
 //!
-//! The direction is a type ([`ToDev`], [`FromDev`]) so that one body serves both; the device
-//! side of every access is volatile, the host side may be unaligned. Width choice follows the
+//! The direction of a copy is a type ([`ToMapping`], [`FromMapping`]), the crate's only one:
+//! the C entries pick it, and one body of each path below serves both. The device side of
+//! every access is volatile, the host side may be unaligned. Width choice follows the
 //! device pointer only: a head grows the pointer's alignment one bit at a time while the
 //! width fits in what is left, and a tail walks the remaining length's bits from the largest
 //! down. Both give naturally aligned accesses (see [`head`] and [`tail`]).
@@ -10,9 +11,19 @@
 use core::ptr;
 
 use super::kernels::Bulk;
+use crate::backend::MappingType;
 
-/// One direction of copy: what a single device access does, and how a bulk kernel is called.
-pub(crate) trait Dir {
+/// One direction of copy: the whole fenced copy, what a single device access does, and how a
+/// bulk kernel is called.
+pub(crate) trait Direction {
+    /// Copies `n` bytes between a mapping of type `kind` at `dev` and host memory at `host`,
+    /// then fences ([`super::to_mapping`] or [`super::from_mapping`]).
+    ///
+    /// # Safety
+    /// `[dev, +n)` lies inside a live mapping of type `kind`; `[host, +n)` is host memory
+    /// valid for this direction's access (read for [`ToMapping`], write for [`FromMapping`]).
+    unsafe fn copy(kind: MappingType, dev: *mut u8, host: *mut u8, n: usize);
+
     /// Moves one `T` between the device address `dev` and the host address `host`.
     ///
     /// # Safety
@@ -28,11 +39,17 @@ pub(crate) trait Dir {
 }
 
 /// Host to device (`gdr_copy_to_mapping`).
-pub(crate) struct ToDev;
+pub(crate) struct ToMapping;
 /// Device to host (`gdr_copy_from_mapping`).
-pub(crate) struct FromDev;
+pub(crate) struct FromMapping;
 
-impl Dir for ToDev {
+impl Direction for ToMapping {
+    #[inline(always)]
+    unsafe fn copy(kind: MappingType, dev: *mut u8, host: *mut u8, n: usize) {
+        // SAFETY: the caller's contract, with the host range readable.
+        unsafe { super::to_mapping(kind, dev, host, n) }
+    }
+
     #[inline(always)]
     unsafe fn unit<T: Copy>(dev: *mut u8, host: *mut u8) {
         trace::record(dev, core::mem::size_of::<T>(), false);
@@ -49,7 +66,13 @@ impl Dir for ToDev {
     }
 }
 
-impl Dir for FromDev {
+impl Direction for FromMapping {
+    #[inline(always)]
+    unsafe fn copy(kind: MappingType, dev: *mut u8, host: *mut u8, n: usize) {
+        // SAFETY: the caller's contract, with the host range writable.
+        unsafe { super::from_mapping(kind, host, dev, n) }
+    }
+
     #[inline(always)]
     unsafe fn unit<T: Copy>(dev: *mut u8, host: *mut u8) {
         trace::record(dev, core::mem::size_of::<T>(), false);
@@ -87,7 +110,7 @@ impl Cursor {
     /// # Safety
     /// `size_of::<T>() <= n`, the device cursor aligned for `T`, both ranges valid.
     #[inline(always)]
-    unsafe fn step<D: Dir, T: Copy>(&mut self) {
+    unsafe fn step<D: Direction, T: Copy>(&mut self) {
         // SAFETY: forwarded.
         unsafe { D::unit::<T>(self.dev, self.host) };
         self.advance(core::mem::size_of::<T>());
@@ -101,7 +124,7 @@ impl Cursor {
 /// # Safety
 /// Both ranges `[cursor, cursor + n)` valid for the direction.
 #[inline(always)]
-pub(crate) unsafe fn head<D: Dir, const TO16: bool>(c: &mut Cursor) {
+pub(crate) unsafe fn head<D: Direction, const TO16: bool>(c: &mut Cursor) {
     // SAFETY: (each step) the tested bit is the lowest set bit of the device address, so the
     // access is naturally aligned, and `c.n >= width` is checked first.
     unsafe {
@@ -127,7 +150,7 @@ pub(crate) unsafe fn head<D: Dir, const TO16: bool>(c: &mut Cursor) {
 /// # Safety
 /// `c.n < 16`, both ranges valid, alignment as stated.
 #[inline(always)]
-pub(crate) unsafe fn tail<D: Dir>(c: &mut Cursor) {
+pub(crate) unsafe fn tail<D: Direction>(c: &mut Cursor) {
     debug_assert!(c.n < 16);
     // SAFETY: each width is a set bit of `n`, taken in decreasing order, so it fits, and the
     // device cursor has only advanced by larger powers of two, so it stays aligned.
@@ -154,7 +177,7 @@ pub(crate) unsafe fn tail<D: Dir>(c: &mut Cursor) {
 /// # Safety
 /// `dev..dev+n` a device range valid for the direction, `host..host+n` the host range.
 #[inline(always)]
-pub(crate) unsafe fn device<D: Dir>(dev: *mut u8, host: *mut u8, n: usize) {
+pub(crate) unsafe fn device<D: Direction>(dev: *mut u8, host: *mut u8, n: usize) {
     let mut c = Cursor { dev, host, n };
     // SAFETY: `head`/`tail` as documented; the loops take 8-byte units on an 8-aligned device
     // cursor (after `head`, either it is 8-aligned or `n < 8` and the loops do not run).

@@ -57,7 +57,7 @@ pub use select::{chosen, log_cpu_flags, Impl, Kernels, ENV};
 pub use wc::CopyFn;
 
 use crate::backend::MappingType;
-use access::{FromDev, ToDev};
+pub(crate) use access::{Direction, FromMapping, ToMapping};
 
 /// Records that a mapping of `kind` now exists (drives the mixed-mapping fence), and makes
 /// the process-wide kernel choice if it is not made yet.
@@ -120,7 +120,7 @@ unsafe fn to_mapping_via(
             return;
         }
         match kind {
-            MappingType::Device => access::device::<ToDev>(dev, host.cast_mut(), n),
+            MappingType::Device => access::device::<ToMapping>(dev, host.cast_mut(), n),
             _ => core::ptr::copy_nonoverlapping(host, dev, n),
         }
     }
@@ -155,7 +155,7 @@ unsafe fn from_mapping_via(
             return;
         }
         match kind {
-            MappingType::Device => access::device::<FromDev>(dev.cast_mut(), host, n),
+            MappingType::Device => access::device::<FromMapping>(dev.cast_mut(), host, n),
             _ => core::ptr::copy_nonoverlapping(dev, host, n),
         }
     }

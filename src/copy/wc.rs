@@ -10,7 +10,7 @@
 //! ([`load_inline`]: 16- and 32-byte VEX streaming loads written as inline assembly, which the
 //! compiler needs no target feature for; the caller's flag is what proves the CPU has them).
 
-use super::access::{head, tail, Cursor, Dir, FromDev, ToDev};
+use super::access::{head, tail, Cursor, Direction, FromMapping, ToMapping};
 use super::kernels::Bulk;
 
 /// Largest store handled inline, without going through the dispatch table.
@@ -33,7 +33,7 @@ pub type CopyFn = unsafe fn(*mut u8, *mut u8, usize);
 /// `dev..dev+n` device memory and `host..host+n` host memory, valid for the direction `D`;
 /// `k` must be a [`Bulk`] kernel the CPU can run, for the direction `D`.
 #[inline(always)]
-pub(crate) unsafe fn copy<D: Dir>(k: Bulk, dev: *mut u8, host: *mut u8, n: usize) {
+pub(crate) unsafe fn copy<D: Direction>(k: Bulk, dev: *mut u8, host: *mut u8, n: usize) {
     let mut c = Cursor { dev, host, n };
     // SAFETY: `head` leaves the device cursor 16-aligned when `n >= 16` (it needs at most 15
     // bytes); the kernel gets a 16-aligned device pointer and a multiple of 16; `tail` gets
@@ -84,7 +84,7 @@ unsafe fn store16(dev: *mut u8, host: *const u8) {
 /// Inline store path for `n <= SMALL`: scalar head, aligned 16-byte stores, scalar tail.
 ///
 /// # Safety
-/// As for [`copy`] with `D = ToDev`, and `n <= SMALL`.
+/// As for [`copy`] with `D = ToMapping`, and `n <= SMALL`.
 #[inline(always)]
 pub(crate) unsafe fn store_small(dev: *mut u8, host: *const u8, n: usize) {
     debug_assert!(n <= SMALL);
@@ -97,10 +97,10 @@ pub(crate) unsafe fn store_small(dev: *mut u8, host: *const u8, n: usize) {
     unsafe {
         if n < 16 && dev as usize & 7 == 0 {
             // See `load_small`: the tail alone makes the same accesses.
-            tail::<ToDev>(&mut c);
+            tail::<ToMapping>(&mut c);
             return;
         }
-        head::<ToDev, true>(&mut c);
+        head::<ToMapping, true>(&mut c);
         // At most four 16-byte units: straight-line code, no loop.
         if c.n >= 32 {
             store16(c.dev, c.host);
@@ -116,7 +116,7 @@ pub(crate) unsafe fn store_small(dev: *mut u8, host: *const u8, n: usize) {
             store16(c.dev, c.host);
             c.advance(16);
         }
-        tail::<ToDev>(&mut c);
+        tail::<ToMapping>(&mut c);
     }
 }
 
@@ -124,7 +124,7 @@ pub(crate) unsafe fn store_small(dev: *mut u8, host: *const u8, n: usize) {
 /// [`copy`] does for such sizes, without the indirect call.
 ///
 /// # Safety
-/// As for [`copy`] with `D = FromDev`, and `n < 16`.
+/// As for [`copy`] with `D = FromMapping`, and `n < 16`.
 #[inline(always)]
 pub(crate) unsafe fn load_small(host: *mut u8, dev: *const u8, n: usize) {
     debug_assert!(n < 16);
@@ -139,11 +139,11 @@ pub(crate) unsafe fn load_small(host: *mut u8, dev: *const u8, n: usize) {
             // An 8-aligned device pointer: the head would take at most one 8-byte unit, which
             // is what the tail takes first, so the tail alone makes the same accesses (the
             // common aligned case, with four fewer tests).
-            tail::<FromDev>(&mut c);
+            tail::<FromMapping>(&mut c);
             return;
         }
-        head::<FromDev, true>(&mut c);
-        tail::<FromDev>(&mut c);
+        head::<FromMapping, true>(&mut c);
+        tail::<FromMapping>(&mut c);
     }
 }
 
@@ -241,7 +241,7 @@ unsafe fn vzeroupper() {
 /// line fill as the kernels' do.
 ///
 /// # Safety
-/// As for [`copy`] with `D = FromDev`, `n <= SMALL_LOAD`, and the CPU must support AVX2 (the
+/// As for [`copy`] with `D = FromMapping`, `n <= SMALL_LOAD`, and the CPU must support AVX2 (the
 /// caller's flag, set only for the AVX2 and AVX-512 families, proves it).
 #[inline(always)]
 pub(crate) unsafe fn load_inline(host: *mut u8, dev: *const u8, n: usize) {
@@ -256,7 +256,7 @@ pub(crate) unsafe fn load_inline(host: *mut u8, dev: *const u8, n: usize) {
         // SAFETY: as in `copy`: after `head` the device cursor is 16-aligned (or `n < 16`),
         // after the optional 16-byte load it is 32-aligned, and every load fits in `n`.
         unsafe {
-            head::<FromDev, true>(&mut c);
+            head::<FromMapping, true>(&mut c);
             if c.n >= 16 && c.dev as usize & 16 != 0 {
                 stream_load::<16>(c.host, c.dev);
                 c.advance(16);
@@ -276,13 +276,13 @@ pub(crate) unsafe fn load_inline(host: *mut u8, dev: *const u8, n: usize) {
                 stream_load::<16>(c.host, c.dev);
                 c.advance(16);
             }
-            tail::<FromDev>(&mut c);
+            tail::<FromMapping>(&mut c);
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
     // SAFETY: forwarded; elsewhere the flag is never set, and this is the portable copy.
     unsafe {
-        copy::<FromDev>(super::kernels::portable::load, dev.cast_mut(), host, n)
+        copy::<FromMapping>(super::kernels::portable::load, dev.cast_mut(), host, n)
     }
 }
 
@@ -300,7 +300,7 @@ pub(crate) trait Isa {
 /// As for [`copy`]; the CPU must support `I`.
 pub(crate) unsafe fn store<I: Isa>(dev: *mut u8, host: *mut u8, n: usize) {
     // SAFETY: forwarded.
-    unsafe { copy::<ToDev>(I::STORE, dev, host, n) }
+    unsafe { copy::<ToMapping>(I::STORE, dev, host, n) }
 }
 
 /// The complete host-bound copy for `I` (a [`CopyFn`]).
@@ -309,5 +309,5 @@ pub(crate) unsafe fn store<I: Isa>(dev: *mut u8, host: *mut u8, n: usize) {
 /// As for [`copy`]; the CPU must support `I`.
 pub(crate) unsafe fn load<I: Isa>(dev: *mut u8, host: *mut u8, n: usize) {
     // SAFETY: forwarded.
-    unsafe { copy::<FromDev>(I::LOAD, dev, host, n) }
+    unsafe { copy::<FromMapping>(I::LOAD, dev, host, n) }
 }

@@ -1,96 +1,93 @@
 //! The C ABI of `libgdrapi.so.2`: the 17 functions of gdrcopy 2.6 plus the
 //! `gdr_copy_to_mapped` / `gdr_copy_from_mapped` aliases, and the public `#[repr(C)]` types.
 //!
-//! This is the only module with exported `extern "C"` items. Every entry runs inside
-//! [`boundary::entry`] (a panic returns EINVAL or NULL and is logged), checks its pointer
-//! arguments (a NULL output pointer is EINVAL, logged), hands `gdr_t` / `gdr_mh_t` values to
-//! [`crate::session`], which validates them against the library's registry before use, and
-//! turns [`crate::error::Error`] into a positive errno value.
+//! This is the only module with exported `extern "C"` items, each written with
+//! [`boundary::entry!`]: a panic returns the return type's failure value (EINVAL, NULL) and
+//! is logged; a NULL output pointer is EINVAL, logged ([`boundary::out`]). `gdr_t` and
+//! `gdr_mh_t` values go to [`crate::session`], which validates them against the library's
+//! registry before use, and [`crate::error::Error`] becomes a positive errno value here.
+//!
+//! `include/gdrapi.h` is written by hand and is the source of truth for the C declarations;
+//! `tests/header_sync.rs` checks that it declares every function exported here with the
+//! prototype cbindgen derives from this module.
 
 pub mod types;
 
 mod boundary;
 
-use crate::backend::{Info, MappingType, PinRequest};
-use crate::{copy, session};
-use boundary::{entry, null_arg, status};
+use crate::backend::{Info, PinRequest};
+use crate::copy::{Direction, FromMapping, ToMapping};
+use crate::session;
+use boundary::{entry, null_arg, out, status, Out};
 use std::os::raw::{c_char, c_int, c_uint, c_ulong, c_void};
 use std::ptr::addr_of_mut;
 pub use types::*;
 
-/// Opens a session on gdrdrv (or the DMA-BUF backend); NULL on failure (logged).
-#[no_mangle]
-pub extern "C" fn gdr_open() -> gdr_t {
-    entry("gdr_open", std::ptr::null_mut(), || match session::open() {
-        Ok(addr) => addr as gdr_t,
-        Err(_) => std::ptr::null_mut(),
-    })
-}
-
-/// Unmaps and unpins every buffer `g` still holds, closes the driver and frees `g`.
-/// Returns 0 or the first error; EINVAL for an invalid or already closed `g`.
-#[no_mangle]
-pub extern "C" fn gdr_close(g: gdr_t) -> c_int {
-    entry("gdr_close", libc::EINVAL, || {
-        status(session::close(g as usize))
-    })
-}
-
-fn pin_common(func: &str, g: gdr_t, req: PinRequest, handle: *mut gdr_mh_t) -> c_int {
-    if handle.is_null() {
-        return null_arg(func, "handle");
-    }
-    match session::pin(g as usize, &req) {
-        Ok(h) => {
-            // SAFETY: `handle` is non-NULL and, by the API contract, points to a writable
-            // gdr_mh_t.
-            unsafe { handle.write(gdr_mh_t { h: h as c_ulong }) };
-            0
+entry! {
+    /// Opens a session on gdrdrv (or the DMA-BUF backend); NULL on failure (logged).
+    fn gdr_open() -> gdr_t {
+        match session::open() {
+            Ok(addr) => addr as gdr_t,
+            Err(_) => std::ptr::null_mut(),
         }
-        Err(e) => e.errno(),
     }
 }
 
-/// Pins `size` bytes of GPU memory at `addr` (v1 API, with P2P tokens) and writes the new
-/// handle to `*handle`. Returns 0 or an errno value.
+entry! {
+    /// Unmaps and unpins every buffer `g` still holds, closes the driver and frees `g`.
+    /// Returns 0 or the first error; EINVAL for an invalid or already closed `g`.
+    fn gdr_close(g: gdr_t) -> c_int {
+        status(session::close(g as usize))
+    }
+}
+
+/// The body of the pin entries: pins `req` and writes the new handle to `*handle`.
 ///
 /// # Safety
-/// Pointer arguments must be NULL or valid for the access the C API documents.
-#[no_mangle]
-pub unsafe extern "C" fn gdr_pin_buffer(
-    g: gdr_t,
-    addr: c_ulong,
-    size: usize,
-    p2p_token: u64,
-    va_space: u32,
-    handle: *mut gdr_mh_t,
-) -> c_int {
-    entry("gdr_pin_buffer", libc::EINVAL, || {
+/// `handle` is NULL or valid for writes of a `gdr_mh_t`.
+unsafe fn pin(func: &str, g: gdr_t, req: PinRequest, handle: *mut gdr_mh_t) -> c_int {
+    // SAFETY: the caller's contract.
+    match unsafe { out(func, handle, "handle") } {
+        Ok(handle) => {
+            handle.fill(session::pin(g as usize, &req).map(|h| gdr_mh_t { h: h as c_ulong }))
+        }
+        Err(e) => e,
+    }
+}
+
+entry! {
+    /// Pins `size` bytes of GPU memory at `addr` (v1 API, with P2P tokens) and writes the new
+    /// handle to `*handle`. Returns 0 or an errno value.
+    fn gdr_pin_buffer(
+        g: gdr_t,
+        addr: c_ulong,
+        size: usize,
+        p2p_token: u64,
+        va_space: u32,
+        handle: *mut gdr_mh_t,
+    ) -> c_int {
         let req = PinRequest {
             addr,
             size: size as u64,
-            flags: 0,
+            flags: GDR_PIN_FLAG_DEFAULT,
             p2p_token,
             va_space,
         };
-        pin_common("gdr_pin_buffer", g, req, handle)
-    })
+        // SAFETY: `handle` is NULL or a writable gdr_mh_t (the API contract).
+        unsafe { pin(FUNC, g, req, handle) }
+    }
 }
 
-/// Pins `size` bytes of GPU memory at `addr` with `gdr_pin_flags_t` `flags` and writes the
-/// new handle to `*handle`. Returns 0 or an errno value.
-///
-/// # Safety
-/// Pointer arguments must be NULL or valid for the access the C API documents.
-#[no_mangle]
-pub unsafe extern "C" fn gdr_pin_buffer_v2(
-    g: gdr_t,
-    addr: c_ulong,
-    size: usize,
-    flags: u32,
-    handle: *mut gdr_mh_t,
-) -> c_int {
-    entry("gdr_pin_buffer_v2", libc::EINVAL, || {
+entry! {
+    /// Pins `size` bytes of GPU memory at `addr` with `gdr_pin_flags_t` `flags` and writes the
+    /// new handle to `*handle`. Returns 0 or an errno value.
+    fn gdr_pin_buffer_v2(
+        g: gdr_t,
+        addr: c_ulong,
+        size: usize,
+        flags: u32,
+        handle: *mut gdr_mh_t,
+    ) -> c_int {
         let req = PinRequest {
             addr,
             size: size as u64,
@@ -98,42 +95,28 @@ pub unsafe extern "C" fn gdr_pin_buffer_v2(
             p2p_token: 0,
             va_space: 0,
         };
-        pin_common("gdr_pin_buffer_v2", g, req, handle)
-    })
+        // SAFETY: `handle` is NULL or a writable gdr_mh_t (the API contract).
+        unsafe { pin(FUNC, g, req, handle) }
+    }
 }
 
-/// Unpins `handle` (unmapping it first if still mapped); the handle is invalid afterwards,
-/// even when the driver reports an error.
-#[no_mangle]
-pub extern "C" fn gdr_unpin_buffer(g: gdr_t, handle: gdr_mh_t) -> c_int {
-    entry("gdr_unpin_buffer", libc::EINVAL, || {
+entry! {
+    /// Unpins `handle` (unmapping it first if still mapped); the handle is invalid afterwards,
+    /// even when the driver reports an error.
+    fn gdr_unpin_buffer(g: gdr_t, handle: gdr_mh_t) -> c_int {
         status(session::unpin(g as usize, handle.h))
-    })
+    }
 }
 
-/// Writes 1 to `*flag` if the memory behind `handle` was invalidated, else 0.
-///
-/// # Safety
-/// Pointer arguments must be NULL or valid for the access the C API documents.
-#[no_mangle]
-pub unsafe extern "C" fn gdr_get_callback_flag(
-    g: gdr_t,
-    handle: gdr_mh_t,
-    flag: *mut c_int,
-) -> c_int {
-    entry("gdr_get_callback_flag", libc::EINVAL, || {
-        if flag.is_null() {
-            return null_arg("gdr_get_callback_flag", "flag");
+entry! {
+    /// Writes 1 to `*flag` if the memory behind `handle` was invalidated, else 0.
+    fn gdr_get_callback_flag(g: gdr_t, handle: gdr_mh_t, flag: *mut c_int) -> c_int {
+        // SAFETY: `flag` is NULL or a writable int (the API contract).
+        match unsafe { out(FUNC, flag, "flag") } {
+            Ok(flag) => flag.fill(session::callback_flag(g as usize, handle.h).map(c_int::from)),
+            Err(e) => e,
         }
-        match session::callback_flag(g as usize, handle.h) {
-            Ok(f) => {
-                // SAFETY: `flag` is non-NULL and points to a writable int (API contract).
-                unsafe { flag.write(c_int::from(f)) };
-                0
-            }
-            Err(e) => e.errno(),
-        }
-    })
+    }
 }
 
 /// Bits 0 (`mapped`) and 1 (`wc_mapping`) of `old`, replaced from `i`; other bits kept.
@@ -150,98 +133,101 @@ fn info_bits(old: c_uint, i: &Info) -> c_uint {
 
 /// An info struct the `gdr_get_info*` entries fill: the legacy 40-byte v1 layout, or v2,
 /// which extends it with `mapping_type`.
-trait InfoOut {
+trait InfoOut: Sized {
     /// Whether the driver is queried the legacy (v1) way.
     const LEGACY: bool;
 
     /// Writes `i` into `*out` field by field, so that the bitfield unit's bits other than
     /// `mapped` and `wc_mapping` keep the caller's value and nothing past the struct is touched.
-    ///
-    /// # Safety
-    /// `out` is non-NULL and valid for reads and writes of `Self`.
-    unsafe fn write(out: *mut Self, i: &Info);
+    fn store(out: &mut Out<'_, Self>, i: &Info);
+}
+
+/// Writes `i` into the v1 fields at `p`, keeping the caller's bits of the bitfield unit other
+/// than `mapped` and `wc_mapping`.
+///
+/// # Safety
+/// `p` is valid for reads and writes of a `gdr_info_v1_t`.
+unsafe fn store_v1(p: *mut gdr_info_v1_t, i: &Info) {
+    // SAFETY: the caller's contract; every access stays inside the struct.
+    unsafe {
+        addr_of_mut!((*p).va).write(i.va);
+        addr_of_mut!((*p).mapped_size).write(i.mapped_size);
+        addr_of_mut!((*p).page_size).write(i.page_size);
+        addr_of_mut!((*p).tm_cycles).write(i.tm_cycles);
+        addr_of_mut!((*p).cycles_per_ms).write(i.cycles_per_ms);
+        let bits = addr_of_mut!((*p).flags);
+        bits.write(info_bits(bits.read(), i));
+    }
 }
 
 impl InfoOut for gdr_info_v1_t {
     const LEGACY: bool = true;
 
-    unsafe fn write(out: *mut Self, i: &Info) {
-        // SAFETY: the caller guarantees `out` is valid for `gdr_info_v1_t`; every write stays
-        // inside it.
-        unsafe {
-            addr_of_mut!((*out).va).write(i.va);
-            addr_of_mut!((*out).mapped_size).write(i.mapped_size);
-            addr_of_mut!((*out).page_size).write(i.page_size);
-            addr_of_mut!((*out).tm_cycles).write(i.tm_cycles);
-            addr_of_mut!((*out).cycles_per_ms).write(i.cycles_per_ms);
-            let bits = addr_of_mut!((*out).flags);
-            bits.write(info_bits(bits.read(), i));
-        }
+    fn store(out: &mut Out<'_, Self>, i: &Info) {
+        // SAFETY: an `Out` is valid for reads and writes of its `gdr_info_v1_t`.
+        unsafe { store_v1(out.as_ptr(), i) }
     }
 }
 
 impl InfoOut for gdr_info_v2_t {
     const LEGACY: bool = false;
 
-    unsafe fn write(out: *mut Self, i: &Info) {
-        // SAFETY: the caller guarantees `out` is valid for `gdr_info_v2_t`, whose first 40
-        // bytes have `gdr_info_v1_t`'s layout (checked in `types`' tests); `mapping_type`
-        // lies inside the v2 struct.
+    fn store(out: &mut Out<'_, Self>, i: &Info) {
+        let p = out.as_ptr();
+        // SAFETY: an `Out` is valid for reads and writes of its `gdr_info_v2_t`, whose first
+        // 40 bytes have `gdr_info_v1_t`'s layout (checked in `types`' tests);
+        // `mapping_type` lies inside the v2 struct.
         unsafe {
-            gdr_info_v1_t::write(out.cast(), i);
-            addr_of_mut!((*out).mapping_type).write(i.mapping_type);
+            store_v1(p.cast(), i);
+            addr_of_mut!((*p).mapping_type).write(i.mapping_type);
         }
     }
 }
 
 /// The body of `gdr_get_info` / `gdr_get_info_v2`: EINVAL (logged) for a NULL `info`, else
 /// what the driver reports for `handle`, written into `*info`.
-fn get_info<T: InfoOut>(func: &str, g: gdr_t, handle: gdr_mh_t, info: *mut T) -> c_int {
-    if info.is_null() {
-        return null_arg(func, "info");
-    }
+///
+/// # Safety
+/// `info` is NULL or valid for reads and writes of a `T`.
+unsafe fn get_info<T: InfoOut>(func: &str, g: gdr_t, handle: gdr_mh_t, info: *mut T) -> c_int {
+    // SAFETY: the caller's contract.
+    let mut info = match unsafe { out(func, info, "info") } {
+        Ok(info) => info,
+        Err(e) => return e,
+    };
     match session::info(g as usize, handle.h, T::LEGACY) {
         Ok(i) => {
-            // SAFETY: `info` is non-NULL and, by the API contract, points to a writable `T`.
-            unsafe { T::write(info, &i) };
+            T::store(&mut info, &i);
             0
         }
         Err(e) => e.errno(),
     }
 }
 
-/// Fills `*info` (48 bytes) with what the driver reports for `handle`.
-///
-/// # Safety
-/// Pointer arguments must be NULL or valid for the access the C API documents.
-#[no_mangle]
-pub unsafe extern "C" fn gdr_get_info_v2(
-    g: gdr_t,
-    handle: gdr_mh_t,
-    info: *mut gdr_info_v2_t,
-) -> c_int {
-    entry("gdr_get_info_v2", libc::EINVAL, || {
-        get_info("gdr_get_info_v2", g, handle, info)
-    })
+entry! {
+    /// Fills `*info` (48 bytes) with what the driver reports for `handle`.
+    fn gdr_get_info_v2(g: gdr_t, handle: gdr_mh_t, info: *mut gdr_info_v2_t) -> c_int {
+        // SAFETY: `info` is NULL or a writable gdr_info_v2_t (the API contract).
+        unsafe { get_info(FUNC, g, handle, info) }
+    }
 }
 
-/// The legacy `gdr_get_info` symbol (binaries built against gdrcopy ≤ 2.3 headers): fills
-/// the 40-byte v1 struct, and only those 40 bytes.
-///
-/// # Safety
-/// Pointer arguments must be NULL or valid for the access the C API documents.
-#[no_mangle]
-pub unsafe extern "C" fn gdr_get_info(
-    g: gdr_t,
-    handle: gdr_mh_t,
-    info: *mut gdr_info_v1_t,
-) -> c_int {
-    entry("gdr_get_info", libc::EINVAL, || {
-        get_info("gdr_get_info", g, handle, info)
-    })
+entry! {
+    /// The legacy `gdr_get_info` symbol (binaries built against gdrcopy ≤ 2.3 headers): fills
+    /// the 40-byte v1 struct, and only those 40 bytes.
+    fn gdr_get_info(g: gdr_t, handle: gdr_mh_t, info: *mut gdr_info_v1_t) -> c_int {
+        // SAFETY: `info` is NULL or a writable 40-byte gdr_info_v1_t (the API contract of
+        // gdrcopy ≤ 2.3).
+        unsafe { get_info(FUNC, g, handle, info) }
+    }
 }
 
-fn map_common(
+/// The body of the map entries: maps `handle` with the `gdr_map_flags_t` `flags` and writes
+/// the mapping's address to `*ptr_va`.
+///
+/// # Safety
+/// `ptr_va` is NULL or valid for writes of a `void *`.
+unsafe fn map(
     func: &str,
     g: gdr_t,
     handle: gdr_mh_t,
@@ -249,133 +235,93 @@ fn map_common(
     size: usize,
     flags: c_int,
 ) -> c_int {
-    if ptr_va.is_null() {
-        return null_arg(func, "ptr_va");
-    }
-    match session::map(g as usize, handle.h, size, flags) {
-        Ok(addr) => {
-            // SAFETY: `ptr_va` is non-NULL and points to a writable `void *` (API contract).
-            unsafe { ptr_va.write(addr as *mut c_void) };
-            0
-        }
-        Err(e) => e.errno(),
+    // SAFETY: the caller's contract.
+    match unsafe { out(func, ptr_va, "ptr_va") } {
+        Ok(ptr_va) => ptr_va
+            .fill(session::map(g as usize, handle.h, size, flags).map(|addr| addr as *mut c_void)),
+        Err(e) => e,
     }
 }
 
-/// Maps the pinned buffer into the process with the driver's default mapping type; writes
-/// the address of the start of the GPU-page-aligned range to `*va`.
-///
-/// # Safety
-/// Pointer arguments must be NULL or valid for the access the C API documents.
-#[no_mangle]
-pub unsafe extern "C" fn gdr_map(
-    g: gdr_t,
-    handle: gdr_mh_t,
-    va: *mut *mut c_void,
-    size: usize,
-) -> c_int {
-    entry("gdr_map", libc::EINVAL, || {
-        map_common("gdr_map", g, handle, va, size, 0)
-    })
+entry! {
+    /// Maps the pinned buffer into the process with the driver's default mapping type; writes
+    /// the address of the start of the GPU-page-aligned range to `*va`.
+    fn gdr_map(g: gdr_t, handle: gdr_mh_t, va: *mut *mut c_void, size: usize) -> c_int {
+        // SAFETY: `va` is NULL or a writable `void *` (the API contract).
+        unsafe { map(FUNC, g, handle, va, size, GDR_MAP_FLAG_DEFAULT as c_int) }
+    }
 }
 
-/// [`gdr_map`] with a `gdr_map_flags_t` requesting a mapping type.
-///
-/// # Safety
-/// Pointer arguments must be NULL or valid for the access the C API documents.
-#[no_mangle]
-pub unsafe extern "C" fn gdr_map_v2(
-    g: gdr_t,
-    handle: gdr_mh_t,
-    ptr_va: *mut *mut c_void,
-    size: usize,
-    flags: c_int,
-) -> c_int {
-    entry("gdr_map_v2", libc::EINVAL, || {
-        map_common("gdr_map_v2", g, handle, ptr_va, size, flags)
-    })
+entry! {
+    /// [`gdr_map`] with a `gdr_map_flags_t` requesting a mapping type.
+    fn gdr_map_v2(
+        g: gdr_t,
+        handle: gdr_mh_t,
+        ptr_va: *mut *mut c_void,
+        size: usize,
+        flags: c_int,
+    ) -> c_int {
+        // SAFETY: `ptr_va` is NULL or a writable `void *` (the API contract).
+        unsafe { map(FUNC, g, handle, ptr_va, size, flags) }
+    }
 }
 
-/// Removes the mapping `gdr_map` made; `va` and `size` must be what it returned and was given.
-#[no_mangle]
-pub extern "C" fn gdr_unmap(g: gdr_t, handle: gdr_mh_t, va: *mut c_void, size: usize) -> c_int {
-    entry("gdr_unmap", libc::EINVAL, || {
+entry! {
+    /// Removes the mapping `gdr_map` made; `va` and `size` must be what it returned and was
+    /// given.
+    fn gdr_unmap(g: gdr_t, handle: gdr_mh_t, va: *mut c_void, size: usize) -> c_int {
         status(session::unmap(g as usize, handle.h, va as usize, size))
-    })
-}
-
-/// Which way a copy goes, for [`copy_entry`]: [`ToMapping`] or [`FromMapping`].
-trait Direction {
-    /// Copies `n` bytes between the mapping at `dev` and host memory at `host`, fenced.
-    ///
-    /// # Safety
-    /// `[dev, +n)` lies inside a live mapping of type `kind`; `[host, +n)` is host memory
-    /// valid for the access this direction makes (read for [`ToMapping`], write for
-    /// [`FromMapping`]).
-    unsafe fn copy(kind: MappingType, dev: usize, host: usize, n: usize);
-}
-
-/// Host memory into the mapping (`gdr_copy_to_mapping`).
-struct ToMapping;
-
-impl Direction for ToMapping {
-    #[inline(always)]
-    unsafe fn copy(kind: MappingType, dev: usize, host: usize, n: usize) {
-        // SAFETY: the caller's contract, with the host range readable.
-        unsafe { copy::to_mapping(kind, dev as *mut u8, host as *const u8, n) }
-    }
-}
-
-/// The mapping into host memory (`gdr_copy_from_mapping`).
-struct FromMapping;
-
-impl Direction for FromMapping {
-    #[inline(always)]
-    unsafe fn copy(kind: MappingType, dev: usize, host: usize, n: usize) {
-        // SAFETY: the caller's contract, with the host range writable.
-        unsafe { copy::from_mapping(kind, host as *mut u8, dev as *const u8, n) }
     }
 }
 
 /// The body of the copy entries: `size` bytes between the mapping at `dev`, which must lie
 /// inside `handle`'s live mapping, and host memory at `host`, in direction `D`. Returns 0 or
 /// an errno value; `func` names the entry in log lines.
+///
+/// # Safety
+/// `host` is 0 or the address of `size` bytes of host memory valid for `D`'s access (read
+/// for [`ToMapping`], write for [`FromMapping`]).
 #[inline(always)]
-fn copy_entry<D: Direction>(
+unsafe fn copy<D: Direction>(
     func: &'static str,
     handle: gdr_mh_t,
     dev: usize,
     host: usize,
     size: usize,
 ) -> c_int {
-    // The accepted case runs outside the panic boundary: the checks are atomic loads and
+    // The accepted case runs outside the panic guard: the checks are atomic loads and
     // compares, the copy is loads, stores, kernel calls and fences, and the kernel table's
     // first-call resolver catches its own panics, so nothing on this path can panic, and it
-    // does not pay for the boundary's out-of-line closure call.
+    // does not pay for the guard's out-of-line closure call.
     if size != 0 && host != 0 {
         if let Some(kind) = session::copy_target_accepted(handle.h, dev, size) {
             // SAFETY: `[dev, +size)` lies inside the handle's live mapping (checked just
-            // above); `host` is non-NULL and, by the API contract, valid for `size` bytes of
-            // the access direction `D` makes.
-            unsafe { D::copy(kind, dev, host, size) };
+            // above); `host` is non-NULL and valid for `size` bytes of `D`'s access (the
+            // caller's contract).
+            unsafe { D::copy(kind, dev as *mut u8, host as *mut u8, size) };
             return 0;
         }
     }
-    copy_checked::<D>(func, handle, dev, host, size)
+    // SAFETY: the caller's contract.
+    unsafe { copy_checked::<D>(func, handle, dev, host, size) }
 }
 
-/// [`copy_entry`] for everything the quick check did not accept, inside the panic boundary.
+/// [`copy`] for everything the quick check did not accept, inside the panic guard: the
+/// full checks, with their log lines, then the copy.
+///
+/// # Safety
+/// As [`copy`].
 #[cold]
 #[inline(never)]
-fn copy_checked<D: Direction>(
+unsafe fn copy_checked<D: Direction>(
     func: &'static str,
     handle: gdr_mh_t,
     dev: usize,
     host: usize,
     size: usize,
 ) -> c_int {
-    entry(func, libc::EINVAL, move || {
-        let kind = match session::copy_target(handle.h, dev, host, size, func) {
+    boundary::guard(func, move || {
+        let kind = match session::copy_target_refused(handle.h, dev, host, size, func) {
             Ok(k) => k,
             Err(e) => return e.errno(),
         };
@@ -386,161 +332,131 @@ fn copy_checked<D: Direction>(
             return null_arg(func, "h_ptr");
         }
         // SAFETY: `[dev, +size)` lies inside the handle's live mapping (checked just above);
-        // `host` is non-NULL and, by the API contract, valid for `size` bytes of the access
-        // direction `D` makes.
-        unsafe { D::copy(kind, dev, host, size) };
+        // `host` is non-NULL and valid for `size` bytes of `D`'s access (the caller's
+        // contract).
+        unsafe { D::copy(kind, dev as *mut u8, host as *mut u8, size) };
         0
     })
 }
 
-/// Copies `size` bytes from host memory `h_ptr` into the mapping at `map_d_ptr`, which must
-/// lie inside `handle`'s live mapping. Takes no lock.
-///
-/// # Safety
-/// Pointer arguments must be NULL or valid for the access the C API documents.
-#[no_mangle]
-pub unsafe extern "C" fn gdr_copy_to_mapping(
-    handle: gdr_mh_t,
-    map_d_ptr: *mut c_void,
-    h_ptr: *const c_void,
-    size: usize,
-) -> c_int {
-    let (dev, host) = (map_d_ptr as usize, h_ptr as usize);
-    copy_entry::<ToMapping>("gdr_copy_to_mapping", handle, dev, host, size)
+entry! {
+    /// Copies `size` bytes from host memory `h_ptr` into the mapping at `map_d_ptr`, which
+    /// must lie inside `handle`'s live mapping. Takes no lock.
+    unguarded fn gdr_copy_to_mapping(
+        handle: gdr_mh_t,
+        map_d_ptr: *mut c_void,
+        h_ptr: *const c_void,
+        size: usize,
+    ) -> c_int {
+        // SAFETY: `h_ptr` is NULL or `size` readable bytes (the API contract).
+        unsafe { copy::<ToMapping>(FUNC, handle, map_d_ptr as usize, h_ptr as usize, size) }
+    }
 }
 
-/// Copies `size` bytes from the mapping at `map_d_ptr` (inside `handle`'s live mapping) to
-/// host memory `h_ptr`. Takes no lock.
-///
-/// # Safety
-/// Pointer arguments must be NULL or valid for the access the C API documents.
-#[no_mangle]
-pub unsafe extern "C" fn gdr_copy_from_mapping(
-    handle: gdr_mh_t,
-    h_ptr: *mut c_void,
-    map_d_ptr: *const c_void,
-    size: usize,
-) -> c_int {
-    let (dev, host) = (map_d_ptr as usize, h_ptr as usize);
-    copy_entry::<FromMapping>("gdr_copy_from_mapping", handle, dev, host, size)
+entry! {
+    /// Copies `size` bytes from the mapping at `map_d_ptr` (inside `handle`'s live mapping)
+    /// to host memory `h_ptr`. Takes no lock.
+    unguarded fn gdr_copy_from_mapping(
+        handle: gdr_mh_t,
+        h_ptr: *mut c_void,
+        map_d_ptr: *const c_void,
+        size: usize,
+    ) -> c_int {
+        // SAFETY: `h_ptr` is NULL or `size` writable bytes (the API contract).
+        unsafe { copy::<FromMapping>(FUNC, handle, map_d_ptr as usize, h_ptr as usize, size) }
+    }
 }
 
-/// Alias of [`gdr_copy_to_mapping`].
-///
-/// # Safety
-/// Pointer arguments must be NULL or valid for the access the C API documents.
-#[no_mangle]
-pub unsafe extern "C" fn gdr_copy_to_mapped(
-    handle: gdr_mh_t,
-    map_d_ptr: *mut c_void,
-    h_ptr: *const c_void,
-    size: usize,
-) -> c_int {
-    let (dev, host) = (map_d_ptr as usize, h_ptr as usize);
-    copy_entry::<ToMapping>("gdr_copy_to_mapped", handle, dev, host, size)
+entry! {
+    /// Alias of [`gdr_copy_to_mapping`].
+    unguarded fn gdr_copy_to_mapped(
+        handle: gdr_mh_t,
+        map_d_ptr: *mut c_void,
+        h_ptr: *const c_void,
+        size: usize,
+    ) -> c_int {
+        // SAFETY: `h_ptr` is NULL or `size` readable bytes (the API contract).
+        unsafe { copy::<ToMapping>(FUNC, handle, map_d_ptr as usize, h_ptr as usize, size) }
+    }
 }
 
-/// Alias of [`gdr_copy_from_mapping`].
-///
-/// # Safety
-/// Pointer arguments must be NULL or valid for the access the C API documents.
-#[no_mangle]
-pub unsafe extern "C" fn gdr_copy_from_mapped(
-    handle: gdr_mh_t,
-    h_ptr: *mut c_void,
-    map_d_ptr: *const c_void,
-    size: usize,
-) -> c_int {
-    let (dev, host) = (map_d_ptr as usize, h_ptr as usize);
-    copy_entry::<FromMapping>("gdr_copy_from_mapped", handle, dev, host, size)
+entry! {
+    /// Alias of [`gdr_copy_from_mapping`].
+    unguarded fn gdr_copy_from_mapped(
+        handle: gdr_mh_t,
+        h_ptr: *mut c_void,
+        map_d_ptr: *const c_void,
+        size: usize,
+    ) -> c_int {
+        // SAFETY: `h_ptr` is NULL or `size` writable bytes (the API contract).
+        unsafe { copy::<FromMapping>(FUNC, handle, map_d_ptr as usize, h_ptr as usize, size) }
+    }
 }
 
-/// Writes the library's version, 2.6; a NULL pointer is skipped (logged).
-///
-/// # Safety
-/// Pointer arguments must be NULL or valid for the access the C API documents.
-#[no_mangle]
-pub unsafe extern "C" fn gdr_runtime_get_version(major: *mut c_int, minor: *mut c_int) {
-    entry("gdr_runtime_get_version", (), || {
+entry! {
+    /// Writes the library's version, 2.6; a NULL pointer is skipped (logged).
+    fn gdr_runtime_get_version(major: *mut c_int, minor: *mut c_int) {
         for (p, v, name) in [
             (major, GDR_API_MAJOR_VERSION, "major"),
             (minor, GDR_API_MINOR_VERSION, "minor"),
         ] {
-            if p.is_null() {
-                null_arg("gdr_runtime_get_version", name);
-            } else {
-                // SAFETY: non-NULL and, by the API contract, a writable int.
-                unsafe { p.write(v) };
+            // SAFETY: `p` is NULL or a writable int (the API contract).
+            if let Ok(mut p) = unsafe { out(FUNC, p, name) } {
+                p.write(v);
             }
         }
-    })
+    }
 }
 
-/// Writes the driver's version. Always fills both outputs: 0/0 (or what the backend
-/// reports) with an errno value when the version cannot be read.
-///
-/// # Safety
-/// Pointer arguments must be NULL or valid for the access the C API documents.
-#[no_mangle]
-pub unsafe extern "C" fn gdr_driver_get_version(
-    g: gdr_t,
-    major: *mut c_int,
-    minor: *mut c_int,
-) -> c_int {
-    entry("gdr_driver_get_version", libc::EINVAL, || {
+entry! {
+    /// Writes the driver's version. Always fills both outputs: 0/0 (or what the backend
+    /// reports) with an errno value when the version cannot be read.
+    fn gdr_driver_get_version(g: gdr_t, major: *mut c_int, minor: *mut c_int) -> c_int {
         let r = session::driver_version(g as usize);
         let (ma, mi) = r.unwrap_or((0, 0));
-        for (p, v) in [(major, ma), (minor, mi)] {
-            if !p.is_null() {
-                // SAFETY: non-NULL and, by the API contract, a writable int.
-                unsafe { p.write(v) };
+        // SAFETY: each is NULL or a writable int (the API contract).
+        let (major, minor) = unsafe { (Out::new(major), Out::new(minor)) };
+        let missing = match (major, minor) {
+            (Some(mut major), Some(mut minor)) => {
+                major.write(ma);
+                minor.write(mi);
+                return status(r.map(|_| ()));
             }
-        }
-        if major.is_null() || minor.is_null() {
-            return null_arg(
-                "gdr_driver_get_version",
-                if major.is_null() { "major" } else { "minor" },
-            );
-        }
-        status(r.map(|_| ()))
-    })
+            (Some(mut major), None) => {
+                major.write(ma);
+                "minor"
+            }
+            (None, Some(mut minor)) => {
+                minor.write(mi);
+                "major"
+            }
+            (None, None) => "major",
+        };
+        null_arg(FUNC, missing)
+    }
 }
 
-/// Writes the value of attribute `attr` to `*v` (0 first, always). EINVAL for an unknown
-/// attribute.
-///
-/// # Safety
-/// Pointer arguments must be NULL or valid for the access the C API documents.
-#[no_mangle]
-pub unsafe extern "C" fn gdr_get_attribute(g: gdr_t, attr: gdr_attr_t, v: *mut c_int) -> c_int {
-    entry("gdr_get_attribute", libc::EINVAL, || {
-        if v.is_null() {
-            return null_arg("gdr_get_attribute", "v");
-        }
-        // SAFETY: non-NULL and, by the API contract, a writable int.
-        unsafe { v.write(0) };
-        match session::attribute(g as usize, attr as i32) {
-            Ok(val) => {
-                // SAFETY: as above.
-                unsafe { v.write(val) };
-                0
-            }
-            Err(e) => e.errno(),
-        }
-    })
+entry! {
+    /// Writes the value of attribute `attr` to `*v` (0 first, always). EINVAL for an unknown
+    /// attribute.
+    fn gdr_get_attribute(g: gdr_t, attr: gdr_attr_t, v: *mut c_int) -> c_int {
+        // SAFETY: `v` is NULL or a writable int (the API contract).
+        let mut v = match unsafe { out(FUNC, v, "v") } {
+            Ok(v) => v,
+            Err(e) => return e,
+        };
+        v.write(0);
+        v.fill(session::attribute(g as usize, attr))
+    }
 }
 
-/// The name of a mapping type: "None", "Write Combining", "Caching" or "Device"; EINVAL
-/// (and `*pstr` untouched) for anything else.
-///
-/// # Safety
-/// Pointer arguments must be NULL or valid for the access the C API documents.
-#[no_mangle]
-pub unsafe extern "C" fn gdr_get_mapping_type_string(
-    mapping_type: gdr_mapping_type_t,
-    pstr: *mut *const c_char,
-) -> c_int {
-    entry("gdr_get_mapping_type_string", libc::EINVAL, || {
+entry! {
+    /// The name of a mapping type: "None", "Write Combining", "Caching" or "Device"; EINVAL
+    /// (and `*pstr` untouched) for anything else.
+    fn gdr_get_mapping_type_string(
+        mapping_type: gdr_mapping_type_t,
+        pstr: *mut *const c_char,
+    ) -> c_int {
         let s: &'static std::ffi::CStr = match mapping_type {
             GDR_MAPPING_TYPE_NONE => c"None",
             GDR_MAPPING_TYPE_WC => c"Write Combining",
@@ -548,14 +464,15 @@ pub unsafe extern "C" fn gdr_get_mapping_type_string(
             GDR_MAPPING_TYPE_DEVICE => c"Device",
             _ => return libc::EINVAL,
         };
-        if pstr.is_null() {
-            return null_arg("gdr_get_mapping_type_string", "pstr");
+        // SAFETY: `pstr` is NULL or a writable `const char *` (the API contract).
+        match unsafe { out(FUNC, pstr, "pstr") } {
+            Ok(mut pstr) => {
+                pstr.write(s.as_ptr());
+                0
+            }
+            Err(e) => e,
         }
-        // SAFETY: non-NULL and, by the API contract, a writable `const char *`; the string
-        // is a static literal.
-        unsafe { pstr.write(s.as_ptr()) };
-        0
-    })
+    }
 }
 
 #[cfg(test)]
