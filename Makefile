@@ -1,6 +1,6 @@
 # gdrapi-rs: build, test, install, package and benchmark libgdrapi.so.2.
 #
-# Contracts (see DESIGN.md): `make` -> build/lib/libgdrapi.so.2.6 and its links;
+# Contracts: `make` -> build/lib/libgdrapi.so.2.6 and its links;
 # `make sim` -> build/sim/libcuda.so.1; `make test`; `make install`; `make deb`; `make bench`.
 # Each concern keeps its rules in mk/<concern>.mk; this file holds the shared variables.
 

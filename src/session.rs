@@ -24,6 +24,7 @@ use crate::backend::{
     self, Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest,
 };
 use crate::error::{Error, Result};
+use crate::ffi::types::{INFO_MAPPED_BIT, INFO_WC_MAPPING_BIT};
 use crate::registry::{Record, Registry};
 use crate::{copy, process, sys};
 use parking_lot::{Mutex, RwLock};
@@ -232,7 +233,8 @@ impl HandleRecord {
         self.pin_offset.store(p.page_offset, Ordering::Release);
         self.pin_fixed.store(p.fixed_type as u32, Ordering::Release);
         self.owner.store(owner, Ordering::Release);
-        self.mapping_type.store(0, Ordering::Release);
+        self.mapping_type
+            .store(MappingType::None as u32, Ordering::Release);
         // Upstream keeps the kernel handle as a uint32_t (DMA-BUF: the fd, an int).
         self.driver_handle.store(p.handle as u32, Ordering::Release);
         if kind == BackendKind::DmaBuf {
@@ -255,7 +257,13 @@ impl HandleRecord {
         self.map_kind.store(t as u32, Ordering::Release);
         self.mapping_type.store(t as u32, Ordering::Release);
         if kind == BackendKind::DmaBuf {
-            let bits = u32::from(m.is_some()) | (u32::from(t == MappingType::WriteCombining) << 1);
+            let mut bits = 0;
+            if m.is_some() {
+                bits |= INFO_MAPPED_BIT;
+            }
+            if t == MappingType::WriteCombining {
+                bits |= INFO_WC_MAPPING_BIT;
+            }
             self.dmabuf_bits.store(bits, Ordering::Release);
             self.dmabuf_cpu_va.store(addr, Ordering::Release);
             self.dmabuf_cpu_len.store(len, Ordering::Release);

@@ -43,7 +43,7 @@ use crate::sys::strerror;
 use parking_lot::Mutex;
 
 /// The kernel-internal `ENOTSUPP` that a dma-buf exporter without mmap support leaks to user
-/// space from mmap (measured with a CUDA 13.0 driver); C callers get `ENOTSUP` instead.
+/// space from mmap; C callers get `ENOTSUP` instead.
 const KERNEL_ENOTSUPP: i32 = 524;
 
 /// The version [`Backend::driver_version`] reports (see the module documentation).

@@ -13,14 +13,10 @@
 //! before this copy's reads, and upstream gives no guarantee there. Setting the environment
 //! variable [`READ_FENCE_ENV`] to `1` (read once, at the first `gdr_map`) adds `LFENCE`
 //! before the store fence after every such copy (`DMB SY` on aarch64), so that a later read
-//! sees data no older than the bytes just copied. It is off by default because its price
-//! falls on the calls that are meant to be cheapest: `LFENCE` was the cheapest instruction
-//! that gives the guarantee when timed on a Xeon (extra cost over a load and a store in a
-//! loop, ordinary memory, best of 5: `SFENCE` +0.1 ns but no help, `LFENCE` +3.8 ns, a locked
-//! read-modify-write +4.3 ns, `MFENCE` +10.8 ns), and on ordinary memory it doubles a small
-//! read (1 byte: 10.5 against 3.5 ns), whereas through a GPU BAR, where one read costs about
-//! 1 us, it is within noise. Programs that poll a flag in device memory and then read the data
-//! it guards should set it, or order the two reads themselves.
+//! sees data no older than the bytes just copied. It is off by default (upstream's
+//! behaviour, and its cost falls on the smallest reads; figures in PERFORMANCE.md). Programs
+//! that poll a flag in device memory and then read the data it guards should set it, or
+//! order the two reads themselves.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;

@@ -22,18 +22,16 @@
 //! write-combining mappings, a store fence, in both directions, as upstream. With
 //! `GDRAPI_READ_FENCE=1` a load fence precedes it after reads, so that later reads (of a flag,
 //! of the next buffer) cannot be satisfied before this copy's weakly ordered reads (see
-//! [`fence`] for the price and why it is not the default). An empty copy does nothing, not
-//! even a fence.
+//! [`fence`] for why it is not the default). An empty copy does nothing, not even a fence.
 //!
 //! # Kernel choice
 //!
 //! The write-combining kernels are chosen once per process, on the first copy, from what the
 //! CPU offers ([`Impl::auto_store`]: AVX-512, else AVX2, SSE4.1, NEON, portable, `MOVDIR64B`
-//! only when forced, as it measured slower; [`Impl::auto_load`]: the AVX-512 family, whose
-//! loads use AVX2 below 1 KiB, as AVX-512 streaming loads of small sizes measured up to 3x
-//! slower through a GPU BAR, else AVX2, SSE4.1, NEON, portable), and installed in a table
-//! of two atomic function pointers: later calls pay one load and one indirect call, no feature
-//! test and no lock.
+//! only when forced; [`Impl::auto_load`]: the AVX-512 family, whose loads use AVX2 below
+//! 1 KiB, else AVX2, SSE4.1, NEON, portable; PERFORMANCE.md has the figures behind both),
+//! and installed in a table of two atomic function pointers: later calls pay one load and one
+//! indirect call, no feature test and no lock.
 //!
 //! The environment variable **`GDRAPI_COPY_IMPL`** forces one family, for experiments and
 //! benchmarks: `portable`, `sse41`, `avx2`, `avx512`, `movdir64b` (stores; loads then use the

@@ -23,8 +23,7 @@ pub enum Impl {
     /// x86-64 AVX-512F: `VMOVNTDQ`/`VMOVNTDQA` on zmm, one instruction per 64-byte line;
     /// loads below 1 KiB use AVX2 (see [`Impl::auto_load`]).
     Avx512,
-    /// x86-64 `MOVDIR64B` 64-byte direct stores (forced only: slower than AVX-512 through an
-    /// H200's BAR) for copies of at least
+    /// x86-64 `MOVDIR64B` 64-byte direct stores (forced only) for copies of at least
     /// [`super::kernels::STREAM_MIN`] bytes, AVX-512 (else AVX2) ordinary stores for smaller
     /// ones; loads use the automatic choice.
     Movdir64b,
@@ -103,18 +102,15 @@ impl Impl {
     }
 
     /// The default choice for stores to write-combining memory on this CPU: the widest
-    /// vectors. `MOVDIR64B` is not preferred: through the BAR of an H200 host it measured
-    /// 15.7 GB/s flat where AVX-512 streaming stores gave 18-19.7 GB/s, in the same process.
+    /// vectors (`MOVDIR64B` never: it is slower through a GPU BAR; PERFORMANCE.md).
     pub fn auto_store() -> Impl {
         first_supported(&[Impl::Avx512, Impl::Avx2, Impl::Sse41, Impl::Neon])
     }
 
     /// The default choice for streaming loads from write-combining memory on this CPU: the
-    /// AVX-512 family where present (`VMOVNTDQA zmm` from 1 KiB on, AVX2 below:
-    /// see [`load_avx512_split`](super::kernels::x86::load_avx512_split) for the
-    /// measurements), else AVX2, SSE4.1, NEON. Through the BAR of an H200 host, unfenced
-    /// back-to-back 64-byte reads took 0.35 us with AVX2 or SSE4.1 loads and 0.97 us with
-    /// AVX-512 ones; from 1 KiB on the two were equal.
+    /// AVX-512 family where present (`VMOVNTDQA zmm` from 1 KiB on, AVX2 below: see
+    /// [`load_avx512_split`](super::kernels::x86::load_avx512_split)), else AVX2, SSE4.1,
+    /// NEON.
     pub fn auto_load() -> Impl {
         first_supported(&[Impl::Avx512, Impl::Avx2, Impl::Sse41, Impl::Neon])
     }

@@ -1,8 +1,7 @@
-//! The write-combining path, alignment driven by the device pointer (as upstream, section 7.3
-//! of the library facts): naturally aligned 1/2/4/8-byte accesses up to the first 16-byte
-//! boundary, one bulk kernel call for all whole 16-byte units (the kernel itself climbs to
-//! 64-byte alignment and then works a line at a time), naturally aligned accesses for the last
-//! `< 16` bytes. Copies below 16 bytes are scalar accesses only.
+//! The write-combining path, alignment driven by the device pointer as upstream's: naturally
+//! aligned 1/2/4/8-byte accesses up to the first 16-byte boundary, one bulk kernel call for
+//! all whole 16-byte units (the kernel itself climbs to 64-byte alignment and then works a
+//! line at a time), naturally aligned accesses for the last `< 16` bytes. Copies below 16 bytes are scalar accesses only.
 //!
 //! Stores of at most [`SMALL`] bytes take an inline path with 16-byte SSE2/NEON stores and no
 //! indirect call at all; so do loads below 16 bytes (scalar accesses only), and, when the
@@ -17,10 +16,7 @@ use super::kernels::Bulk;
 pub(crate) const SMALL: usize = 64;
 
 /// Largest load handled inline (with [`load_inline`]), without going through the table: just
-/// below the size where the AVX-512 family switches to `VMOVNTDQA zmm`. On ordinary memory
-/// (a Xeon, best of 21 batches) this path beat the indirect call to the AVX2 kernel at every
-/// size up to there: 64 bytes 4.9 against 6.9 ns, 256 bytes 5.5 against 8.4 ns, 768 bytes 8.1
-/// against 16 ns.
+/// below the size where the AVX-512 family switches to `VMOVNTDQA zmm`.
 pub(crate) const SMALL_LOAD: usize = 1023;
 
 /// A complete write-combining copy in one direction, `fn(dev, host, n)`; what the dispatch

@@ -31,8 +31,7 @@ macro_rules! units16 {
 
 /// `VMOVNTDQA xmm`: a 16-byte streaming load, VEX-encoded. Inside AVX kernels this replaces
 /// `_mm_stream_load_si128`, which always emits the legacy-SSE `MOVNTDQA` and would then pay an
-/// SSE/AVX transition on every use while the upper ymm/zmm halves are dirty (measured at
-/// about 110 ns per instruction on a Xeon).
+/// SSE/AVX transition on every use while the upper ymm/zmm halves are dirty.
 ///
 /// # Safety
 /// `p` must be 16-byte aligned and readable for 16 bytes; the CPU must support AVX.
@@ -270,12 +269,8 @@ pub unsafe fn store_avx512(dst: *mut u8, src: *const u8, n: usize) {
 pub const LOAD_ZMM_MIN: usize = 1024;
 
 /// The AVX-512 family's loads: [`load_avx2`] below [`LOAD_ZMM_MIN`] bytes, `VMOVNTDQA zmm`
-/// ([`load_avx512`]) from there on. Through the BAR of an H200 host (GB/s, best of 5, two
-/// runs): back-to-back AVX-512 streaming loads of 64 and 256 bytes were 2-3x slower than
-/// AVX2 ones, from 1 KiB on they were as fast or faster, and from 256 KiB to 16 MiB they
-/// reached 0.99-1.0 GB/s where AVX2 loads (upstream's choice) stayed at 0.79-0.87. On
-/// ordinary memory (a Xeon) AVX-512 loads are 15-35% faster than AVX2 from 2 to 16 KiB and
-/// 2-3% slower from 32 to 256 KiB, once a copy no longer fits in L1; the BAR decides.
+/// ([`load_avx512`]) from there on: through a GPU BAR, small zmm streaming loads are slower
+/// than ymm ones and large ones faster (figures in PERFORMANCE.md).
 ///
 /// # Safety
 /// [`super::Bulk`] contract with the device on the source side; the CPU must support AVX-512F
