@@ -1,6 +1,6 @@
 # The emulator: build/sim/libcuda.so.1 (fake CUDA driver plus /dev/gdrdrv), and its own tests.
 
-sim: $(SIM_DIR)/libcuda.so.1
+sim: $(SIM_DIR)/libcuda.so.1 $(SIM_DIR)/libcudart.so.12 $(SIM_DIR)/libnvidia-ml.so.1
 
 .PHONY: $(SIM_DIR)/libcuda.so.1
 $(SIM_DIR)/libcuda.so.1:
@@ -8,6 +8,20 @@ $(SIM_DIR)/libcuda.so.1:
 	@mkdir -p $(SIM_DIR)
 	install -m 755 $(CARGO_TARGET_DIR)/release/libcuda.so $@
 	ln -sfn libcuda.so.1 $(SIM_DIR)/libcuda.so
+
+# The minimal CUDA runtime on the driver API and NVML, for CUDA programs run on the emulator
+# (UCX's CUDA transports, tools and tests).
+.PHONY: $(SIM_DIR)/libcudart.so.12 $(SIM_DIR)/libnvidia-ml.so.1
+$(SIM_DIR)/libcudart.so.12:
+	$(CARGO) build --release --locked -p gdrsim-cudart $(CARGO_FLAGS)
+	@mkdir -p $(SIM_DIR)
+	install -m 755 $(CARGO_TARGET_DIR)/release/libcudart.so $@
+	ln -sfn libcudart.so.12 $(SIM_DIR)/libcudart.so
+$(SIM_DIR)/libnvidia-ml.so.1:
+	$(CARGO) build --release --locked -p gdrsim-nvml $(CARGO_FLAGS)
+	@mkdir -p $(SIM_DIR)
+	install -m 755 $(CARGO_TARGET_DIR)/release/libnvidia_ml.so $@
+	ln -sfn libnvidia-ml.so.1 $(SIM_DIR)/libnvidia-ml.so
 
 SIM_TESTS_DIR := $(BUILD_DIR)/sim-tests
 SIM_TESTS_SRC := $(wildcard gdrsim/tests/c/*.c)

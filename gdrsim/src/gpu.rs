@@ -276,6 +276,11 @@ impl Gpu {
         }
     }
 
+    /// Whether `addr` lies in a range mapped from a `cuMemCreate` handle.
+    pub fn is_vmm_mapped(&self, addr: u64) -> bool {
+        matches!(self.vmaps.range(..=addr).next_back(), Some((&va, m)) if addr < va + m.size)
+    }
+
     /// Total and free bytes of fake VRAM.
     pub fn mem_info(&self) -> (u64, u64) {
         (

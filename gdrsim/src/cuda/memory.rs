@@ -47,6 +47,7 @@ pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
         }
         let (va, size) = st.gpu_mut().ok_or(cu::NOT_INITIALIZED)?.mem_free(dptr)?;
         crate::kernel::release(va);
+        super::managed::forget(va);
         st.invalidate(va, size);
         st.reclaim();
         Ok(())
@@ -409,35 +410,6 @@ pub unsafe extern "C" fn cuPointerGetAttribute(
             _ => Err(cu::INVALID_VALUE),
         }
     })
-}
-
-/// `cuPointerGetAttributes`: [`cuPointerGetAttribute`] for each attribute in turn.
-///
-/// # Safety
-///
-/// `cuda.h`'s contract for `cuPointerGetAttributes`: `attrs` is NULL or points to the readable
-/// `c_int` values the call uses; `data` is NULL or holds `n` pointers, each NULL or writable
-/// for the value of its attribute.
-#[no_mangle]
-pub unsafe extern "C" fn cuPointerGetAttributes(
-    n: c_uint,
-    attrs: *const c_int,
-    data: *mut *mut c_void,
-    ptr: CUdeviceptr,
-) -> CUresult {
-    if n > 0 && (attrs.is_null() || data.is_null()) {
-        return cu::INVALID_VALUE;
-    }
-    for i in 0..n as usize {
-        // SAFETY: the caller passes `n` attributes and `n` data pointers.
-        let (a, d) = unsafe { (*attrs.add(i), *data.add(i)) };
-        // SAFETY: each data pointer is valid for its attribute, per the same contract.
-        let r = unsafe { cuPointerGetAttribute(d, a, ptr) };
-        if r != cu::SUCCESS {
-            return r;
-        }
-    }
-    cu::SUCCESS
 }
 
 /// `cuMemcpyAsync` (runs synchronously).

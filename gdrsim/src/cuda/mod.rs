@@ -8,11 +8,17 @@
 //! are refused with CUDA_ERROR_INVALID_VALUE.
 
 pub mod attrs;
+mod context;
 mod device;
+mod events;
 mod dmabuf;
+mod hookable;
 pub mod errors;
 mod legacy;
+mod ipc;
+mod managed;
 mod memory;
+mod pointer;
 mod procaddr;
 mod vmm;
 

@@ -5,6 +5,11 @@ use super::device::*;
 use super::dmabuf::*;
 use super::legacy::*;
 use super::memory::*;
+use super::context::*;
+use super::events::*;
+use super::ipc::*;
+use super::managed::*;
+use super::pointer::*;
 use super::vmm::*;
 use super::*;
 use std::ffi::CStr;
@@ -116,6 +121,47 @@ fn table() -> Vec<(&'static str, usize)> {
         "cuMemUnmap" => cuMemUnmap as *const () as usize,
         "cuMemSetAccess" => cuMemSetAccess as *const () as usize,
         "cuMemGetHandleForAddressRange" => cuMemGetHandleForAddressRange as *const () as usize,
+        "cuCtxPushCurrent" => cuCtxPushCurrent_v2 as *const () as usize,
+        "cuCtxPushCurrent_v2" => cuCtxPushCurrent_v2 as *const () as usize,
+        "cuCtxPopCurrent" => cuCtxPopCurrent_v2 as *const () as usize,
+        "cuCtxPopCurrent_v2" => cuCtxPopCurrent_v2 as *const () as usize,
+        "cuCtxCreate" => cuCtxCreate_v2 as *const () as usize,
+        "cuCtxCreate_v2" => cuCtxCreate_v2 as *const () as usize,
+        "cuCtxDestroy" => cuCtxDestroy_v2 as *const () as usize,
+        "cuCtxDestroy_v2" => cuCtxDestroy_v2 as *const () as usize,
+        "cuCtxGetId" => cuCtxGetId as *const () as usize,
+        "cuEventCreate" => cuEventCreate as *const () as usize,
+        "cuEventDestroy" => cuEventDestroy_v2 as *const () as usize,
+        "cuEventDestroy_v2" => cuEventDestroy_v2 as *const () as usize,
+        "cuEventRecord" => cuEventRecord as *const () as usize,
+        "cuEventQuery" => cuEventQuery as *const () as usize,
+        "cuEventSynchronize" => cuEventSynchronize as *const () as usize,
+        "cuStreamWaitEvent" => cuStreamWaitEvent as *const () as usize,
+        "cuStreamAddCallback" => cuStreamAddCallback as *const () as usize,
+        "cuLaunchHostFunc" => cuLaunchHostFunc as *const () as usize,
+        "cuIpcGetMemHandle" => cuIpcGetMemHandle as *const () as usize,
+        "cuIpcOpenMemHandle" => cuIpcOpenMemHandle_v2 as *const () as usize,
+        "cuIpcOpenMemHandle_v2" => cuIpcOpenMemHandle_v2 as *const () as usize,
+        "cuIpcCloseMemHandle" => cuIpcCloseMemHandle as *const () as usize,
+        "cuMemAllocManaged" => cuMemAllocManaged as *const () as usize,
+        "cuMemAllocPitch" => cuMemAllocPitch_v2 as *const () as usize,
+        "cuMemAllocPitch_v2" => cuMemAllocPitch_v2 as *const () as usize,
+        "cuMemHostRegister" => cuMemHostRegister_v2 as *const () as usize,
+        "cuMemHostRegister_v2" => cuMemHostRegister_v2 as *const () as usize,
+        "cuMemHostUnregister" => cuMemHostUnregister as *const () as usize,
+        "cuMemRangeGetAttribute" => cuMemRangeGetAttribute as *const () as usize,
+        "cuMemcpyDtoDAsync" => cuMemcpyDtoDAsync_v2 as *const () as usize,
+        "cuMemcpyDtoDAsync_v2" => cuMemcpyDtoDAsync_v2 as *const () as usize,
+        "cuMemRetainAllocationHandle" => cuMemRetainAllocationHandle as *const () as usize,
+        "cuMemGetAllocationPropertiesFromHandle" => cuMemGetAllocationPropertiesFromHandle as *const () as usize,
+        "cuMemExportToShareableHandle" => cuMemExportToShareableHandle as *const () as usize,
+        "cuMemImportFromShareableHandle" => cuMemImportFromShareableHandle as *const () as usize,
+        "cuMemPoolDestroy" => cuMemPoolDestroy as *const () as usize,
+        "cuMemPoolSetAccess" => cuMemPoolSetAccess as *const () as usize,
+        "cuMemPoolExportPointer" => cuMemPoolExportPointer as *const () as usize,
+        "cuMemPoolImportPointer" => cuMemPoolImportPointer as *const () as usize,
+        "cuMemPoolExportToShareableHandle" => cuMemPoolExportToShareableHandle as *const () as usize,
+        "cuMemPoolImportFromShareableHandle" => cuMemPoolImportFromShareableHandle as *const () as usize,
         "cuGetProcAddress" => cuGetProcAddress_v2 as *const () as usize,
         "cuGetProcAddress_v2" => cuGetProcAddress_v2 as *const () as usize,
     ]

@@ -1,0 +1,96 @@
+//! Streams and events.
+
+use crate::driver::*;
+use crate::error::{self, CudaError};
+use crate::with_context;
+use libc::{c_uint, c_void};
+
+/// `cudaStreamCreate`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaStreamCreate(s: *mut Handle) -> CudaError {
+    // SAFETY: same contract.
+    unsafe { cudaStreamCreateWithFlags(s, 0) }
+}
+
+/// `cudaStreamCreateWithFlags`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaStreamCreateWithFlags(s: *mut Handle, flags: c_uint) -> CudaError {
+    if s.is_null() {
+        return error::record(error::INVALID_VALUE);
+    }
+    // SAFETY: s is a non-NULL out-pointer from the caller.
+    with_context(|| unsafe { cuStreamCreate(s, flags) })
+}
+
+/// `cudaStreamDestroy`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaStreamDestroy(s: Handle) -> CudaError {
+    // SAFETY: the driver checks the handle.
+    with_context(|| unsafe { cuStreamDestroy_v2(s) })
+}
+
+/// `cudaStreamSynchronize`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaStreamSynchronize(s: Handle) -> CudaError {
+    // SAFETY: the driver checks the handle.
+    with_context(|| unsafe { cuStreamSynchronize(s) })
+}
+
+/// `cudaStreamQuery`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaStreamQuery(s: Handle) -> CudaError {
+    // SAFETY: the driver checks the handle.
+    with_context(|| unsafe { cuStreamQuery(s) })
+}
+
+/// `cudaLaunchHostFunc`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaLaunchHostFunc(s: Handle, f: HostFn, data: *mut c_void) -> CudaError {
+    // SAFETY: the callback and its data are the caller's, as with the real runtime.
+    with_context(|| unsafe { cuLaunchHostFunc(s, f, data) })
+}
+
+/// `cudaEventCreate`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaEventCreate(e: *mut Handle) -> CudaError {
+    // SAFETY: same contract.
+    unsafe { cudaEventCreateWithFlags(e, 0) }
+}
+
+/// `cudaEventCreateWithFlags`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaEventCreateWithFlags(e: *mut Handle, flags: c_uint) -> CudaError {
+    if e.is_null() {
+        return error::record(error::INVALID_VALUE);
+    }
+    // SAFETY: e is a non-NULL out-pointer from the caller.
+    with_context(|| unsafe { cuEventCreate(e, flags) })
+}
+
+/// `cudaEventDestroy`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaEventDestroy(e: Handle) -> CudaError {
+    // SAFETY: the driver checks the handle.
+    with_context(|| unsafe { cuEventDestroy_v2(e) })
+}
+
+/// `cudaEventRecord`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaEventRecord(e: Handle, s: Handle) -> CudaError {
+    // SAFETY: the driver checks the handles.
+    with_context(|| unsafe { cuEventRecord(e, s) })
+}
+
+/// `cudaEventQuery`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaEventQuery(e: Handle) -> CudaError {
+    // SAFETY: the driver checks the handle.
+    with_context(|| unsafe { cuEventQuery(e) })
+}
+
+/// `cudaEventSynchronize`.
+#[no_mangle]
+pub unsafe extern "C" fn cudaEventSynchronize(e: Handle) -> CudaError {
+    // SAFETY: the driver checks the handle.
+    with_context(|| unsafe { cuEventSynchronize(e) })
+}
