@@ -16,6 +16,9 @@ pub const GPU_PAGE: u64 = 1 << 16;
 pub const VMM_GRANULARITY: u64 = 2 << 20;
 /// Alignment of `cuMemAlloc` results (small allocations share GPU pages).
 pub const ALLOC_ALIGN: u64 = 256;
+/// Size of the backing allocations `cuMemAlloc` carves small allocations from, as the driver
+/// does: a pin may cover any part of a live chunk, and no pin may leave its chunk.
+pub const CHUNK: u64 = 2 << 20;
 
 /// A piece of a device address range and the VRAM file offset behind it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +35,15 @@ pub struct Seg {
 struct Alloc {
     size: u64,
     rsize: u64,
+}
+
+/// A backing allocation of `cuMemAlloc` memory: one 2 MiB chunk shared by small allocations
+/// (`sub` sub-allocates its VRAM offsets), or a run of chunks holding one large allocation.
+#[derive(Debug)]
+struct Chunk {
+    len: u64,
+    sub: Option<RangeAlloc>,
+    live: u32,
 }
 
 #[derive(Debug)]
@@ -65,6 +77,7 @@ pub struct Gpu {
     linear: RangeAlloc,
     phys: RangeAlloc,
     allocs: BTreeMap<u64, Alloc>,
+    chunks: BTreeMap<u64, Chunk>,
     zombies: Vec<(u64, u64)>,
     handles: HashMap<u64, PhysHandle>,
     next_handle: u64,
@@ -191,6 +204,7 @@ impl Gpu {
             linear: RangeAlloc::new(0, linear_size),
             phys: RangeAlloc::new(linear_size, size - linear_size),
             allocs: BTreeMap::new(),
+            chunks: BTreeMap::new(),
             zombies: Vec::new(),
             handles: HashMap::new(),
             next_handle: 1,
@@ -199,25 +213,84 @@ impl Gpu {
         }
     }
 
-    /// `cuMemAlloc`: a 256-byte aligned device pointer.
+    /// `cuMemAlloc`: a 256-byte aligned device pointer. Allocations of less than [`CHUNK`]
+    /// bytes share 2 MiB chunks; larger ones get chunks of their own.
     pub fn mem_alloc(&mut self, size: u64) -> Result<u64, CUresult> {
         if size == 0 {
             return Err(cu::INVALID_VALUE);
         }
         let rsize = size.checked_add(self.align - 1).ok_or(cu::OUT_OF_MEMORY)? & !(self.align - 1);
-        let off = self
-            .linear
-            .alloc(rsize, self.align)
-            .ok_or(cu::OUT_OF_MEMORY)?;
+        if rsize >= CHUNK {
+            let clen = rsize.checked_add(CHUNK - 1).ok_or(cu::OUT_OF_MEMORY)? & !(CHUNK - 1);
+            let off = self.linear.alloc(clen, CHUNK).ok_or(cu::OUT_OF_MEMORY)?;
+            let va = self.base + off;
+            let chunk = Chunk {
+                len: clen,
+                sub: None,
+                live: 1,
+            };
+            self.chunks.insert(va, chunk);
+            self.allocs.insert(va, Alloc { size, rsize: clen });
+            return Ok(va);
+        }
+        let found = self.chunks.iter_mut().find_map(|(&cva, c)| {
+            let off = c.sub.as_mut()?.alloc(rsize, self.align)?;
+            c.live += 1;
+            Some((cva, off))
+        });
+        let off = match found {
+            Some((_, off)) => off,
+            None => {
+                let coff = self.linear.alloc(CHUNK, CHUNK).ok_or(cu::OUT_OF_MEMORY)?;
+                let mut sub = RangeAlloc::new(coff, CHUNK);
+                let off = sub.alloc(rsize, self.align).ok_or(cu::OUT_OF_MEMORY)?;
+                let chunk = Chunk {
+                    len: CHUNK,
+                    sub: Some(sub),
+                    live: 1,
+                };
+                self.chunks.insert(self.base + coff, chunk);
+                off
+            }
+        };
         let va = self.base + off;
         self.allocs.insert(va, Alloc { size, rsize });
         Ok(va)
+    }
+
+    /// The chunk containing device address `va`: (its start, the chunk).
+    fn chunk_of(&mut self, va: u64) -> Option<(u64, &mut Chunk)> {
+        self.chunks
+            .range_mut(..=va)
+            .next_back()
+            .filter(|(&cva, c)| va < cva + c.len)
+            .map(|(&cva, c)| (cva, c))
+    }
+
+    /// Whether the driver accepts a pin of `[start, start + len)` (rounded to GPU pages) for
+    /// the user address `addr`: within one live `cuMemAlloc` chunk, or starting in a live
+    /// mapped `cuMemCreate` range that the whole range lies in fake VRAM of.
+    pub fn pinnable(&self, addr: u64, start: u64, len: u64) -> bool {
+        if addr >= self.base && addr < self.base + self.linear_size {
+            let Some(end) = start.checked_add(len) else {
+                return false;
+            };
+            return self
+                .chunks
+                .range(..=start)
+                .next_back()
+                .is_some_and(|(&cva, c)| c.live > 0 && end <= cva + c.len && addr < cva + c.len);
+        }
+        self.in_live_allocation(addr) && self.translate(start, len).is_some()
     }
 
     /// `cuMemFree`: forgets the allocation starting at `va`; its bytes return to the pool when
     /// [`Gpu::reclaim`] finds no pin holding them. Returns the freed byte range.
     pub fn mem_free(&mut self, va: u64) -> Result<(u64, u64), CUresult> {
         let a = self.allocs.remove(&va).ok_or(cu::INVALID_VALUE)?;
+        if let Some((_, c)) = self.chunk_of(va) {
+            c.live -= 1;
+        }
         self.zombies.push((va - self.base, a.rsize));
         Ok((va, a.size))
     }
@@ -235,11 +308,33 @@ impl Gpu {
         for (s, l) in std::mem::take(&mut self.zombies) {
             if overlaps(s, l) {
                 keep.push((s, l));
-            } else {
-                self.linear.free(s, l);
+                continue;
+            }
+            match self.chunk_of(self.base + s) {
+                Some((_, c)) if c.sub.is_some() => {
+                    if let Some(sub) = c.sub.as_mut() {
+                        sub.free(s, l);
+                    }
+                }
+                Some((cva, _)) => {
+                    self.chunks.remove(&cva);
+                    self.linear.free(s, l);
+                }
+                None => self.linear.free(s, l),
             }
         }
         self.zombies = keep;
+        // Shared chunks with nothing live and nothing held go back to the pool.
+        let empty: Vec<(u64, u64)> = self
+            .chunks
+            .iter()
+            .filter(|(_, c)| c.live == 0 && c.sub.as_ref().is_some_and(|r| r.free_bytes() == c.len))
+            .map(|(&cva, c)| (cva, c.len))
+            .collect();
+        for (cva, len) in empty {
+            self.chunks.remove(&cva);
+            self.linear.free(cva - self.base, len);
+        }
         let dead: Vec<u64> = self
             .handles
             .iter()

@@ -175,7 +175,7 @@ fn pin(
         return Err(libc::EINVAL);
     }
     let gpu = st.gpu().ok_or(libc::EINVAL)?;
-    if !gpu.in_live_allocation(addr) {
+    if !gpu.pinnable(addr, start, mapped_size) {
         return Err(libc::EINVAL);
     }
     let segs = gpu.translate(start, mapped_size).ok_or(libc::EINVAL)?;
