@@ -11,7 +11,7 @@ use crate::driver;
 use crate::node::is_device_path;
 use crate::real;
 use crate::state::{Dmabuf, STATE};
-use libc::{c_char, c_int, c_ulong, c_void, mode_t, off_t, size_t};
+use libc::{c_char, c_int, c_long, c_ulong, c_void, mode_t, off_t, size_t};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -164,6 +164,9 @@ pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -
     if is_device_path(path) {
         return device_open(flags);
     }
+    if crate::procmaps::is_self_maps(path) {
+        return crate::procmaps::open(path, flags);
+    }
     // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
     unsafe { real::open(path, flags, mode) }
 }
@@ -177,6 +180,9 @@ pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -
 pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
     if is_device_path(path) {
         return device_open(flags);
+    }
+    if crate::procmaps::is_self_maps(path) {
+        return crate::procmaps::open(path, flags);
     }
     // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
     unsafe { real::open64(path, flags, mode) }
@@ -537,6 +543,83 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
             None => r,
         }
     })
+}
+
+/// `kind` without waiting: 0 when the answer needs the state lock and someone holds it (the
+/// emulator itself, mapping its own memory, is the one caller that can get here then).
+fn kind_if_free(fd: c_int) -> u8 {
+    match usize::try_from(fd) {
+        Ok(i) if i < FD_TABLE => FD_KIND[i].load(Ordering::Acquire),
+        Ok(_) if HIGH_FDS.load(Ordering::Acquire) && !crate::vulkan::in_driver() => {
+            let Some(st) = STATE.try_lock() else {
+                return 0;
+            };
+            let mut k = 0;
+            if st.drv.file_of(fd).is_some() {
+                k |= KIND_DEVICE;
+            }
+            if st.dmabufs.contains_key(&fd) {
+                k |= KIND_DMABUF;
+            }
+            k
+        }
+        _ => 0,
+    }
+}
+
+/// The kernel's mmap, reached without the C library's `mmap` (which a hooking library may
+/// have patched to end up here again).
+unsafe fn raw_mmap(
+    addr: *mut c_void,
+    len: size_t,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: off_t,
+) -> *mut c_void {
+    // SAFETY: the caller's own mmap arguments, passed to the system call unchanged.
+    let r = unsafe {
+        real::syscall(
+            libc::SYS_mmap,
+            addr as c_long,
+            len as c_long,
+            prot as c_long,
+            flags as c_long,
+            fd as c_long,
+            off as c_long,
+        )
+    };
+    r as *mut c_void
+}
+
+/// `syscall(3)`. UCX's memory hooks replace the C library's `mmap` with code that ends in
+/// `syscall(SYS_mmap, ...)`; a mapping of the emulated device (or of a dma-buf) made that way
+/// is emulated as if it had come through `mmap`, as the kernel module sees every mapping
+/// however it is asked for. Every other call goes to the C library unchanged. (Only the
+/// mapping needs this: unmapping goes through the interposed `munmap` before it reaches the
+/// hook, and the kernel's munmap of an emulated mapping is the real one.)
+#[no_mangle]
+pub unsafe extern "C" fn syscall(
+    n: c_long,
+    a: c_long,
+    b: c_long,
+    c: c_long,
+    d: c_long,
+    e: c_long,
+    f: c_long,
+) -> c_long {
+    if n == libc::SYS_mmap {
+        let (flags, fd) = (d as c_int, e as c_int);
+        if fd >= 0 && flags & libc::MAP_ANONYMOUS == 0 && kind_if_free(fd) != 0 {
+            // SAFETY: the caller's mmap arguments, as mmap would get them.
+            let p = unsafe {
+                mmap_common(a as *mut c_void, b as size_t, c as c_int, flags, fd, f as off_t, raw_mmap)
+            };
+            return p as c_long;
+        }
+    }
+    // SAFETY: pass-through with the caller's own arguments.
+    unsafe { real::syscall(n, a, b, c, d, e, f) }
 }
 
 // Lock order everywhere: STATE before the fault-injection rules (the Vulkan arena's lock is

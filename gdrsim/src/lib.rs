@@ -19,6 +19,7 @@ mod intercept;
 mod kernel;
 mod node;
 mod procfs;
+mod procmaps;
 mod ranges;
 mod real;
 mod state;

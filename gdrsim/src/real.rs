@@ -7,7 +7,7 @@
 //! call these wrappers: calling `libc::mmap` directly would bind to the emulator's own exported
 //! `mmap` and re-enter it.
 
-use libc::{c_char, c_int, c_uint, c_ulong, c_void, mode_t, off_t, size_t};
+use libc::{c_char, c_int, c_long, c_uint, c_ulong, c_void, mode_t, off_t, size_t};
 use libc::{stat as Stat, stat64 as Stat64, statx as Statx};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -107,6 +107,10 @@ next_fn!(
 next_fn!(
     /// The C library's `munmap`.
     munmap = "munmap": fn(addr: *mut c_void, len: size_t) -> c_int, fail = -1);
+next_fn!(
+    /// The C library's `syscall`, with the six arguments a system call takes at most.
+    syscall = "syscall": variadic fn(n: c_long, a: c_long, b: c_long, c: c_long, d: c_long, e: c_long, f: c_long) -> c_long,
+    fail = -1);
 next_fn!(
     /// The C library's `close`.
     close = "close": fn(fd: c_int) -> c_int, fail = -1);
