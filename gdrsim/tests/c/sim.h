@@ -54,6 +54,7 @@ struct version { uint32_t version, min_api; };
 
 enum { MR_NONE, MR_WC, MR_CACHING, MR_DEVICE };
 #define GPU_PAGE 0x10000UL
+#define CHUNK 0x200000UL
 #define PAGE_SHIFT 12
 
 /* ---- shorthands (sim_util.c) ---- */
@@ -115,6 +116,12 @@ int t_fork_before_init(void);
 int t_pin_foreign_memory(void);
 int t_vmm(void);
 int t_vmm_pieces(void);
+int t_hookable_entries(void);
+int t_ucx_driver_functions(void);
+int t_pointer_attributes(void);
+int t_chunk_pins(void);
+int t_syscall_mmap(void);
+int t_proc_maps(void);
 int t_pin_copy_out_fault(void);
 int t_dmabuf(void);
 int t_passthrough(void);

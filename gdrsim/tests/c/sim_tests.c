@@ -38,6 +38,12 @@ static const struct test_case cases[] = {
     {"node_stat", t_node_stat},
     {"node_stat_passthrough", t_node_stat_passthrough},
     {"node_open", t_node_open},
+    {"hookable_entries", t_hookable_entries},
+    {"ucx_driver_functions", t_ucx_driver_functions},
+    {"pointer_attributes", t_pointer_attributes},
+    {"chunk_pins", t_chunk_pins},
+    {"syscall_mmap", t_syscall_mmap},
+    {"proc_maps", t_proc_maps},
 };
 
 int main(int argc, char **argv)

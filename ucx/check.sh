@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Runs UCX on the emulator with UCX's default settings (no UCX_* workaround variables):
+#
+#   ucx/check.sh <ucx build dir> <gdrcopy install prefix> <emulator dir> [persistent modes]
+#
+# 1. ucx_info -d lists the gdr_copy memory domain and transport;
+# 2. ucx_perftest in loopback, GPU memory on both sides: UCT put latency and bandwidth over
+#    gdr_copy, and UCP put latency, put bandwidth and get with UCX_TLS=self,gdr_copy,cuda_copy,
+#    8 B to 1 MiB;
+# 3. uct_gdr_check (ucx/uct_gdr_check.c): put_short/get_short on the gdr_copy interface, every
+#    byte of the GPU buffer checked, on unaligned offsets;
+# 4. UCX's gtest filtered to gdr_copy, per GDRSIM_PERSISTENT mode: executed/passed/skipped.
+set -euo pipefail
+
+DIR=$1 GDR=$2 SIM=$3
+MODES=${4:-"1 0"}
+HERE=$(cd "$(dirname "$0")" && pwd)
+INST="$DIR/inst"
+export LD_PRELOAD="$SIM/libcuda.so.1"
+export LD_LIBRARY_PATH="$SIM:$GDR/lib:$INST/lib"
+unset $(env | grep -o '^UCX_[A-Z_]*' || true)
+fail=0
+
+echo "== ucx_info -d"
+info=$("$INST/bin/ucx_info" -d)
+for want in "Memory domain: gdr_copy" "Transport: gdr_copy"; do
+    if grep -q "$want" <<<"$info"; then echo "   $want: listed"; else echo "FAIL: $want missing"; fail=1; fi
+done
+
+perf() { # <label> <env> <args...>; prints size, 50%ile latency (us), bandwidth (MB/s)
+    local label=$1 envs=$2; shift 2
+    for s in 8 64 512 4096 65536 1048576; do
+        local n=2000
+        [ "$s" -ge 65536 ] && n=200
+        local out
+        if out=$(env $envs timeout 120 "$INST/bin/ucx_perftest" -l -m cuda -s "$s" -n "$n" -w 20 -f "$@" 2>&1); then
+            awk -v l="$label" -v s="$s" '/^Final:/ {printf "   %-12s %8s B  %9.3f us  %10.1f MB/s\n", l, s, $3, $7}' <<<"$out"
+            grep -q '^Final:' <<<"$out" || { echo "FAIL: $label $s: no result"; fail=1; }
+        else
+            echo "FAIL: $label $s B:"; tail -3 <<<"$out"; fail=1
+        fi
+    done
+}
+echo "== ucx_perftest -l -m cuda (GPU memory both sides)"
+perf "uct put_lat" "" -t put_lat -x gdr_copy -d cuda
+perf "uct put_bw" "" -t put_bw -x gdr_copy -d cuda
+perf "ucp put_lat" "UCX_TLS=self,gdr_copy,cuda_copy" -t ucp_put_lat
+perf "ucp put_bw" "UCX_TLS=self,gdr_copy,cuda_copy" -t ucp_put_bw
+perf "ucp get" "UCX_TLS=self,gdr_copy,cuda_copy" -t ucp_get
+
+echo "== uct_gdr_check"
+CUDA_INC="$DIR/cuda/include"
+cc -O1 -g -Wall -Werror -I"$INST/include" -I"$CUDA_INC" -o "$DIR/uct_gdr_check" \
+    "$HERE/uct_gdr_check.c" -L"$INST/lib" -L"$SIM" -luct -lucs -lcuda
+for m in $MODES; do
+    if out=$(GDRSIM_PERSISTENT=$m "$DIR/uct_gdr_check" 2>&1); then
+        echo "   GDRSIM_PERSISTENT=$m: $out"
+    else
+        echo "FAIL: GDRSIM_PERSISTENT=$m:"; tail -5 <<<"$out"; fail=1
+    fi
+done
+
+echo "== UCX gtest, filter *gdr_copy*"
+GT="$DIR/obj/test/gtest/gtest"
+for m in $MODES; do
+    log="$DIR/gtest-persistent$m.log"
+    rc=0
+    GDRSIM_PERSISTENT=$m UCX_HANDLE_ERRORS=bt timeout 900 "$GT" --gtest_filter='*gdr_copy*' >"$log" 2>&1 || rc=$?
+    ran=$(grep -c '^\[ *OK \]\|^\[  FAILED  \] [a-z]' "$log" || true)
+    passed=$(grep -c '^\[ *OK \]' "$log" || true)
+    skipped=$(grep -c '^\[  SKIPPED \]' "$log" || true)
+    failed=$(grep -c '^\[  FAILED  \] [a-z].*(' "$log" || true)
+    total=$(sed -n 's/^\[==========\] \([0-9]*\) tests\? from .* ran.*/\1/p' "$log")
+    echo "   GDRSIM_PERSISTENT=$m: executed ${total:-?}, passed $passed (of which skipped $skipped), failed $failed (rc $rc; log $log)"
+    if [ "$rc" -ne 0 ] || [ "$failed" -ne 0 ] || [ -z "$total" ]; then
+        grep '^\[  FAILED  \]' "$log" | head -10; fail=1
+    fi
+done
+exit $fail
