@@ -68,6 +68,11 @@ fn with_context(f: impl FnOnce() -> CUresult) -> CudaError {
 }
 
 /// `cudaGetDeviceCount`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaGetDeviceCount(count: *mut c_int) -> CudaError {
     if count.is_null() {
@@ -84,6 +89,11 @@ pub unsafe extern "C" fn cudaGetDeviceCount(count: *mut c_int) -> CudaError {
 }
 
 /// `cudaSetDevice`: binds the device's primary context to this thread.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaSetDevice(dev: c_int) -> CudaError {
     let mut n = 0;
@@ -107,6 +117,11 @@ pub unsafe extern "C" fn cudaSetDevice(dev: c_int) -> CudaError {
 }
 
 /// `cudaGetDevice`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaGetDevice(dev: *mut c_int) -> CudaError {
     if dev.is_null() {
@@ -117,6 +132,11 @@ pub unsafe extern "C" fn cudaGetDevice(dev: *mut c_int) -> CudaError {
 }
 
 /// `cudaDeviceSynchronize`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaDeviceSynchronize() -> CudaError {
     // SAFETY: no arguments.
@@ -124,6 +144,11 @@ pub unsafe extern "C" fn cudaDeviceSynchronize() -> CudaError {
 }
 
 /// `cudaDriverGetVersion`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaDriverGetVersion(v: *mut c_int) -> CudaError {
     if v.is_null() {
@@ -134,6 +159,11 @@ pub unsafe extern "C" fn cudaDriverGetVersion(v: *mut c_int) -> CudaError {
 }
 
 /// `cudaRuntimeGetVersion`: 12.0, the runtime whose soname this library has.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaRuntimeGetVersion(v: *mut c_int) -> CudaError {
     if v.is_null() {

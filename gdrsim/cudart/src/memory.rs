@@ -6,6 +6,11 @@ use crate::with_context;
 use libc::{c_int, c_uint, c_void, size_t};
 
 /// `cudaMalloc`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaMalloc(p: *mut *mut c_void, n: size_t) -> CudaError {
     if p.is_null() {
@@ -21,6 +26,11 @@ pub unsafe extern "C" fn cudaMalloc(p: *mut *mut c_void, n: size_t) -> CudaError
 }
 
 /// `cudaMallocManaged`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaMallocManaged(
     p: *mut *mut c_void,
@@ -35,6 +45,11 @@ pub unsafe extern "C" fn cudaMallocManaged(
 }
 
 /// `cudaMallocPitch`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaMallocPitch(
     p: *mut *mut c_void,
@@ -50,6 +65,11 @@ pub unsafe extern "C" fn cudaMallocPitch(
 }
 
 /// `cudaFree`: freeing NULL succeeds.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaFree(p: *mut c_void) -> CudaError {
     if p.is_null() {
@@ -63,6 +83,11 @@ pub unsafe extern "C" fn cudaFree(p: *mut c_void) -> CudaError {
 }
 
 /// `cudaMallocHost`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaMallocHost(p: *mut *mut c_void, n: size_t) -> CudaError {
     // SAFETY: same contract.
@@ -70,6 +95,11 @@ pub unsafe extern "C" fn cudaMallocHost(p: *mut *mut c_void, n: size_t) -> CudaE
 }
 
 /// `cudaHostAlloc`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaHostAlloc(p: *mut *mut c_void, n: size_t, flags: c_uint) -> CudaError {
     if p.is_null() {
@@ -83,6 +113,11 @@ pub unsafe extern "C" fn cudaHostAlloc(p: *mut *mut c_void, n: size_t, flags: c_
 }
 
 /// `cudaFreeHost`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaFreeHost(p: *mut c_void) -> CudaError {
     if p.is_null() {
@@ -93,6 +128,11 @@ pub unsafe extern "C" fn cudaFreeHost(p: *mut c_void) -> CudaError {
 }
 
 /// `cudaHostRegister`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaHostRegister(p: *mut c_void, n: size_t, flags: c_uint) -> CudaError {
     // SAFETY: the driver checks the range.
@@ -100,6 +140,11 @@ pub unsafe extern "C" fn cudaHostRegister(p: *mut c_void, n: size_t, flags: c_ui
 }
 
 /// `cudaHostUnregister`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaHostUnregister(p: *mut c_void) -> CudaError {
     // SAFETY: the driver checks the pointer.
@@ -107,6 +152,11 @@ pub unsafe extern "C" fn cudaHostUnregister(p: *mut c_void) -> CudaError {
 }
 
 /// `cudaMemcpy` (unified addressing: the kind does not change where bytes go).
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaMemcpy(
     dst: *mut c_void,
@@ -122,6 +172,11 @@ pub unsafe extern "C" fn cudaMemcpy(
 }
 
 /// `cudaMemcpyAsync`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaMemcpyAsync(
     dst: *mut c_void,
@@ -138,6 +193,11 @@ pub unsafe extern "C" fn cudaMemcpyAsync(
 }
 
 /// `cudaMemset`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaMemset(p: *mut c_void, v: c_int, n: size_t) -> CudaError {
     // SAFETY: the driver checks the range.
@@ -145,6 +205,11 @@ pub unsafe extern "C" fn cudaMemset(p: *mut c_void, v: c_int, n: size_t) -> Cuda
 }
 
 /// `cudaMemsetAsync`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaMemsetAsync(
     p: *mut c_void,

@@ -6,6 +6,11 @@ use crate::with_context;
 use libc::{c_uint, c_void};
 
 /// `cudaStreamCreate`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaStreamCreate(s: *mut Handle) -> CudaError {
     // SAFETY: same contract.
@@ -13,6 +18,11 @@ pub unsafe extern "C" fn cudaStreamCreate(s: *mut Handle) -> CudaError {
 }
 
 /// `cudaStreamCreateWithFlags`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaStreamCreateWithFlags(s: *mut Handle, flags: c_uint) -> CudaError {
     if s.is_null() {
@@ -23,6 +33,11 @@ pub unsafe extern "C" fn cudaStreamCreateWithFlags(s: *mut Handle, flags: c_uint
 }
 
 /// `cudaStreamDestroy`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaStreamDestroy(s: Handle) -> CudaError {
     // SAFETY: the driver checks the handle.
@@ -30,6 +45,11 @@ pub unsafe extern "C" fn cudaStreamDestroy(s: Handle) -> CudaError {
 }
 
 /// `cudaStreamSynchronize`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaStreamSynchronize(s: Handle) -> CudaError {
     // SAFETY: the driver checks the handle.
@@ -37,6 +57,11 @@ pub unsafe extern "C" fn cudaStreamSynchronize(s: Handle) -> CudaError {
 }
 
 /// `cudaStreamQuery`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaStreamQuery(s: Handle) -> CudaError {
     // SAFETY: the driver checks the handle.
@@ -44,6 +69,11 @@ pub unsafe extern "C" fn cudaStreamQuery(s: Handle) -> CudaError {
 }
 
 /// `cudaLaunchHostFunc`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaLaunchHostFunc(s: Handle, f: HostFn, data: *mut c_void) -> CudaError {
     // SAFETY: the callback and its data are the caller's, as with the real runtime.
@@ -51,6 +81,11 @@ pub unsafe extern "C" fn cudaLaunchHostFunc(s: Handle, f: HostFn, data: *mut c_v
 }
 
 /// `cudaEventCreate`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaEventCreate(e: *mut Handle) -> CudaError {
     // SAFETY: same contract.
@@ -58,6 +93,11 @@ pub unsafe extern "C" fn cudaEventCreate(e: *mut Handle) -> CudaError {
 }
 
 /// `cudaEventCreateWithFlags`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaEventCreateWithFlags(e: *mut Handle, flags: c_uint) -> CudaError {
     if e.is_null() {
@@ -68,6 +108,11 @@ pub unsafe extern "C" fn cudaEventCreateWithFlags(e: *mut Handle, flags: c_uint)
 }
 
 /// `cudaEventDestroy`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaEventDestroy(e: Handle) -> CudaError {
     // SAFETY: the driver checks the handle.
@@ -75,6 +120,11 @@ pub unsafe extern "C" fn cudaEventDestroy(e: Handle) -> CudaError {
 }
 
 /// `cudaEventRecord`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaEventRecord(e: Handle, s: Handle) -> CudaError {
     // SAFETY: the driver checks the handles.
@@ -82,6 +132,11 @@ pub unsafe extern "C" fn cudaEventRecord(e: Handle, s: Handle) -> CudaError {
 }
 
 /// `cudaEventQuery`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaEventQuery(e: Handle) -> CudaError {
     // SAFETY: the driver checks the handle.
@@ -89,6 +144,11 @@ pub unsafe extern "C" fn cudaEventQuery(e: Handle) -> CudaError {
 }
 
 /// `cudaEventSynchronize`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
+/// through them.
 #[no_mangle]
 pub unsafe extern "C" fn cudaEventSynchronize(e: Handle) -> CudaError {
     // SAFETY: the driver checks the handle.

@@ -71,6 +71,10 @@ pub extern "C" fn nvmlErrorString(r: NvmlReturn) -> *const c_char {
 }
 
 /// `nvmlDeviceGetCount_v2`.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what NVML reads or writes through them.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetCount_v2(n: *mut c_uint) -> NvmlReturn {
     if n.is_null() {
@@ -82,6 +86,10 @@ pub unsafe extern "C" fn nvmlDeviceGetCount_v2(n: *mut c_uint) -> NvmlReturn {
 }
 
 /// `nvmlDeviceGetHandleByIndex_v2`: index 0 only.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what NVML reads or writes through them.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
     index: c_uint,
@@ -96,6 +104,10 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
 }
 
 /// `nvmlDeviceGetHandleByIndex` (the pre-v2 ABI name).
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what NVML reads or writes through them.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex(
     index: c_uint,
@@ -106,6 +118,10 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex(
 }
 
 /// `nvmlDeviceGetFieldValues`: the NVLink link count is 0; other fields are not supported.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what NVML reads or writes through them.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
     dev: *const c_void,

@@ -167,7 +167,7 @@ pub unsafe extern "C" fn cuMemRangeGetAttribute(
             // PREFERRED_LOCATION, LAST_PREFETCH_LOCATION
             2 | 4 if size == 4 => fill(DEVICE_INVALID, 1),
             // ACCESSED_BY: a multiple of 4 bytes
-            3 if size % 4 == 0 && ints > 0 => fill(DEVICE_INVALID, ints),
+            3 if size.is_multiple_of(4) && ints > 0 => fill(DEVICE_INVALID, ints),
             _ => return Err(cu::INVALID_VALUE),
         }
         Ok(())
