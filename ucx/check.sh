@@ -27,26 +27,37 @@ for want in "Memory domain: gdr_copy" "Transport: gdr_copy"; do
     if grep -q "$want" <<<"$info"; then echo "   $want: listed"; else echo "FAIL: $want missing"; fail=1; fi
 done
 
-perf() { # <label> <env> <args...>; prints size, 50%ile latency (us), bandwidth (MB/s)
-    local label=$1 envs=$2; shift 2
+cc -O1 -g -Wall -Werror -shared -fPIC -o "$DIR/gdr_count.so" "$HERE/gdr_count.c" -ldl
+
+# perf <label> <min copies through libgdrapi per iteration, 0: not required> <env> <args...>
+perf() {
+    local label=$1 per_iter=$2 envs=$3; shift 3
     for s in 8 64 512 4096 65536 1048576; do
-        local n=2000
+        local n=2000 w=20 out
         [ "$s" -ge 65536 ] && n=200
-        local out
-        if out=$(env $envs timeout 120 "$INST/bin/ucx_perftest" -l -m cuda -s "$s" -n "$n" -w 20 -f "$@" 2>&1); then
-            awk -v l="$label" -v s="$s" '/^Final:/ {printf "   %-12s %8s B  %9.3f us  %10.1f MB/s\n", l, s, $3, $7}' <<<"$out"
-            grep -q '^Final:' <<<"$out" || { echo "FAIL: $label $s: no result"; fail=1; }
+        if out=$(env $envs LD_PRELOAD="$LD_PRELOAD $DIR/gdr_count.so" timeout 120 \
+                 "$INST/bin/ucx_perftest" -l -m cuda -s "$s" -n "$n" -w "$w" -f "$@" 2>&1); then
+            local line copies
+            line=$(grep -E '^(Final:)? *[0-9]+ +[0-9.]+ ' <<<"$out" | tail -1 | sed 's/^Final://')
+            copies=$(sed -n 's/^GDRCOUNT to=\([0-9]*\) from=\([0-9]*\)/\1+\2/p' <<<"$out" | tail -1)
+            copies=$((${copies:-0}))
+            if [ -z "$line" ]; then echo "FAIL: $label $s B: no result"; fail=1; continue; fi
+            awk -v l="$label" -v s="$s" -v c="$copies" \
+                '{printf "   %-12s %8s B  %9.3f us  %10.1f MB/s  %8d gdr copies\n", l, s, $2, $6, c}' <<<"$line"
+            if [ "$per_iter" -gt 0 ] && [ "$copies" -lt $((n * per_iter)) ]; then
+                echo "FAIL: $label $s B: $copies copies through libgdrapi for $n iterations"; fail=1
+            fi
         else
             echo "FAIL: $label $s B:"; tail -3 <<<"$out"; fail=1
         fi
     done
 }
-echo "== ucx_perftest -l -m cuda (GPU memory both sides)"
-perf "uct put_lat" "" -t put_lat -x gdr_copy -d cuda
-perf "uct put_bw" "" -t put_bw -x gdr_copy -d cuda
-perf "ucp put_lat" "UCX_TLS=self,gdr_copy,cuda_copy" -t ucp_put_lat
-perf "ucp put_bw" "UCX_TLS=self,gdr_copy,cuda_copy" -t ucp_put_bw
-perf "ucp get" "UCX_TLS=self,gdr_copy,cuda_copy" -t ucp_get
+echo "== ucx_perftest -l -m cuda (GPU memory both sides; size, 50%ile latency, bandwidth, copies)"
+perf "uct put_lat" 1 "" -t put_lat -x gdr_copy -d cuda
+perf "uct put_bw" 1 "" -t put_bw -x gdr_copy -d cuda
+perf "ucp put_lat" 0 "UCX_TLS=self,gdr_copy,cuda_copy" -t ucp_put_lat
+perf "ucp put_bw" 0 "UCX_TLS=self,gdr_copy,cuda_copy" -t ucp_put_bw
+perf "ucp get" 0 "UCX_TLS=self,gdr_copy,cuda_copy" -t ucp_get
 
 echo "== uct_gdr_check"
 CUDA_INC="$DIR/cuda/include"
