@@ -71,10 +71,12 @@ if ! ls "$DIR"/src/ucx_*.dsc >/dev/null 2>&1; then
     apt-get "${APTOPT[@]}" -qq update
     (cd "$DIR/src" && apt-get "${APTOPT[@]}" -qq source --download-only ucx)
 fi
+echo "UCX source fetched (${SECONDS}s)"
 DSC=$(ls "$DIR"/src/ucx_*.dsc | head -1)
 SRC="$DIR/src/tree"
 rm -rf "$SRC" && dpkg-source -q -x "$DSC" "$SRC" >/dev/null
 (cd "$SRC" && ./autogen.sh >/dev/null 2>&1)
+echo "UCX source unpacked and autogen.sh run (${SECONDS}s)"
 
 OBJ="$DIR/obj"
 rm -rf "$OBJ" "$DIR/inst" && mkdir -p "$OBJ"
@@ -88,7 +90,8 @@ grep -q '^#define uct_cuda_MODULES ":gdrcopy"' config.h \
     || { echo "test-ucx: UCX configured without gdrcopy" >&2; exit 1; }
 # gcc 12 flags a use-after-free in UCX 1.13's gtest sources, which UCX builds with -Werror;
 # CXXFLAGS comes after UCX's own flags on its compile lines.
+echo "UCX configured (${SECONDS}s)"
 make -s -j"$(nproc)" CXXFLAGS="-g -Wno-error=use-after-free" >/dev/null
 make -s install >/dev/null
 echo "$KEY" > "$STAMP"
-echo "UCX built in $DIR: $(ls "$DIR/inst/lib/ucx" | grep -c '\.so$') modules"
+echo "UCX built and installed in $DIR (${SECONDS}s): $(ls "$DIR/inst/lib/ucx" | grep -c '\.so$') modules"

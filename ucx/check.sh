@@ -72,18 +72,21 @@ for m in $MODES; do
 done
 
 echo "== UCX gtest, filter *gdr_copy*"
-GT="$DIR/obj/test/gtest/gtest"
+GT=${UCXCHECK_GTEST:-$DIR/obj/test/gtest/gtest}
 for m in $MODES; do
     log="$DIR/gtest-persistent$m.log"
     rc=0
-    GDRSIM_PERSISTENT=$m UCX_HANDLE_ERRORS=bt timeout 900 "$GT" --gtest_filter='*gdr_copy*' >"$log" 2>&1 || rc=$?
-    ran=$(grep -c '^\[ *OK \]\|^\[  FAILED  \] [a-z]' "$log" || true)
-    passed=$(grep -c '^\[ *OK \]' "$log" || true)
-    skipped=$(grep -c '^\[  SKIPPED \]' "$log" || true)
-    failed=$(grep -c '^\[  FAILED  \] [a-z].*(' "$log" || true)
+    GDRSIM_PERSISTENT=$m UCX_HANDLE_ERRORS=bt LD_PRELOAD="$LD_PRELOAD $DIR/gdr_count.so" \
+        timeout 900 "$GT" --gtest_filter='*gdr_copy*' >"$log" 2>&1 || rc=$?
     total=$(sed -n 's/^\[==========\] \([0-9]*\) tests\? from .* ran.*/\1/p' "$log")
-    echo "   GDRSIM_PERSISTENT=$m: executed ${total:-?}, passed $passed (of which skipped $skipped), failed $failed (rc $rc; log $log)"
-    if [ "$rc" -ne 0 ] || [ "$failed" -ne 0 ] || [ -z "$total" ]; then
+    passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\./\1/p' "$log")
+    skipped=$(grep -c '^\[     SKIP \]' "$log" || true)
+    failed=$(grep -c '^\[  FAILED  \] [a-z_]*/.*(' "$log" || true)
+    copies=$(sed -n 's/^GDRCOUNT to=\([0-9]*\) from=\([0-9]*\)/\1+\2/p' "$log" | tail -1)
+    ran=$(awk '/^\[ RUN/ {n=$4; s=0} /^\[     SKIP/ {s=1} /^\[       OK/ {if (!s) printf "%s ", n}' "$log")
+    echo "   GDRSIM_PERSISTENT=$m: executed ${total:-?}, passed ${passed:-0}, skipped by UCX $skipped," \
+         "failed $failed; ran: $ran; $((${copies:-0})) copies through libgdrapi (log $log)"
+    if [ "$rc" -ne 0 ] || [ "$failed" -ne 0 ] || [ -z "$total" ] || [ "${passed:-0}" != "$total" ]; then
         grep '^\[  FAILED  \]' "$log" | head -10; fail=1
     fi
 done
