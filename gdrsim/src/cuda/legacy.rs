@@ -63,7 +63,7 @@ hookable!(
     ///
     /// `cuda.h`'s contract for `cuMemHostGetDevicePointer`: `dptr` is NULL or writable for one
     /// `CUdeviceptr`; `p` is only looked up, not dereferenced.
-    cuMemHostGetDevicePointer(dptr: *mut CUdeviceptr, p: *mut c_void, flags: c_uint,) -> CUresult => cuMemHostGetDevicePointer_v2);
+    cuMemHostGetDevicePointer(dptr: *mut CUdeviceptr, p: *mut c_void, flags: c_uint) -> CUresult => cuMemHostGetDevicePointer_v2);
 
 hookable!(
     /// `cuDeviceTotalMem`.
