@@ -81,10 +81,12 @@ echo "UCX source unpacked and autogen.sh run (${SECONDS}s)"
 OBJ="$DIR/obj"
 rm -rf "$OBJ" "$DIR/inst" && mkdir -p "$OBJ"
 cd "$OBJ"
+# The emulator's libcudart.so.12 needs libcuda.so.1 (NVIDIA's loads it at run time): tell the
+# linker where to find it when it checks the runtime's symbols.
 "$SRC/configure" -q --prefix="$DIR/inst" --with-cuda="$CUDA" --with-gdrcopy="$GDR" \
     --enable-gtest --disable-doxygen-doc --disable-static --without-java --without-go \
     --without-verbs --without-rdmacm --without-knem --without-xpmem --without-rocm --without-ugni \
-    >/dev/null
+    LDFLAGS="-Wl,-rpath-link,$CUDA/lib64" >/dev/null
 grep -q "^#define HAVE_CUDA 1" config.h || { echo "test-ucx: UCX configured without CUDA" >&2; exit 1; }
 grep -q '^#define uct_cuda_MODULES ":gdrcopy"' config.h \
     || { echo "test-ucx: UCX configured without gdrcopy" >&2; exit 1; }
