@@ -2,8 +2,9 @@
 #   the NEON kernels and every aarch64-only path run, not only type-check; then the full copy
 #   sweep (every size 0..4160 x every device and host offset 0..63, guard pages) of the NEON and
 #   portable families in release mode. Needs the Rust target aarch64-unknown-linux-gnu and
-#   Debian's qemu-user, gcc-aarch64-linux-gnu and libc6-dev-arm64-cross (.ci/apt-packages);
-#   without the Rust target or qemu it says so and passes, as there is nothing to run.
+#   Debian's qemu-user, gcc-aarch64-linux-gnu and libc6-dev-arm64-cross (.ci/apt-packages;
+#   .ci/run adds the Rust target); without the Rust target or qemu it says so and passes, as
+#   there is nothing to run, except with CI set, where it fails (skip_or_fail, Makefile).
 #   One test is skipped there: qemu-user answers an ioctl it does not know with ENOSYS, where
 #   a kernel answers ENOTTY (open_failures_are_errors_with_a_fix_hint checks the latter).
 
@@ -15,9 +16,9 @@ AARCH64_TEST = $(AARCH64_ENV) $(CARGO) test --locked -p gdrapi --lib --target $(
 .PHONY: test-aarch64
 test-aarch64:
 	@if [ ! -d "$$(rustc --print sysroot)/lib/rustlib/$(AARCH64)" ]; then \
-		echo "test-aarch64: skipped: the Rust target $(AARCH64) is not installed"; \
+		$(call skip_or_fail,test-aarch64,the Rust target $(AARCH64) is not installed (rustup target add $(AARCH64))); \
 	elif ! command -v qemu-aarch64 >/dev/null || ! command -v aarch64-linux-gnu-gcc >/dev/null; then \
-		echo "test-aarch64: skipped: qemu-aarch64 or aarch64-linux-gnu-gcc missing (.ci/apt-packages)"; \
+		$(call skip_or_fail,test-aarch64,qemu-aarch64 or aarch64-linux-gnu-gcc missing (.ci/apt-packages)); \
 	else \
 		$(AARCH64_TEST) -- --skip open_failures_are_errors_with_a_fix_hint && \
 		$(COPY_TEST_ENV) $(AARCH64_TEST) --release -- --ignored \

@@ -29,7 +29,7 @@ deb: deb-stage
 	    echo "$(LINTIAN) $(LINTIAN_FLAGS) $(DEB_DIR)/*.changes"; \
 	    $(LINTIAN) $(LINTIAN_FLAGS) $(DEB_DIR)/*.changes; \
 	else \
-	    echo "make deb: lintian is not installed; packages not checked"; \
+	    $(call skip_or_fail,make deb,lintian is not installed; packages not checked); \
 	fi
 
 deb-stage:

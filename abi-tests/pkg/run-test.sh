@@ -18,8 +18,9 @@
 #    dependency satisfied; apt-get install of NVIDIA's brings it back the same way.
 # The machine ends as it started: whatever happens, the packages are purged on exit.
 #
-# Needs root (dpkg -i) and dpkg; without either it says so and skips. Refuses to run (fails)
-# when libgdrapi is already installed on the machine, because it would then change it.
+# Needs root (dpkg -i) and dpkg; without either it says so and skips (with CI set it fails).
+# Refuses to run (fails) when libgdrapi is already installed on the machine, because it would
+# then change it.
 #
 # Environment (set by mk/80-deb.mk): BUILD_DIR, LIB_DIR, SIM_DIR, CC, MAKE.
 set -euo pipefail
@@ -41,7 +42,11 @@ expect() { # expect DESCRIPTION COMMAND...: the command must succeed.
     local what=$1; shift
     if "$@"; then ok "$what"; else fail "$what"; fi
 }
-skip() { echo "test-pkg: SKIP: $*"; exit 0; }
+# Under CI (CI set) nothing may be missing: a skip is a failure there.
+skip() {
+    if [ -n "${CI:-}" ]; then echo "test-pkg: FAILED: $* (CI is set)" >&2; exit 1; fi
+    echo "test-pkg: SKIP: $*"; exit 0
+}
 
 [ "$(id -u)" = 0 ] || skip "needs root to install and purge packages with dpkg (CI runs as root)"
 command -v dpkg >/dev/null && command -v dpkg-query >/dev/null ||
