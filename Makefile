@@ -13,6 +13,8 @@ GDR_API_MINOR := $(shell awk '/\#define GDR_API_MINOR_VERSION/ {print $$3}' incl
 GDR_API_MAJOR := $(if $(GDR_API_MAJOR),$(GDR_API_MAJOR),2)
 GDR_API_MINOR := $(if $(GDR_API_MINOR),$(GDR_API_MINOR),6)
 VERSION := $(GDR_API_MAJOR).$(GDR_API_MINOR)
+# The packages' version (Cargo.toml's), used by make wheel and make rpm.
+PKG_VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml 2>/dev/null | head -1)
 
 # Install locations (upstream's names and defaults).
 prefix ?= /usr/local
@@ -56,6 +58,8 @@ TEST_TARGETS :=
 # CI set it fails instead, since .ci/run installs every tool a suite needs. Only a suite that
 # needs input the user must supply (the gdrdrv source) may skip in CI. In a recipe:
 #   $(call skip_or_fail,test-x,what is missing and where it comes from)
+# A comma inside a $(call) argument.
+, := ,
 skip_or_fail = { if [ -n "$$CI" ]; then echo "$(1): FAILED: $(2) (CI is set; .ci/run installs it)"; exit 1; \
 	else echo "$(1): skipped: $(2)"; fi; }
 
