@@ -34,6 +34,14 @@ CARGO_TARGET_DIR ?= $(CURDIR)/target
 override CARGO_TARGET_DIR := $(abspath $(CARGO_TARGET_DIR))
 export CARGO_TARGET_DIR
 CARGO_FLAGS ?=
+# How `make lib` and `make tools` (and so `make install`) build: the cargo command and, for a
+# build for another target or glibc, its --target. make rpm sets CARGO_BUILD="cargo zigbuild"
+# and RUST_TARGET=<arch>-unknown-linux-gnu.2.17, so that the RPMs need glibc 2.17 only.
+CARGO_BUILD ?= $(CARGO) build
+RUST_TARGET ?=
+# Where that build puts its outputs (a glibc suffix such as .2.17 is not part of the directory).
+CARGO_OUT = $(CARGO_TARGET_DIR)/$(if $(RUST_TARGET),$(firstword $(subst ., ,$(RUST_TARGET)))/)release
+CARGO_TARGET_FLAG = $(if $(RUST_TARGET),--target $(RUST_TARGET))
 
 LIB_DIR := $(BUILD_DIR)/lib
 BIN_DIR := $(BUILD_DIR)/bin

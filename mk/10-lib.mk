@@ -4,9 +4,9 @@ lib: $(LIB_DIR)/$(LIB_REAL)
 
 .PHONY: $(LIB_DIR)/$(LIB_REAL)
 $(LIB_DIR)/$(LIB_REAL):
-	$(CARGO) build --release --locked -p gdrapi $(CARGO_FLAGS)
+	$(CARGO_BUILD) --release --locked -p gdrapi $(CARGO_TARGET_FLAG) $(CARGO_FLAGS)
 	@mkdir -p $(LIB_DIR)
-	install -m 755 $(CARGO_TARGET_DIR)/release/libgdrapi.so $@
+	install -m 755 $(CARGO_OUT)/libgdrapi.so $@
 	ln -sfn $(LIB_REAL) $(LIB_DIR)/$(LIB_SONAME)
 	ln -sfn $(LIB_SONAME) $(LIB_DIR)/libgdrapi.so
 

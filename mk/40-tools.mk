@@ -6,9 +6,9 @@
 TOOLS_BINS := gdrcopy_copybw gdrcopy_copylat gdrcopy_apiperf gdrcopy
 
 tools:
-	$(CARGO) build --release --locked -p gdrcopy-tools $(CARGO_FLAGS)
+	$(CARGO_BUILD) --release --locked -p gdrcopy-tools $(CARGO_TARGET_FLAG) $(CARGO_FLAGS)
 	@mkdir -p $(BIN_DIR)
-	for b in $(TOOLS_BINS); do install -m 755 $(CARGO_TARGET_DIR)/release/$$b $(BIN_DIR)/$$b || exit 1; done
+	for b in $(TOOLS_BINS); do install -m 755 $(CARGO_OUT)/$$b $(BIN_DIR)/$$b || exit 1; done
 .PHONY: tools
 
 # Unit tests of the tools' shared code, then the tools and the doctor run on the emulator
