@@ -11,7 +11,7 @@ ABI_SIM_LIBS := -L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda -lpthread -ldl
 ABI_DEPS := include/gdrapi.h include/gdrconfig.h $(ABI_SRC)/check.h
 
 ABI_HEADER_OBJS := $(addprefix $(ABI_OUT)/header/,gcc-c99.o gcc-c11.o gxx-c++11.o gxx-c++17.o link-c link-c++)
-ABI_SIM_PROGS := $(addprefix $(ABI_OUT)/,api handles threads fork)
+ABI_SIM_PROGS := $(addprefix $(ABI_OUT)/,api handles threads fork bar1)
 ABI_PROGS := $(ABI_OUT)/layout $(ABI_SIM_PROGS) $(ABI_OUT)/log_probe \
 	$(ABI_OUT)/fake/libgdrapi.so.2 $(ABI_OUT)/load_main $(ABI_OUT)/dlopen_main
 

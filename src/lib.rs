@@ -18,6 +18,7 @@
 //! - [`sys`]: thin `Result` wrappers over the C library's `open`, `ioctl`, `mmap`,
 //!   `munmap`, `madvise`, `close`, `sysconf`.
 //! - [`log`]: upstream's `GDRCOPY_ENABLE_LOGGING` / `GDRCOPY_LOG_LEVEL` logging.
+//! - [`nvml`]: BAR1 figures for the log line of a failed pin (NVML, dlopened then only).
 //! - [`error`]: the typed error and its errno mapping.
 
 #[macro_use]
@@ -27,6 +28,7 @@ pub mod copy;
 pub mod cuda;
 pub mod error;
 pub mod ffi;
+pub mod nvml;
 pub mod process;
 pub mod registry;
 pub mod session;

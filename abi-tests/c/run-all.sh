@@ -4,13 +4,13 @@
 # mk/30-abi.mk), LIB_DIR the libgdrapi.so.2 under test, SIM_DIR the emulator.
 #
 # ABI_SUITES (space-separated) picks suites; default: all of
-#   layout elf api handles threads fork logging loading
+#   layout elf api handles threads fork logging loading bar1
 # GDRAPI_TEST_OURS=1 enables the assertions that hold only for this project's
 # library (handle validation, bounds checks, no ioctl after fork, ...).
 set -u
 bin=$(cd "$1" && pwd) lib_dir=$(cd "$2" && pwd) sim_dir=$(cd "$3" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
-suites=${ABI_SUITES:-layout elf api handles threads fork logging loading}
+suites=${ABI_SUITES:-layout elf api handles threads fork logging loading bar1}
 export GDRAPI_TEST_OURS=${GDRAPI_TEST_OURS:-0}
 limit=${ABI_TIMEOUT:-120}
 
@@ -96,6 +96,13 @@ for suite in $suites; do
             env LD_PRELOAD="$sim_dir/libcuda.so.1 $lib_dir/libgdrapi.so.2" \
             LD_LIBRARY_PATH="$bin/fake:$sim_dir" "$bin/load_main" real
         run "loading: dlopen by both names" "${SIM[@]}" "$bin/dlopen_main" "$lib_dir" ;;
+    bar1)
+        # The emulator's NVML (libnvidia-ml.so.1 in the emulator's directory), then none.
+        run "bar1: a pin that does not fit, NVML present" \
+            "${SIM[@]}" GDRSIM_BAR1_SIZE=16M "$bin/bar1" nvml
+        run "bar1: a pin that does not fit, no NVML" \
+            env LD_PRELOAD="$sim_dir/libcuda.so.1" LD_LIBRARY_PATH="$lib_dir" GDRSIM_BAR1_SIZE=16M \
+            "$bin/bar1" no-nvml ;;
     *)
         echo "run-all.sh: unknown suite $suite"
         total_failed=$((total_failed + 1)) ;;

@@ -64,6 +64,8 @@ pub struct Config {
     pub dmabuf: bool,
     /// `GDRSIM_VRAM_SIZE`: bytes of fake device memory per process.
     pub vram_size: u64,
+    /// `GDRSIM_BAR1_SIZE`: bytes of the BAR1 aperture pins use ([`Config::bar1_size`]).
+    pub bar1: Option<u64>,
     /// `GDRSIM_BACKING`: where device memory lives.
     pub backing: Backing,
     /// `GDRSIM_DBG_ENABLED`: the driver's `dbg_enabled` module parameter, which adds
@@ -88,6 +90,7 @@ impl Default for Config {
             cuda_version: 13050,
             dmabuf: true,
             vram_size: 1 << 30,
+            bar1: None,
             backing: Backing::Host,
             dbg_enabled: false,
             real_libcuda: None,
@@ -100,6 +103,11 @@ impl Config {
     /// (drivers before 2.5 only knew non-persistent pins).
     pub fn persistent(&self) -> bool {
         self.persistent_param && self.driver_minor >= 5
+    }
+
+    /// The BAR1 aperture: `GDRSIM_BAR1_SIZE`, else the VRAM size (a GPU with a resizable BAR).
+    pub fn bar1_size(&self) -> u64 {
+        self.bar1.unwrap_or(self.vram_size)
     }
 
     /// The version word GET_VERSION reports (`major << 16 | minor`).
@@ -198,6 +206,16 @@ impl Config {
                     "GDRSIM_VRAM_SIZE",
                     &v,
                     "expected a size from 64M to 64T (suffix K, M, G or T)",
+                ),
+            }
+        }
+        if let Some(v) = get("GDRSIM_BAR1_SIZE") {
+            match parse_size(&v) {
+                Some(n) if (2 << 20..=1 << 46).contains(&n) => c.bar1 = Some(n),
+                _ => bad(
+                    "GDRSIM_BAR1_SIZE",
+                    &v,
+                    "expected a size from 2M to 64T (suffix K, M, G or T)",
                 ),
             }
         }
@@ -358,7 +376,13 @@ mod tests {
         let (c, w) = cfg(&[("GDRSIM_VRAM_SIZE", "256M"), ("GDRSIM_DEVICE_MODE", "0600")]);
         assert!(w.is_empty());
         assert_eq!(c.vram_size, 256 << 20);
+        assert_eq!(c.bar1_size(), 256 << 20, "BAR1 defaults to the VRAM size");
         assert_eq!(c.device_mode, 0o600);
+        let (c, w) = cfg(&[("GDRSIM_BAR1_SIZE", "16M")]);
+        assert!(w.is_empty());
+        assert_eq!(c.bar1_size(), 16 << 20);
+        let (c, w) = cfg(&[("GDRSIM_BAR1_SIZE", "1M")]);
+        assert_eq!((w.len(), c.bar1), (1, None));
         assert_eq!(parse_size("99999999999T"), None);
     }
 

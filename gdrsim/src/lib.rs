@@ -18,6 +18,7 @@ mod gpu;
 mod intercept;
 mod kernel;
 mod node;
+mod bar1;
 mod procfs;
 mod procmaps;
 mod ranges;

@@ -309,6 +309,21 @@ impl GdrDrv {
         drv_ioctl(self.fd_now(), request, params)
     }
 
+    /// A pin ioctl: on failure, upstream's log line plus, where NVML answers, the BAR1
+    /// figures (a full BAR1 is the usual cause of a pin refused with ENOMEM).
+    fn pin_ioctl<T: IoctlParam>(&self, request: c_ulong, mut params: T, size: u64) -> Result<T> {
+        sys::ioctl(self.fd_now(), request, &mut params).inspect_err(|e| {
+            if !crate::log::enabled(crate::log::Level::Error) {
+                return;
+            }
+            match crate::nvml::note_for_failed_pin(size) {
+                Some(bar1) => gdr_err!("ioctl error (errno={}); {bar1}", e.errno()),
+                None => gdr_err!("ioctl error (errno={})", e.errno()),
+            }
+        })?;
+        Ok(params)
+    }
+
     fn info_v2_ioctl(&self, pin: &Pin) -> Result<Info> {
         let p = InfoV2Params {
             handle: pin.handle,
@@ -380,7 +395,7 @@ impl Backend for GdrDrv {
                 flags: req.flags & GDR_PIN_FLAG_FORCE_PCIE,
                 ..Default::default()
             };
-            self.ioctl(ioc::PIN_BUFFER_V2, p)?.handle
+            self.pin_ioctl(ioc::PIN_BUFFER_V2, p, req.size)?.handle
         } else if req.flags != 0 {
             gdr_err!("gdrdrv is too old and does not support the requested feature");
             return Err(Error::InvalidArgument("pin flags need gdrdrv 2.5 or newer"));
@@ -392,7 +407,7 @@ impl Backend for GdrDrv {
                 va_space: req.va_space,
                 ..Default::default()
             };
-            self.ioctl(ioc::PIN_BUFFER, p)?.handle
+            self.pin_ioctl(ioc::PIN_BUFFER, p, req.size)?.handle
         };
         let (va, mapped_size, page_offset) = gpu_page_range(req.addr, req.size);
         Ok(Pin {

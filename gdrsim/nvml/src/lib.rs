@@ -173,9 +173,15 @@ mod tests {
     fn one_device_without_nvlink() {
         let mut dev = std::ptr::null();
         // SAFETY: valid out-pointer.
-        assert_eq!(unsafe { nvmlDeviceGetHandleByIndex_v2(0, &mut dev) }, SUCCESS);
+        assert_eq!(
+            unsafe { nvmlDeviceGetHandleByIndex_v2(0, &mut dev) },
+            SUCCESS
+        );
         // SAFETY: valid out-pointer.
-        assert_eq!(unsafe { nvmlDeviceGetHandleByIndex_v2(1, &mut dev) }, INVALID_ARGUMENT);
+        assert_eq!(
+            unsafe { nvmlDeviceGetHandleByIndex_v2(1, &mut dev) },
+            INVALID_ARGUMENT
+        );
         let mut v = FieldValue {
             field_id: FI_NVLINK_LINK_COUNT,
             scope_id: 0,
@@ -190,4 +196,107 @@ mod tests {
         assert_eq!((v.nvml_return, v.value), (SUCCESS, 0));
         assert!(!nvmlErrorString(999).is_null());
     }
+}
+
+/// `nvmlBAR1Memory_t`, and `nvmlMemory_t` (version 1), which has the same layout.
+#[repr(C)]
+pub struct Memory {
+    total: u64,
+    free: u64,
+    used: u64,
+}
+
+/// The emulator's `gdrsim_bar1_info` (BAR1 size, BAR1 in use, VRAM size), found in the process
+/// (the emulator is preloaded); `None` without the emulator.
+fn bar1_info() -> Option<(u64, u64, u64)> {
+    type Info = unsafe extern "C" fn(*mut u64, *mut u64, *mut u64) -> c_int;
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no other precondition.
+    let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"gdrsim_bar1_info".as_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: the emulator exports gdrsim_bar1_info with this prototype (gdrsim.h).
+    let f = unsafe { std::mem::transmute::<*mut c_void, Info>(p) };
+    let (mut t, mut u, mut v) = (0, 0, 0);
+    // SAFETY: valid out-pointers.
+    (unsafe { f(&mut t, &mut u, &mut v) } == 0).then_some((t, u, v))
+}
+
+fn is_device(dev: *const c_void) -> bool {
+    std::ptr::eq(dev, (&raw const DEVICE).cast())
+}
+
+/// `nvmlDeviceGetBAR1MemoryInfo`: the emulator's BAR1 (`GDRSIM_BAR1_SIZE`, in use:
+/// `GDRSIM_BAR1_RESERVED` plus the process's live pins).
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what NVML reads or writes through them.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetBAR1MemoryInfo(
+    dev: *const c_void,
+    m: *mut Memory,
+) -> NvmlReturn {
+    if !is_device(dev) || m.is_null() {
+        return INVALID_ARGUMENT;
+    }
+    let Some((total, used, _)) = bar1_info() else {
+        return NOT_SUPPORTED;
+    };
+    // SAFETY: m is a non-NULL out-pointer from the caller.
+    unsafe {
+        m.write(Memory {
+            total,
+            free: total - used,
+            used,
+        })
+    };
+    SUCCESS
+}
+
+/// `nvmlDeviceGetMemoryInfo`: `GDRSIM_VRAM_SIZE` (allocations are not tracked: all free).
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what NVML reads or writes through them.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(dev: *const c_void, m: *mut Memory) -> NvmlReturn {
+    if !is_device(dev) || m.is_null() {
+        return INVALID_ARGUMENT;
+    }
+    let Some((_, _, total)) = bar1_info() else {
+        return NOT_SUPPORTED;
+    };
+    // SAFETY: m is a non-NULL out-pointer from the caller.
+    unsafe {
+        m.write(Memory {
+            total,
+            free: total,
+            used: 0,
+        })
+    };
+    SUCCESS
+}
+
+/// `nvmlDeviceGetName`: the name `cuDeviceGetName` gives.
+///
+/// # Safety
+///
+/// Pointer arguments are NULL or valid for what NVML reads or writes through them.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetName(
+    dev: *const c_void,
+    name: *mut c_char,
+    len: c_uint,
+) -> NvmlReturn {
+    let text = b"gdrsim emulated GPU\0";
+    if !is_device(dev) || name.is_null() {
+        return INVALID_ARGUMENT;
+    }
+    if (len as usize) < text.len() {
+        return 7; // NVML_ERROR_INSUFFICIENT_SIZE
+    }
+    // SAFETY: the caller gave `len` >= text.len() writable bytes at `name`.
+    unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), name.cast::<u8>(), text.len()) };
+    SUCCESS
 }

@@ -149,6 +149,16 @@ impl Driver {
             .count() as u64
     }
 
+    /// BAR1 bytes the live (not invalidated) pins of GPU generation `gen` use.
+    pub fn bar1_used(&self, gen: u64) -> u64 {
+        self.files
+            .values()
+            .flat_map(|f| f.mrs.values())
+            .filter(|m| m.gen == gen && !m.invalidated)
+            .map(|m| m.mapped_size)
+            .sum()
+    }
+
     /// VRAM offsets held by live (not invalidated) pins of GPU generation `gen`.
     pub fn held(&self, gen: u64) -> Vec<(u64, u64)> {
         self.files

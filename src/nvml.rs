@@ -1,0 +1,165 @@
+//! BAR1 figures for the log line of a failed pin. NVML (`libnvidia-ml.so.1`) is dlopened only
+//! after a pin has failed and only when that line will be printed, and closed again: never a
+//! link dependency, and no cost on any other path.
+
+use std::ffi::{c_int, c_uint, c_void, CStr};
+
+/// `nvmlBAR1Memory_t`.
+#[repr(C)]
+#[derive(Default)]
+struct Bar1Memory {
+    total: u64,
+    free: u64,
+    used: u64,
+}
+
+type FnInit = unsafe extern "C" fn() -> c_int;
+type FnGetCount = unsafe extern "C" fn(*mut c_uint) -> c_int;
+type FnGetHandle = unsafe extern "C" fn(c_uint, *mut *mut c_void) -> c_int;
+type FnGetBar1 = unsafe extern "C" fn(*mut c_void, *mut Bar1Memory) -> c_int;
+
+/// One GPU's BAR1 aperture, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bar1 {
+    /// NVML's index of the GPU.
+    pub gpu: u32,
+    /// Size of the aperture.
+    pub total: u64,
+    /// Bytes of it in use.
+    pub used: u64,
+}
+
+impl Bar1 {
+    /// Bytes still free.
+    pub fn free(&self) -> u64 {
+        self.total.saturating_sub(self.used)
+    }
+
+    /// Less than `need` bytes, or less than a tenth of the aperture, is left.
+    pub fn nearly_full(&self, need: u64) -> bool {
+        self.free() < need || self.free() < self.total / 10
+    }
+}
+
+/// What to add to the log line of a pin of `size` bytes that failed: the fullest GPU's BAR1
+/// figures (`"BAR1 nearly full: X of Y MiB used"` when that is the likely cause), or `None`
+/// without NVML.
+pub fn note_for_failed_pin(size: u64) -> Option<String> {
+    let bars = query()?;
+    let b = bars.iter().min_by_key(|b| b.free())?;
+    let which = if bars.len() > 1 {
+        format!(" on GPU {}", b.gpu)
+    } else {
+        String::new()
+    };
+    let (used, total) = (b.used >> 20, b.total >> 20);
+    Some(if b.nearly_full(size) {
+        format!(
+            "BAR1 nearly full: {used} of {total} MiB used{which}; unpin buffers, or use a GPU \
+             with a larger (resizable) BAR1"
+        )
+    } else {
+        format!("BAR1 is not the limit: {used} of {total} MiB used{which}")
+    })
+}
+
+/// Every GPU's BAR1 figures from NVML, or `None` when NVML cannot be loaded or answers no GPU.
+pub fn query() -> Option<Vec<Bar1>> {
+    let lib = Nvml::open()?;
+    // SAFETY: each symbol is NVML's function of that name, whose C signature the type states.
+    let (init, shutdown, count, handle, bar1) = unsafe {
+        (
+            lib.symbol::<FnInit>(c"nvmlInit_v2")?,
+            lib.symbol::<FnInit>(c"nvmlShutdown")?,
+            lib.symbol::<FnGetCount>(c"nvmlDeviceGetCount_v2")?,
+            lib.symbol::<FnGetHandle>(c"nvmlDeviceGetHandleByIndex_v2")?,
+            lib.symbol::<FnGetBar1>(c"nvmlDeviceGetBAR1MemoryInfo")?,
+        )
+    };
+    // SAFETY: nvmlInit_v2 takes no arguments.
+    if unsafe { init() } != 0 {
+        return None;
+    }
+    let mut n: c_uint = 0;
+    let mut out = Vec::new();
+    // SAFETY: `n` is a valid out-pointer.
+    if unsafe { count(&mut n) } == 0 {
+        for i in 0..n {
+            let mut dev: *mut c_void = std::ptr::null_mut();
+            let mut m = Bar1Memory::default();
+            // SAFETY: valid out-pointers; `dev` is the handle NVML gave for index `i`.
+            let ok = unsafe { handle(i, &mut dev) == 0 && bar1(dev, &mut m) == 0 };
+            if ok {
+                out.push(Bar1 {
+                    gpu: i,
+                    total: m.total,
+                    used: m.used,
+                });
+            }
+        }
+    }
+    // SAFETY: balances the successful nvmlInit_v2 above.
+    unsafe { shutdown() };
+    (!out.is_empty()).then_some(out)
+}
+
+/// A `dlopen` handle of `libnvidia-ml.so.1`, closed on drop.
+struct Nvml(*mut c_void);
+
+impl Nvml {
+    fn open() -> Option<Nvml> {
+        // SAFETY: the name is NUL-terminated; dlopen has no other precondition.
+        let h = unsafe {
+            libc::dlopen(
+                c"libnvidia-ml.so.1".as_ptr(),
+                libc::RTLD_NOW | libc::RTLD_LOCAL,
+            )
+        };
+        (!h.is_null()).then(|| Nvml(h))
+    }
+
+    /// # Safety
+    /// `T` must be the function pointer type of the C function `name`.
+    unsafe fn symbol<T: Copy>(&self, name: &CStr) -> Option<T> {
+        // SAFETY: `self.0` is a live dlopen handle and `name` is NUL-terminated.
+        let p = unsafe { libc::dlsym(self.0, name.as_ptr()) };
+        // SAFETY: non-null, and the caller promises `T` is the symbol's function type, which
+        // has the size of a pointer.
+        (!p.is_null()).then(|| unsafe { std::mem::transmute_copy::<*mut c_void, T>(&p) })
+    }
+}
+
+impl Drop for Nvml {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` came from dlopen; no pointer resolved from it outlives `query`.
+        unsafe { libc::dlclose(self.0) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearly_full_when_the_request_or_a_tenth_does_not_fit() {
+        let b = Bar1 {
+            gpu: 0,
+            total: 256 << 20,
+            used: 200 << 20,
+        };
+        assert!(!b.nearly_full(32 << 20));
+        assert!(b.nearly_full(64 << 20));
+        let b = Bar1 {
+            gpu: 0,
+            total: 256 << 20,
+            used: 240 << 20,
+        };
+        assert!(b.nearly_full(0));
+        let b = Bar1 {
+            gpu: 0,
+            total: 1 << 20,
+            used: 2 << 20,
+        };
+        assert_eq!(b.free(), 0);
+    }
+}
