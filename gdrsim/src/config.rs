@@ -66,6 +66,8 @@ pub struct Config {
     pub vram_size: u64,
     /// `GDRSIM_BAR1_SIZE`: bytes of the BAR1 aperture pins use ([`Config::bar1_size`]).
     pub bar1: Option<u64>,
+    /// `GDRSIM_BAR1_RESERVED`: bytes of BAR1 in use by others (other processes, the driver).
+    pub bar1_reserved: u64,
     /// `GDRSIM_BACKING`: where device memory lives.
     pub backing: Backing,
     /// `GDRSIM_DBG_ENABLED`: the driver's `dbg_enabled` module parameter, which adds
@@ -91,6 +93,7 @@ impl Default for Config {
             dmabuf: true,
             vram_size: 1 << 30,
             bar1: None,
+            bar1_reserved: 0,
             backing: Backing::Host,
             dbg_enabled: false,
             real_libcuda: None,
@@ -217,6 +220,19 @@ impl Config {
                     &v,
                     "expected a size from 2M to 64T (suffix K, M, G or T)",
                 ),
+            }
+        }
+        if let Some(v) = get("GDRSIM_BAR1_RESERVED") {
+            match v.trim() {
+                "0" => c.bar1_reserved = 0,
+                _ => match parse_size(&v) {
+                    Some(n) if n <= 1 << 46 => c.bar1_reserved = n,
+                    _ => bad(
+                        "GDRSIM_BAR1_RESERVED",
+                        &v,
+                        "expected 0 or a size up to 64T (suffix K, M, G or T)",
+                    ),
+                },
             }
         }
         if let Some(v) = get("GDRSIM_BACKING") {
@@ -383,6 +399,9 @@ mod tests {
         assert_eq!(c.bar1_size(), 16 << 20);
         let (c, w) = cfg(&[("GDRSIM_BAR1_SIZE", "1M")]);
         assert_eq!((w.len(), c.bar1), (1, None));
+        let (c, w) = cfg(&[("GDRSIM_BAR1_RESERVED", "250M")]);
+        assert!(w.is_empty());
+        assert_eq!(c.bar1_reserved, 250 << 20);
         assert_eq!(parse_size("99999999999T"), None);
     }
 

@@ -1,6 +1,6 @@
 //! The doctor's checks, in the order they run: library, device node, access, driver version,
-//! driver parameters, CUDA driver, each GPU, memlock limit, container, and finally a real
-//! pin/map/copy/verify round trip per GPU through libgdrapi.
+//! driver parameters, CUDA driver, each GPU, each GPU's BAR1 ([`super::bar1`]), memlock limit,
+//! container, and finally a real pin/map/copy/verify round trip per GPU through libgdrapi.
 
 use super::report::{Check, Status};
 use super::system::{self, Fd, Paths};

@@ -1,6 +1,7 @@
 //! `gdrcopy doctor`: finds out why GPUDirect copies do or do not work on this machine and
 //! says how to fix each problem. The verdict is a real round trip through libgdrapi.
 
+pub mod bar1;
 pub mod checks;
 pub mod report;
 pub mod system;
@@ -26,6 +27,7 @@ pub fn run(paths: &system::Paths) -> Report {
     for &i in &gpus {
         out.push(checks::gpu(&st, i));
     }
+    out.extend(bar1::bar1());
     out.push(checks::memlock());
     out.push(checks::container(&st, paths));
     // The driver fd must not stay open during the round trip: the library opens its own.
@@ -37,6 +39,7 @@ pub fn run(paths: &system::Paths) -> Report {
     for &i in &gpus {
         trips.push(checks::roundtrip(&st, i));
     }
+    bar1::explain_failed_pins(&out, &mut trips);
     let ok = !gpus.is_empty() && trips.iter().all(|c| c.status == Status::Pass);
     let dmabuf_only = ok
         && trips
