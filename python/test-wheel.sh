@@ -138,7 +138,9 @@ C
         "$work/dlopen_main" "$site/gdrapi_rs/lib"
 
     # The doctor from the installed console script, on the emulator.
-    json=$(env -u LD_LIBRARY_PATH "${DOCTOR_ENV[@]}" LD_PRELOAD="$SIM_DIR/libcuda.so.1" \
+    # The emulator's directory on the path for its NVML (libnvidia-ml.so.1); the console script
+    # puts the wheel's library in front of it.
+    json=$(env "${DOCTOR_ENV[@]}" LD_PRELOAD="$SIM_DIR/libcuda.so.1" LD_LIBRARY_PATH="$SIM_DIR" \
         "$venv/bin/gdrcopy" doctor --json 2>&1); rc=$?
     same "console script gdrcopy doctor --json on the emulator: exit status" "$rc" 0
     DOCTOR_JSON=$json SITE=$site "$py" - <<'PY'
@@ -149,8 +151,8 @@ want_dir = os.path.join(os.environ["SITE"], "gdrapi_rs", "lib")
 failed = [c["id"] + "=" + c["status"] for c in d["checks"] if c["status"] == "fail"]
 print("    | " + ", ".join("%s=%s" % (c["id"], c["status"]) for c in d["checks"]))
 lib = json.dumps(checks.get("library", {}))
-ok = not failed and want_dir in lib
-print("ok - the doctor passes and names the wheel's library" if ok else
+ok = not failed and want_dir in lib and checks.get("bar1", {}).get("status") == "pass"
+print("ok - the doctor passes, names the wheel's library and reads BAR1 from NVML" if ok else
       "FAILED - the doctor: failed checks %s; library check %s" % (failed, lib))
 sys.exit(0 if ok else 1)
 PY
@@ -182,6 +184,7 @@ if check_wheel aarch64; then
     same "aarch64: the wheel's doctor on the emulator: exit status" "$rc" 0
     has "aarch64: the doctor loaded the wheel's library" "$out" "^\[PASS\] library +libgdrapi 2\.6 loaded from $a/lib/libgdrapi\.so\.2\$"
     has "aarch64: the doctor's pin, map and copy round trip passed" "$out" "^\[PASS\] roundtrip "
+    has "aarch64: the doctor read BAR1 from the emulator's NVML" "$out" "^\[PASS\] bar1 +GPU 0: BAR1 1024 MiB"
 fi
 
 echo "test-wheel"
