@@ -5,6 +5,7 @@
 //! - [`cuda`]: the CUDA driver API's declarations, the loaded driver and a primary context;
 //! - [`vk`], [`bar`]: the Vulkan declarations and BAR memory from the Vulkan loader;
 //! - [`gdr`]: libgdrapi's C types and functions as a program that loads it sees them;
+//! - [`nvml`]: NVML's BAR1 and memory figures per GPU;
 //! - [`error`]: the error type of the Vulkan and CUDA steps.
 
 pub mod bar;
@@ -12,6 +13,7 @@ pub mod cuda;
 pub mod dl;
 pub mod error;
 pub mod gdr;
+pub mod nvml;
 pub mod vk;
 
 pub use error::{Error, Result};

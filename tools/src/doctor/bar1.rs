@@ -3,7 +3,7 @@
 //! smaller than the GPU's memory (no resizable BAR). Without NVML it is skipped.
 
 use super::report::{Check, Status};
-use crate::nvml::{self, Gpu, Nvml};
+use gdrapi_support::nvml::{self, Gpu, Nvml};
 
 /// Below this much free BAR1 (or a tenth of it, whichever is more), pins are likely to fail.
 pub const LOW_FREE_BYTES: u64 = 64 << 20;
@@ -76,7 +76,7 @@ pub fn diagnose(g: &Gpu) -> Check {
         .detail("bar1_used_bytes", g.bar1_used)
         .detail(
             "memory_total_bytes",
-            g.memory_total.map_or(crate::json::Value::Null, Into::into),
+            g.memory_total.map_or(serde_json::Value::Null, Into::into),
         )
         .detail("bar1_smaller_than_memory", small.is_some())
 }

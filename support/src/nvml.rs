@@ -5,24 +5,42 @@ use crate::dl::{DlError, Library};
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::fmt;
 
-/// The soname the doctor loads.
+/// The soname NVML is loaded by.
 pub const LIBNVML: &str = "libnvidia-ml.so.1";
 
-/// `nvmlBAR1Memory_t` and `nvmlMemory_t` (same layout: total, free, used).
+/// `nvmlBAR1Memory_t`, and `nvmlMemory_t` (version 1), which has the same layout.
 #[repr(C)]
-#[derive(Default)]
-struct Triple {
-    total: u64,
-    free: u64,
-    used: u64,
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Triple {
+    /// Total bytes.
+    pub total: u64,
+    /// Free bytes.
+    pub free: u64,
+    /// Used bytes.
+    pub used: u64,
 }
 
-type FnVoid = unsafe extern "C" fn() -> c_int;
-type FnCount = unsafe extern "C" fn(*mut c_uint) -> c_int;
-type FnHandle = unsafe extern "C" fn(c_uint, *mut *mut c_void) -> c_int;
-type FnTriple = unsafe extern "C" fn(*mut c_void, *mut Triple) -> c_int;
-type FnName = unsafe extern "C" fn(*mut c_void, *mut c_char, c_uint) -> c_int;
-type FnErrorString = unsafe extern "C" fn(c_int) -> *const c_char;
+/// `nvmlDevice_t`.
+pub type Device = *mut c_void;
+
+crate::entries! {
+    /// `nvmlInit_v2`.
+    nvmlInit_v2 = fn() -> c_int;
+    /// `nvmlShutdown`.
+    nvmlShutdown = fn() -> c_int;
+    /// `nvmlErrorString`.
+    nvmlErrorString = fn(c_int) -> *const c_char;
+    /// `nvmlDeviceGetCount_v2`.
+    nvmlDeviceGetCount_v2 = fn(*mut c_uint) -> c_int;
+    /// `nvmlDeviceGetHandleByIndex_v2`.
+    nvmlDeviceGetHandleByIndex_v2 = fn(c_uint, *mut Device) -> c_int;
+    /// `nvmlDeviceGetName`.
+    nvmlDeviceGetName = fn(Device, *mut c_char, c_uint) -> c_int;
+    /// `nvmlDeviceGetBAR1MemoryInfo`.
+    nvmlDeviceGetBAR1MemoryInfo = fn(Device, *mut Triple) -> c_int;
+    /// `nvmlDeviceGetMemoryInfo`.
+    nvmlDeviceGetMemoryInfo = fn(Device, *mut Triple) -> c_int;
+}
 
 /// Why NVML could not answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,8 +49,11 @@ pub enum NvmlError {
     Load(DlError),
     /// A call returned an `nvmlReturn_t` other than success.
     Call {
+        /// The function.
         function: &'static str,
+        /// Its `nvmlReturn_t`.
         code: i32,
+        /// `nvmlErrorString`'s text for it.
         text: String,
     },
 }
@@ -49,6 +70,8 @@ impl fmt::Display for NvmlError {
         }
     }
 }
+
+impl std::error::Error for NvmlError {}
 
 /// One GPU as NVML sees it, sizes in bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,97 +91,89 @@ pub struct Gpu {
 /// NVML, initialised; shut down on drop.
 pub struct Nvml {
     lib: Library,
-    shutdown: FnVoid,
-    error_string: Option<FnErrorString>,
+    shutdown: <nvmlShutdown as crate::dl::Entry>::Fn,
+    error_string: Option<<nvmlErrorString as crate::dl::Entry>::Fn>,
 }
 
 impl Nvml {
     /// Loads `libnvidia-ml.so.1` and calls `nvmlInit_v2`.
     pub fn init() -> Result<Nvml, NvmlError> {
         let lib = Library::open(LIBNVML).map_err(NvmlError::Load)?;
-        // SAFETY: NVML's nvmlInit_v2 and nvmlShutdown take no arguments and return nvmlReturn_t.
-        let (init, shutdown) = unsafe {
-            (
-                std::mem::transmute::<*mut c_void, FnVoid>(
-                    lib.require("nvmlInit_v2").map_err(NvmlError::Load)?,
-                ),
-                std::mem::transmute::<*mut c_void, FnVoid>(
-                    lib.require("nvmlShutdown").map_err(NvmlError::Load)?,
-                ),
-            )
-        };
-        // SAFETY: nvmlErrorString(nvmlReturn_t) returns a static string.
-        let error_string = lib
-            .sym_addr("nvmlErrorString")
-            .map(|p| unsafe { std::mem::transmute::<*mut c_void, FnErrorString>(p) });
+        let init = lib.get::<nvmlInit_v2>().map_err(NvmlError::Load)?;
+        let shutdown = lib.get::<nvmlShutdown>().map_err(NvmlError::Load)?;
+        let error_string = lib.get::<nvmlErrorString>().ok();
         let nvml = Nvml {
             lib,
             shutdown,
             error_string,
         };
-        // SAFETY: see above.
-        nvml.check("nvmlInit_v2", unsafe { init() })?;
+        // SAFETY: nvmlInit_v2 takes no arguments; a failure leaves nothing to shut down, so
+        // `nvml` must not be dropped then (its Drop calls nvmlShutdown).
+        let code = unsafe { init() };
+        if code != 0 {
+            let e = nvml.error("nvmlInit_v2", code);
+            std::mem::forget(nvml);
+            return Err(e);
+        }
         Ok(nvml)
+    }
+
+    fn error(&self, function: &'static str, code: c_int) -> NvmlError {
+        let text = self
+            .error_string
+            // SAFETY: nvmlErrorString takes any nvmlReturn_t and returns NULL or a static
+            // NUL-terminated string.
+            .map(|f| unsafe { f(code) })
+            .filter(|p| !p.is_null())
+            // SAFETY: non-null and NUL-terminated (see above), and static.
+            .map(|p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "unknown error".into());
+        NvmlError::Call {
+            function,
+            code,
+            text,
+        }
     }
 
     fn check(&self, function: &'static str, code: c_int) -> Result<(), NvmlError> {
         if code == 0 {
-            return Ok(());
+            Ok(())
+        } else {
+            Err(self.error(function, code))
         }
-        let text = self
-            .error_string
-            // SAFETY: nvmlErrorString returns NULL or a static NUL-terminated string.
-            .map(|f| unsafe { f(code) })
-            .filter(|p| !p.is_null())
-            // SAFETY: non-null and NUL-terminated (see above).
-            .map(|p| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "unknown error".into());
-        Err(NvmlError::Call {
-            function,
-            code,
-            text,
-        })
-    }
-
-    /// # Safety
-    /// `T` must be the function pointer type of NVML's function `name`.
-    unsafe fn function<T: Copy>(&self, name: &str) -> Result<T, NvmlError> {
-        let p = self.lib.require(name).map_err(NvmlError::Load)?;
-        // SAFETY: the caller promises `T` is the function's pointer type (pointer-sized).
-        Ok(unsafe { std::mem::transmute_copy::<*mut c_void, T>(&p) })
     }
 
     /// Every GPU's BAR1 and memory size.
     pub fn gpus(&self) -> Result<Vec<Gpu>, NvmlError> {
-        // SAFETY: the types are those of NVML's functions of these names.
-        let (count, handle, bar1, name) = unsafe {
-            (
-                self.function::<FnCount>("nvmlDeviceGetCount_v2")?,
-                self.function::<FnHandle>("nvmlDeviceGetHandleByIndex_v2")?,
-                self.function::<FnTriple>("nvmlDeviceGetBAR1MemoryInfo")?,
-                self.function::<FnName>("nvmlDeviceGetName")?,
-            )
-        };
-        // SAFETY: as above; optional (nvmlMemory_t has the same layout as nvmlBAR1Memory_t).
-        let memory = unsafe { self.function::<FnTriple>("nvmlDeviceGetMemoryInfo") }.ok();
+        let l = &self.lib;
+        let count = l.get::<nvmlDeviceGetCount_v2>().map_err(NvmlError::Load)?;
+        let handle = l
+            .get::<nvmlDeviceGetHandleByIndex_v2>()
+            .map_err(NvmlError::Load)?;
+        let bar1 = l
+            .get::<nvmlDeviceGetBAR1MemoryInfo>()
+            .map_err(NvmlError::Load)?;
+        let name = l.get::<nvmlDeviceGetName>().map_err(NvmlError::Load)?;
+        let memory = l.get::<nvmlDeviceGetMemoryInfo>().ok();
         let mut n: c_uint = 0;
         // SAFETY: valid out-pointer.
         self.check("nvmlDeviceGetCount_v2", unsafe { count(&mut n) })?;
         let mut out = Vec::new();
         for index in 0..n {
-            let mut dev: *mut c_void = std::ptr::null_mut();
+            let mut dev: Device = std::ptr::null_mut();
             // SAFETY: valid out-pointer.
             self.check("nvmlDeviceGetHandleByIndex_v2", unsafe {
                 handle(index, &mut dev)
             })?;
             let mut b = Triple::default();
-            // SAFETY: `dev` is NVML's handle; valid out-pointer.
+            // SAFETY: `dev` is NVML's handle for this index; valid out-pointer.
             self.check("nvmlDeviceGetBAR1MemoryInfo", unsafe { bar1(dev, &mut b) })?;
             let mut buf = [0 as c_char; 96];
-            // SAFETY: `buf` has the length passed.
+            // SAFETY: `dev` as above; `buf` has the length passed.
             let named = unsafe { name(dev, buf.as_mut_ptr(), buf.len() as c_uint) } == 0;
             let name = if named {
-                // SAFETY: NVML wrote a NUL-terminated string into `buf` (zeroed beforehand).
+                // SAFETY: NVML wrote a NUL-terminated string into `buf`, which was zeroed and
+                // whose last byte it leaves as the terminator at worst.
                 unsafe { CStr::from_ptr(buf.as_ptr()) }
                     .to_string_lossy()
                     .into_owned()
@@ -167,7 +182,7 @@ impl Nvml {
             };
             let memory_total = memory.and_then(|f| {
                 let mut m = Triple::default();
-                // SAFETY: `dev` is NVML's handle; valid out-pointer.
+                // SAFETY: `dev` as above; valid out-pointer (nvmlMemory_t version 1).
                 (unsafe { f(dev, &mut m) } == 0).then_some(m.total)
             });
             out.push(Gpu {
