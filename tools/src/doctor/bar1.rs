@@ -125,6 +125,17 @@ mod tests {
     }
 
     #[test]
+    fn h200_figures_pass() {
+        // NVML on an H200 (driver 580.159.04): BAR1 262144 MiB, 1 MiB used; 143771 MiB memory.
+        let k = diagnose(&gpu(262144 << 20, 1 << 20, 143771 << 20));
+        assert_eq!(k.status, Status::Pass);
+        assert_eq!(
+            k.summary,
+            "GPU 0: BAR1 262144 MiB, 1 MiB used (0%), 262143 MiB free"
+        );
+    }
+
+    #[test]
     fn small_bar_is_said_and_nearly_full_warns() {
         let k = diagnose(&gpu(256 << 20, 100 << 20, 24 << 30));
         assert_eq!(k.status, Status::Pass);
