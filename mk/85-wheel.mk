@@ -45,7 +45,6 @@ sim-aarch64:
 	$(AARCH64_ENV) $(CARGO) build --release --locked -p gdrsim --target $(AARCH64) $(CARGO_FLAGS)
 	@mkdir -p $(SIM_AARCH64_DIR)
 	install -m 755 $(CARGO_TARGET_DIR)/$(AARCH64)/release/libcuda.so $(SIM_AARCH64_DIR)/libcuda.so.1
-	ln -sfn libcuda.so.1 $(SIM_AARCH64_DIR)/libnvidia-ml.so.1
 
 # Without the tools it says so and passes, except with CI set (skip_or_fail, Makefile).
 WHEEL_TOOLS_MISSING = $(strip $(foreach t,cargo-zigbuild $(AUDITWHEEL) qemu-aarch64 aarch64-linux-gnu-gcc unzip,\
