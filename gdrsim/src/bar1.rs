@@ -64,10 +64,8 @@ mod tests {
         assert_eq!(v, config::get().vram_size);
         assert!(u <= t);
         // SAFETY: NULL is allowed and refused.
-        assert_eq!(
-            unsafe { gdrsim_bar1_info(std::ptr::null_mut(), &mut u, &mut v) },
-            -1
-        );
+        let r = unsafe { gdrsim_bar1_info(std::ptr::null_mut(), &mut u, &mut v) };
+        assert_eq!(r, -1);
         assert!(fits(0, t - config::get().bar1_reserved));
         assert!(!fits(1, t));
     }

@@ -165,39 +165,6 @@ pub extern "C" fn nvmlDeviceGetNvLinkRemotePciInfo(
     NOT_SUPPORTED
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_device_without_nvlink() {
-        let mut dev = std::ptr::null();
-        // SAFETY: valid out-pointer.
-        assert_eq!(
-            unsafe { nvmlDeviceGetHandleByIndex_v2(0, &mut dev) },
-            SUCCESS
-        );
-        // SAFETY: valid out-pointer.
-        assert_eq!(
-            unsafe { nvmlDeviceGetHandleByIndex_v2(1, &mut dev) },
-            INVALID_ARGUMENT
-        );
-        let mut v = FieldValue {
-            field_id: FI_NVLINK_LINK_COUNT,
-            scope_id: 0,
-            timestamp: 0,
-            latency_usec: 0,
-            value_type: 0,
-            nvml_return: -1,
-            value: 7,
-        };
-        // SAFETY: one valid field value.
-        assert_eq!(unsafe { nvmlDeviceGetFieldValues(dev, 1, &mut v) }, SUCCESS);
-        assert_eq!((v.nvml_return, v.value), (SUCCESS, 0));
-        assert!(!nvmlErrorString(999).is_null());
-    }
-}
-
 /// `nvmlBAR1Memory_t`, and `nvmlMemory_t` (version 1), which has the same layout.
 #[repr(C)]
 pub struct Memory {
@@ -299,4 +266,31 @@ pub unsafe extern "C" fn nvmlDeviceGetName(
     // SAFETY: the caller gave `len` >= text.len() writable bytes at `name`.
     unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), name.cast::<u8>(), text.len()) };
     SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_device_without_nvlink() {
+        let mut dev = std::ptr::null();
+        // SAFETY: valid out-pointer.
+        assert_eq!(unsafe { nvmlDeviceGetHandleByIndex_v2(0, &mut dev) }, SUCCESS);
+        // SAFETY: valid out-pointer.
+        assert_eq!(unsafe { nvmlDeviceGetHandleByIndex_v2(1, &mut dev) }, INVALID_ARGUMENT);
+        let mut v = FieldValue {
+            field_id: FI_NVLINK_LINK_COUNT,
+            scope_id: 0,
+            timestamp: 0,
+            latency_usec: 0,
+            value_type: 0,
+            nvml_return: -1,
+            value: 7,
+        };
+        // SAFETY: one valid field value.
+        assert_eq!(unsafe { nvmlDeviceGetFieldValues(dev, 1, &mut v) }, SUCCESS);
+        assert_eq!((v.nvml_return, v.value), (SUCCESS, 0));
+        assert!(!nvmlErrorString(999).is_null());
+    }
 }
