@@ -73,7 +73,7 @@ bench-freshness: $(BENCH_UP_OUT)/freshness
 			$(BENCH_UP_OUT)/freshness $(FRESHNESS_ITERS) || true; \
 	done
 
-$(BENCH_UP_OUT)/freshness: bench/upstream/freshness.c abi-tests/c/gpu.h include/gdrapi.h | lib sim
+$(BENCH_UP_OUT)/freshness: bench/upstream/freshness.c bench/upstream/timing.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
@@ -93,7 +93,7 @@ bench-apicost: $(BENCH_UP_OUT)/apicost
 			$(BENCH_UP_OUT)/apicost $(APICOST_ARGS) || exit 1; \
 	done
 
-$(BENCH_UP_OUT)/apicost: bench/upstream/apicost.c abi-tests/c/gpu.h include/gdrapi.h | lib sim
+$(BENCH_UP_OUT)/apicost: bench/upstream/apicost.c bench/upstream/timing.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \

@@ -21,6 +21,7 @@
 
 #include "gdrapi.h"
 #include "gpu.h"
+#include "timing.h"
 
 #define SIZE 65536
 
@@ -36,19 +37,6 @@ static void evict(void)
         s += evict_buf[i];
     }
     sink = s;
-}
-
-static double now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 enum { PIN, INFO, MAP, UNMAP, UNPIN, NCALLS };
@@ -105,11 +93,9 @@ int main(int argc, char **argv)
     }
     printf("%-10s %12s %12s   (median ns per call, %d iterations, %zu MiB evicted before each cold call)\n",
            "call", "warm", "cold", iters, evict_mib);
-    for (int k = 0; k < NCALLS; k++) {
-        for (int c = 0; c < 2; c++)
-            qsort(t[c][k], (size_t)iters, sizeof(double), cmp_double);
-        printf("%-10s %12.0f %12.0f\n", names[k], t[0][k][iters / 2], t[1][k][iters / 2]);
-    }
+    for (int k = 0; k < NCALLS; k++)
+        printf("%-10s %12.0f %12.0f\n", names[k], median(t[0][k], (size_t)iters),
+               median(t[1][k], (size_t)iters));
     gdr_close(g);
     cuMemFree(raw);
     return 0;

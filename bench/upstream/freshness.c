@@ -22,21 +22,9 @@
 
 #include "gdrapi.h"
 #include "gpu.h"
+#include "timing.h"
 
 #define BUF 65536
-
-static double now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv)
 {
@@ -90,8 +78,7 @@ int main(int argc, char **argv)
                 }
             }
         }
-        qsort(t, (size_t)iters, sizeof(double), cmp_double);
-        printf("%8zu %8d %8lu %14.0f\n", n, iters, stale, t[iters / 2]);
+        printf("%8zu %8d %8lu %14.0f\n", n, iters, stale, median(t, (size_t)iters));
         any_stale |= stale != 0;
     }
     free(t);
