@@ -25,10 +25,16 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A fresh folder `name` under the target's scratch folder.
+/// A fresh folder `name` under the target's scratch folder, one per test: tests run in
+/// parallel and each removes its folder first.
 fn scratch(name: &str) -> PathBuf {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("main")
+        .replace("::", "-");
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("header_sync")
+        .join(test)
         .join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create a scratch folder");
