@@ -16,7 +16,8 @@
 #   take upstream's flags and print its result lines) as the test programs and this library on
 #   both arms, one quick round; and the driver-call counts of this library against
 #   bench/upstream/drivercalls.expected, so that an extra driver call fails the suite; and the
-#   freshness check (bench-freshness) and the API cost program (bench-apicost) on the emulator.
+#   freshness check (bench-freshness) and the API cost program (bench-apicost) on the emulator;
+#   and the footprint of each API call against bench/upstream/footprint.expected.
 
 BENCH_ROUNDS ?= 5
 BENCH_CPU ?= auto
@@ -47,7 +48,11 @@ bench-drivercalls: $(BENCH_UP_OUT)/drivercalls
 			$(BENCH_UP_OUT)/drivercalls || exit 1; \
 	done
 
-test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BENCH_UP_OUT)/apicost tools
+test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BENCH_UP_OUT)/apicost \
+		$(BENCH_UP_OUT)/footprint tools
+	@if command -v valgrind >/dev/null; then \
+		$(FOOTPRINT) --check bench/upstream/footprint.expected $(LIB_DIR); \
+	else $(call skip_or_fail,test-bench-upstream footprint,valgrind (Debian package valgrind)); fi
 	$(SIM_ENV) $(BENCH_UP_OUT)/freshness 50
 	$(SIM_ENV) $(BENCH_UP_OUT)/apicost 20 8
 	$(SIM_ENV) $(BENCH_UP_OUT)/drivercalls > $(BENCH_UP_OUT)/drivercalls.out
@@ -99,3 +104,19 @@ $(BENCH_UP_OUT)/apicost: bench/upstream/apicost.c bench/upstream/timing.h abi-te
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
 		-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda
 .PHONY: bench-apicost
+
+# make bench-footprint [UPSTREAM_LIB_DIR=<dir>]: the code and data each API call touches (pages,
+#   cache lines, functions, instructions) under valgrind's lackey, for this library and the
+#   other one side by side (bench/upstream/footprint.c, footprint.py). apiperf times pin,
+#   get_info and unpin right after a slow map or unmap, with cold TLBs and caches, where a
+#   call costs about one page walk per page it touches.
+FOOTPRINT = python3 bench/upstream/footprint.py --exe $(BENCH_UP_OUT)/footprint --sim $(SIM_DIR)
+bench-footprint: $(BENCH_UP_OUT)/footprint
+	@$(FOOTPRINT) $(LIB_DIR) $(if $(UPSTREAM_LIB_DIR),$(abspath $(UPSTREAM_LIB_DIR)))
+
+$(BENCH_UP_OUT)/footprint: bench/upstream/footprint.c abi-tests/c/gpu.h include/gdrapi.h | lib sim
+	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
+		-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda
+.PHONY: bench-footprint

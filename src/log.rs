@@ -60,12 +60,16 @@ fn config() -> Option<i32> {
 }
 
 /// True when a message of `level` would be printed; lets callers skip formatting work.
+#[inline(always)]
 pub fn enabled(level: Level) -> bool {
     config().is_some_and(|threshold| level as i32 >= threshold)
 }
 
 /// Writes one log line (prefix, message, newline) to stderr when `level` is enabled.
-/// Never panics, even when stderr is closed.
+/// Never panics, even when stderr is closed. Cold and out of line, so that the checks that
+/// lead to a log line stay off the API calls' straight path.
+#[cold]
+#[inline(never)]
 pub fn write(level: Level, args: std::fmt::Arguments<'_>) {
     if !enabled(level) {
         return;
@@ -77,19 +81,43 @@ pub fn write(level: Level, args: std::fmt::Arguments<'_>) {
 /// Logs at debug level (`DBG:  `).
 #[macro_export]
 #[doc(hidden)]
-macro_rules! gdr_dbg { ($($t:tt)*) => { $crate::log::write($crate::log::Level::Debug, format_args!($($t)*)) } }
+macro_rules! gdr_dbg {
+    ($($t:tt)*) => {
+        if $crate::log::enabled($crate::log::Level::Debug) {
+            $crate::log::write($crate::log::Level::Debug, format_args!($($t)*))
+        }
+    };
+}
 /// Logs at info level (`INFO: `).
 #[macro_export]
 #[doc(hidden)]
-macro_rules! gdr_info { ($($t:tt)*) => { $crate::log::write($crate::log::Level::Info, format_args!($($t)*)) } }
+macro_rules! gdr_info {
+    ($($t:tt)*) => {
+        if $crate::log::enabled($crate::log::Level::Info) {
+            $crate::log::write($crate::log::Level::Info, format_args!($($t)*))
+        }
+    };
+}
 /// Logs at warning level (`WARN: `).
 #[macro_export]
 #[doc(hidden)]
-macro_rules! gdr_warn { ($($t:tt)*) => { $crate::log::write($crate::log::Level::Warn, format_args!($($t)*)) } }
+macro_rules! gdr_warn {
+    ($($t:tt)*) => {
+        if $crate::log::enabled($crate::log::Level::Warn) {
+            $crate::log::write($crate::log::Level::Warn, format_args!($($t)*))
+        }
+    };
+}
 /// Logs at error level (`ERR:  `).
 #[macro_export]
 #[doc(hidden)]
-macro_rules! gdr_err { ($($t:tt)*) => { $crate::log::write($crate::log::Level::Error, format_args!($($t)*)) } }
+macro_rules! gdr_err {
+    ($($t:tt)*) => {
+        if $crate::log::enabled($crate::log::Level::Error) {
+            $crate::log::write($crate::log::Level::Error, format_args!($($t)*))
+        }
+    };
+}
 
 #[cfg(test)]
 mod tests {

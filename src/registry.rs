@@ -19,10 +19,14 @@ use std::sync::{Mutex, MutexGuard};
 /// Slots that must be freed after a slot before that slot is reused.
 pub const QUARANTINE: usize = 1024;
 
-/// Number of slab slots: slab `k` holds `FIRST_SLAB << k` records.
+/// Number of slab slots: slab `k` holds `FIRST << k` records.
 const MAX_SLABS: usize = 40;
-/// Records in the first slab.
-const FIRST_SLAB: usize = 64;
+/// Records in the first slab of a registry made with [`Registry::new`].
+pub const FIRST_SLAB: usize = 64;
+/// Records in the first slab of a registry made with [`Registry::wiped_in_children`]: more
+/// than [`QUARANTINE`], so that a steady pin/unpin cycle stays in one slab, which lookups
+/// check inline.
+pub const FIRST_WIPED_SLAB: usize = 2048;
 
 /// A record type kept in a [`Registry`]: constructible in its idle state, shareable.
 pub trait Record: Sync + Send + 'static {
@@ -38,8 +42,9 @@ struct Alloc {
     quarantine: VecDeque<usize>,
 }
 
-/// A slab allocator of `T` records whose addresses can be validated without a lock.
-pub struct Registry<T: Record> {
+/// A slab allocator of `T` records whose addresses can be validated without a lock; slab `k`
+/// holds `FIRST << k` records.
+pub struct Registry<T: Record, const FIRST: usize = FIRST_SLAB> {
     slabs: [AtomicPtr<T>; MAX_SLABS],
     /// Number of slabs published in `slabs`.
     nslabs: AtomicUsize,
@@ -50,16 +55,16 @@ pub struct Registry<T: Record> {
     kernel_wipes: AtomicBool,
 }
 
-/// Records in slab `k`.
-const fn slab_len(k: usize) -> usize {
-    FIRST_SLAB << k
+/// Records in slab `k` of a registry whose first slab holds `first`.
+const fn slab_len(first: usize, k: usize) -> usize {
+    first << k
 }
 
-/// (slab, index in slab) of global slot `i`.
-fn locate(i: usize) -> (usize, usize) {
-    // Slab k starts at FIRST_SLAB * (2^k - 1).
-    let k = (i / FIRST_SLAB + 1).ilog2() as usize;
-    (k, i - FIRST_SLAB * ((1 << k) - 1))
+/// (slab, index in slab) of global slot `i` in a registry whose first slab holds `first`.
+fn locate(first: usize, i: usize) -> (usize, usize) {
+    // Slab k starts at first * (2^k - 1).
+    let k = (i / first + 1).ilog2() as usize;
+    (k, i - first * ((1 << k) - 1))
 }
 
 impl<T: Record> Registry<T> {
@@ -67,13 +72,17 @@ impl<T: Record> Registry<T> {
     pub const fn new() -> Self {
         Self::with_wipe(false)
     }
+}
 
+impl<T: Record> Registry<T, FIRST_WIPED_SLAB> {
     /// An empty registry whose records all read as free (zero) in a child process. `T`'s
     /// free state must be all zero bytes.
     pub const fn wiped_in_children() -> Self {
         Self::with_wipe(true)
     }
+}
 
+impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
     const fn with_wipe(wipe_in_children: bool) -> Self {
         Registry {
             wipe_in_children,
@@ -89,6 +98,7 @@ impl<T: Record> Registry<T> {
 
     /// A slot to use, as a record reference; `None` when memory is exhausted. The caller
     /// moves the record out of its free state.
+    #[inline(always)]
     pub fn allocate(&self) -> Option<&'static T> {
         let mut a = self.lock();
         if a.quarantine.len() > QUARANTINE {
@@ -96,14 +106,14 @@ impl<T: Record> Registry<T> {
             return Some(self.slot(i));
         }
         let i = a.fresh;
-        let (k, _) = locate(i);
+        let (k, _) = locate(FIRST, i);
         if k >= MAX_SLABS {
             // Everything is handed out; fall back to the oldest freed slot if any.
             let i = a.quarantine.pop_front()?;
             return Some(self.slot(i));
         }
         if k >= self.nslabs.load(Ordering::Acquire) {
-            let slab = self.new_slab(slab_len(k))?;
+            let slab = self.new_slab(slab_len(FIRST, k))?;
             self.slabs[k].store(slab, Ordering::Release);
             self.nslabs.store(k + 1, Ordering::Release);
         }
@@ -113,6 +123,7 @@ impl<T: Record> Registry<T> {
 
     /// Whether every slab of this registry lies in wipe-on-fork pages (so that a child sees
     /// only free records without help).
+    #[inline(always)]
     pub fn wiped_by_the_kernel(&self) -> bool {
         self.wipe_in_children && self.kernel_wipes.load(Ordering::Relaxed)
     }
@@ -123,8 +134,8 @@ impl<T: Record> Registry<T> {
         let n = self.nslabs.load(Ordering::Acquire);
         for k in 0..n {
             let base = self.slabs[k].load(Ordering::Acquire);
-            for j in 0..slab_len(k) {
-                // SAFETY: slab `k` is published, holds `slab_len(k)` initialised records and
+            for j in 0..slab_len(FIRST, k) {
+                // SAFETY: slab `k` is published, holds `slab_len(FIRST, k)` records and
                 // is never freed.
                 f(unsafe { &*base.add(j) });
             }
@@ -133,18 +144,15 @@ impl<T: Record> Registry<T> {
 
     /// A never-freed slab of `len` free records: in wipe-on-fork pages when this registry asks
     /// for them and the kernel has the advice, else on the heap.
+    #[cold]
     fn new_slab(&self, len: usize) -> Option<*mut T> {
         if self.wipe_in_children {
             let bytes = len.checked_mul(std::mem::size_of::<T>())?;
             if let Ok(p) = crate::sys::wipe_on_fork_pages(bytes) {
-                let p = p.cast::<T>();
-                for i in 0..len {
-                    // SAFETY: `p` is a fresh writable mapping of `bytes` bytes, page aligned
-                    // (so aligned for `T`, whose alignment is at most a page), never unmapped;
-                    // slot `i < len` lies inside it and is written once before any read.
-                    unsafe { p.add(i).write(T::new_free()) };
-                }
-                return Some(p);
+                // A fresh anonymous mapping reads as zero bytes, which is `T`'s free state
+                // (the contract of `wiped_in_children`): the records are initialised without
+                // a write, and the kernel backs only the pages that get used.
+                return Some(p.cast::<T>());
             }
             self.kernel_wipes.store(false, Ordering::Relaxed);
         }
@@ -157,6 +165,7 @@ impl<T: Record> Registry<T> {
 
     /// Puts `rec` (a record of this registry, already back in its free state) into the
     /// quarantine.
+    #[inline(always)]
     pub fn release(&self, rec: &'static T) {
         if let Some(i) = self.index_of(rec as *const T as usize) {
             self.lock().quarantine.push_back(i);
@@ -179,7 +188,7 @@ impl<T: Record> Registry<T> {
     }
 
     fn slot(&self, i: usize) -> &'static T {
-        let (k, j) = locate(i);
+        let (k, j) = locate(FIRST, i);
         let base = self.slabs[k].load(Ordering::Acquire);
         // SAFETY: slot `i` was handed out, so slab `k` is published and holds more than `j`
         // initialised records; slabs are never freed, so the reference is valid for 'static.
@@ -193,12 +202,12 @@ impl<T: Record> Registry<T> {
         let size = std::mem::size_of::<T>();
         for k in 0..n {
             let base = self.slabs[k].load(Ordering::Acquire) as usize;
-            let end = base + slab_len(k) * size;
+            let end = base + slab_len(FIRST, k) * size;
             if addr >= base && addr < end {
                 let off = addr - base;
                 return off
                     .is_multiple_of(size)
-                    .then(|| FIRST_SLAB * ((1 << k) - 1) + off / size);
+                    .then(|| FIRST * ((1 << k) - 1) + off / size);
             }
         }
         None
@@ -258,14 +267,14 @@ impl<T: Record> Registry<T> {
         // A wrapping offset: an address below the slab (NULL included, the slab never starts
         // at 0) becomes huge and fails the one compare below.
         let off = addr.wrapping_sub(base as usize);
-        if base.is_null() || off >= (FIRST_SLAB * size) << k {
+        if base.is_null() || off >= (FIRST * size) << k {
             return Probe::Outside;
         }
         if !off.is_multiple_of(size) {
             return Probe::Misaligned;
         }
-        // SAFETY: `off / size < slab_len(k)`; slab `k` is published (`k < nslabs`, non-NULL
-        // base) with `slab_len(k)` initialised records and is never freed.
+        // SAFETY: `off / size < slab_len(FIRST, k)`; slab `k` is published (`k < nslabs`,
+        // non-NULL base) with `slab_len(FIRST, k)` records and is never freed.
         Probe::Hit(unsafe { &*base.add(off / size) })
     }
 }
@@ -309,11 +318,13 @@ mod tests {
 
     #[test]
     fn locate_maps_global_slots_to_slabs() {
-        assert_eq!(locate(0), (0, 0));
-        assert_eq!(locate(63), (0, 63));
-        assert_eq!(locate(64), (1, 0));
-        assert_eq!(locate(191), (1, 127));
-        assert_eq!(locate(192), (2, 0));
+        assert_eq!(locate(64, 0), (0, 0));
+        assert_eq!(locate(64, 63), (0, 63));
+        assert_eq!(locate(64, 64), (1, 0));
+        assert_eq!(locate(64, 191), (1, 127));
+        assert_eq!(locate(64, 192), (2, 0));
+        assert_eq!(locate(2048, 2047), (0, 2047));
+        assert_eq!(locate(2048, 2048), (1, 0));
     }
 
     #[test]
@@ -354,7 +365,7 @@ mod tests {
         // Just past the end of the newest slab is not a record.
         let k = r.nslabs.load(Ordering::Relaxed) - 1;
         let base = r.slabs[k].load(Ordering::Relaxed) as usize;
-        let end = base + slab_len(k) * std::mem::size_of::<Rec>();
+        let end = base + slab_len(FIRST_SLAB, k) * std::mem::size_of::<Rec>();
         assert!(r.lookup(end).is_none());
         assert!(r.lookup(base).is_some());
         assert!(r.lookup(usize::MAX & !31).is_none());
@@ -370,14 +381,14 @@ mod tests {
             assert!(seen.contains(&(x as *const Rec as usize)));
         }
         assert!(!r.wiped_by_the_kernel(), "an ordinary registry");
-        static W: Registry<Rec> = Registry::wiped_in_children();
+        static W: Registry<Rec, FIRST_WIPED_SLAB> = Registry::wiped_in_children();
         W.allocate().unwrap();
         assert!(W.wiped_by_the_kernel(), "MADV_WIPEONFORK (Linux 4.14+)");
     }
 
     #[test]
     fn records_of_a_wiped_registry_read_as_free_in_a_child() {
-        static R: Registry<Rec> = Registry::wiped_in_children();
+        static R: Registry<Rec, FIRST_WIPED_SLAB> = Registry::wiped_in_children();
         let rec = R.allocate().unwrap();
         rec.live.store(7, Ordering::SeqCst);
         // A raw fork system call: no fork handler runs in the child.

@@ -21,13 +21,13 @@
 //! copy path's existing state check.
 
 use crate::backend::{
-    self, Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest,
+    self, Attr, Backend, BackendKind, Info, Mapping, MappingType, Opened, Pin, PinRequest,
 };
 use crate::error::{Error, Result};
 use crate::ffi::types::{INFO_MAPPED_BIT, INFO_WC_MAPPING_BIT};
-use crate::registry::{Record, Registry};
+use crate::registry::{Record, Registry, FIRST_WIPED_SLAB};
 use crate::{copy, process, sys};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 /// The states of a [`HandleRecord`].
@@ -52,7 +52,7 @@ pub mod state {
 static SESSIONS: Registry<SessionRecord> = Registry::new();
 /// Every handle record ever handed out; all of them read as free in a child process, so that
 /// a child's copy through an inherited handle is refused without a check on the copy path.
-static HANDLES: Registry<HandleRecord> = Registry::wiped_in_children();
+static HANDLES: Registry<HandleRecord, FIRST_WIPED_SLAB> = Registry::wiped_in_children();
 /// Source of session serial numbers (never 0 for a live session).
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
@@ -61,7 +61,8 @@ static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 pub struct SessionRecord {
     /// `fd` (int@0): the driver fd, -1 for DMA-BUF and once closed.
     pub fd: AtomicI32,
-    /// `memhs` (list head@8): always NULL; the records are tracked in [`Open::handles`].
+    /// `memhs` (list head@8): always NULL; a session's handles are the registry's records
+    /// that name it as their owner.
     pub memhs: AtomicUsize,
     /// `page_size` (@16): host page size.
     pub page_size: AtomicUsize,
@@ -81,19 +82,23 @@ pub struct SessionRecord {
     opener: AtomicU64,
     /// The pid of that process, for log lines.
     opener_pid: AtomicI32,
+    /// [`Open::serial`] while open (0 when free), readable without the lock.
+    serial: AtomicU64,
     /// The open state; `None` when the slot is free.
     open: RwLock<Option<Open>>,
 }
 
 /// A live session.
 struct Open {
-    backend: Box<dyn Backend>,
+    backend: Opened,
     /// Unique per `gdr_open`; handle records name their owner by it.
     serial: u64,
     page_size: usize,
-    /// Live handles by pin sequence number (oldest first), so that unpin is O(log n) and
-    /// `gdr_close` can release them newest first as upstream does.
-    handles: Mutex<Handles>,
+    /// Pins made so far; a handle's `seq` is its place in that order, so that `gdr_close`
+    /// releases the newest first as upstream does.
+    pins: AtomicU64,
+    /// Handles pinned and not yet released.
+    live: AtomicUsize,
 }
 
 /// What a `gdr_mh_t` points at. The first 104 bytes follow upstream's `gdr_memh_t`.
@@ -131,7 +136,7 @@ pub struct HandleRecord {
     users: AtomicU32,
     /// Serial of the owning session.
     owner: AtomicU64,
-    /// Pin sequence number within the owning session (key in [`Handles`]).
+    /// Pin sequence number within the owning session ([`Open::pins`]).
     seq: AtomicU64,
     pin_handle: AtomicU64,
     pin_va: AtomicU64,
@@ -156,6 +161,7 @@ impl Record for SessionRecord {
             _pad: AtomicU32::new(0),
             opener: AtomicU64::new(0),
             opener_pid: AtomicI32::new(0),
+            serial: AtomicU64::new(0),
             open: RwLock::new(None),
         }
     }
@@ -208,6 +214,7 @@ impl HandleRecord {
         self as *const HandleRecord as usize as u64
     }
 
+    #[inline(always)]
     fn pin(&self) -> Pin {
         Pin {
             handle: self.pin_handle.load(Ordering::Acquire),
@@ -218,6 +225,7 @@ impl HandleRecord {
         }
     }
 
+    #[inline(always)]
     fn mapping(&self) -> Mapping {
         Mapping {
             addr: self.map_addr.load(Ordering::Acquire),
@@ -226,6 +234,7 @@ impl HandleRecord {
         }
     }
 
+    #[inline(always)]
     fn set_pin(&self, p: &Pin, owner: u64, kind: BackendKind, page_size: usize) {
         self.pin_handle.store(p.handle, Ordering::Release);
         self.pin_va.store(p.va, Ordering::Release);
@@ -250,6 +259,7 @@ impl HandleRecord {
         }
     }
 
+    #[inline(always)]
     fn set_mapping(&self, m: Option<&Mapping>, kind: BackendKind) {
         let (addr, len, t) = m.map_or((0, 0, MappingType::None), |m| (m.addr, m.len, m.kind));
         self.map_addr.store(addr, Ordering::Release);
@@ -271,6 +281,7 @@ impl HandleRecord {
     }
 
     /// Returns the record to its free state (all fields zero) and to the registry.
+    #[inline(always)]
     fn free(&'static self) {
         for a in [
             &self.le_next,
@@ -313,27 +324,25 @@ impl HandleRecord {
     }
 }
 
-/// The live handles of a session, keyed by pin order.
-#[derive(Default)]
-struct Handles {
-    next: u64,
-    live: std::collections::BTreeMap<u64, &'static HandleRecord>,
-}
-
-impl Handles {
-    fn insert(&mut self, h: &'static HandleRecord) {
-        self.next += 1;
-        h.seq.store(self.next, Ordering::Release);
-        self.live.insert(self.next, h);
-    }
-
-    fn remove(&mut self, h: &HandleRecord) {
-        self.live.remove(&h.seq.load(Ordering::Acquire));
-    }
-}
-
 impl Open {
+    /// Every handle this session has pinned and not released, newest first. Called only
+    /// under the session's write lock, where no pin, map or unpin of this session is under
+    /// way.
+    fn handles_newest_first(&self) -> Vec<&'static HandleRecord> {
+        let mut mine = Vec::new();
+        HANDLES.for_each(|h| {
+            if h.owner.load(Ordering::Acquire) == self.serial
+                && h.state.load(Ordering::Acquire) != state::FREE
+            {
+                mine.push(h);
+            }
+        });
+        mine.sort_unstable_by_key(|h| std::cmp::Reverse(h.seq.load(Ordering::Relaxed)));
+        mine
+    }
+
     /// The live record behind `mh`, owned by this session.
+    #[inline(always)]
     fn handle(&self, mh: u64) -> Result<&'static HandleRecord> {
         let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
             gdr_err!(
@@ -347,6 +356,7 @@ impl Open {
     }
 
     /// Refuses a record that is free, not yet pinned, being unpinned, or another session's.
+    #[inline(always)]
     fn check_live(&self, h: &HandleRecord, mh: u64) -> Result<()> {
         let s = h.state.load(Ordering::SeqCst);
         if s == state::FREE || s == state::RESERVED || s == state::UNPINNING {
@@ -365,6 +375,7 @@ impl Open {
 
     /// The live record behind `mh`, held against an unpin for as long as the guard lives:
     /// the pin it describes stays the one the caller named.
+    #[inline(always)]
     fn handle_in_use(&self, mh: u64) -> Result<InUse> {
         let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
             gdr_err!(
@@ -385,6 +396,7 @@ impl Open {
     /// Returns the first error. If the mapping cannot be removed, `gdr_unpin_buffer`
     /// ([`Release::Unpin`]) leaves the handle pinned and mapped so the caller can retry;
     /// `gdr_close` ([`Release::Close`]) tries once more and then goes on without it.
+    #[inline(always)]
     fn release(&self, h: &'static HandleRecord, how: Release) -> Result<()> {
         let mapped = loop {
             let s = h.state.load(Ordering::Acquire);
@@ -450,7 +462,7 @@ impl Open {
             h.set_mapping(None, self.backend.kind());
         }
         let r = self.backend.unpin(&pin);
-        self.handles.lock().remove(h);
+        self.live.fetch_sub(1, Ordering::Relaxed);
         h.free();
         first.and(r)
     }
@@ -480,6 +492,7 @@ enum Release {
 }
 
 /// Checks, without taking any lock, that `rec` is open and owned by the calling process.
+#[inline(always)]
 fn check_opener(rec: &SessionRecord, g: usize) -> Result<()> {
     let opener = rec.opener.load(Ordering::Acquire);
     if opener == 0 {
@@ -504,20 +517,71 @@ fn log_foreign(rec: &SessionRecord, g: usize) {
     );
 }
 
-/// Runs `f` on the live session behind the `gdr_t` value `g`, once [`check_opener`] has
-/// refused a closed session or another process (no lock is taken before that check).
-fn with_session<R>(g: usize, f: impl FnOnce(&Open) -> Result<R>) -> Result<R> {
+/// The open session behind the `gdr_t` value `g`, held shared until the guard drops, once
+/// [`check_opener`] has refused a closed session or another process (no lock is taken
+/// before that check).
+#[inline(always)]
+fn session(g: usize) -> Result<OpenRef> {
+    let rec = session_record(g)?;
+    check_opener(rec, g)?;
+    locked(rec, g)
+}
+
+/// [`session`] for a call that names the handle `mh`. A live handle of this session already
+/// proves that the caller is the process that opened it (handle records read as free in
+/// every child, see [`crate::registry`]), so the process token, a page of its own, is read
+/// only when the handle does not prove it.
+#[inline(always)]
+fn session_for(g: usize, mh: u64) -> Result<OpenRef> {
+    let rec = session_record(g)?;
+    if pinned_here(rec, mh) {
+        if rec.opener.load(Ordering::Acquire) == 0 {
+            gdr_err!("invalid gdr_t {:#x}: already closed", g);
+            return Err(Error::InvalidHandle);
+        }
+    } else {
+        check_opener(rec, g)?;
+    }
+    locked(rec, g)
+}
+
+/// Whether `mh` is a live handle of the session `rec`, in memory the kernel wipes in a
+/// child: true only in the process that pinned it, which is the session's opener.
+#[inline(always)]
+fn pinned_here(rec: &SessionRecord, mh: u64) -> bool {
+    if !HANDLES.wiped_by_the_kernel() {
+        return false;
+    }
+    let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
+        return false;
+    };
+    let s = h.state.load(Ordering::Acquire);
+    s != state::FREE
+        && s != state::RESERVED
+        && s != state::UNPINNING
+        && h.owner.load(Ordering::Acquire) == rec.serial.load(Ordering::Acquire)
+}
+
+/// The session record at `g`, or an error when `g` is not one.
+#[inline(always)]
+fn session_record(g: usize) -> Result<&'static SessionRecord> {
     let Some(rec) = SESSIONS.lookup(g) else {
         gdr_err!("invalid gdr_t {:#x}: not opened by this library", g);
         return Err(Error::InvalidHandle);
     };
-    check_opener(rec, g)?;
-    let guard = rec.open.read();
-    let Some(open) = guard.as_ref() else {
+    Ok(rec)
+}
+
+/// A session's open state, held shared.
+type OpenRef = MappedRwLockReadGuard<'static, Open>;
+
+/// The open state of `rec`, held shared.
+#[inline(always)]
+fn locked(rec: &'static SessionRecord, g: usize) -> Result<OpenRef> {
+    RwLockReadGuard::try_map(rec.open.read(), Option::as_ref).map_err(|_| {
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
-        return Err(Error::InvalidHandle);
-    };
-    f(open)
+        Error::InvalidHandle
+    })
 }
 
 /// `gdr_open`: opens a backend and returns the new session's address.
@@ -576,7 +640,7 @@ fn register_fork_handlers() {
 }
 
 /// `gdr_open` on a given backend.
-pub(crate) fn open_with(backend: Box<dyn Backend>) -> Result<usize> {
+pub(crate) fn open_with(backend: Opened) -> Result<usize> {
     register_fork_handlers();
     let Some(rec) = SESSIONS.allocate() else {
         gdr_err!("error while allocating memory");
@@ -599,9 +663,11 @@ pub(crate) fn open_with(backend: Box<dyn Backend>) -> Result<usize> {
         backend,
         serial,
         page_size,
-        handles: Mutex::new(Handles::default()),
+        pins: AtomicU64::new(0),
+        live: AtomicUsize::new(0),
     });
     rec.opener_pid.store(sys::getpid(), Ordering::Relaxed);
+    rec.serial.store(serial, Ordering::Relaxed);
     rec.opener.store(process::token(), Ordering::Release);
     Ok(rec as *const SessionRecord as usize)
 }
@@ -626,10 +692,9 @@ pub fn close(g: usize) -> Result<()> {
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
         return Err(Error::InvalidHandle);
     };
-    let handles: Vec<_> = open.handles.lock().live.values().copied().collect();
     let mut first: Result<()> = Ok(());
     // Most recently pinned first, as upstream walks its list.
-    for h in handles.into_iter().rev() {
+    for h in open.handles_newest_first() {
         if let Err(e) = open.release(h, Release::Close) {
             gdr_err!(
                 "error unpinning buffer inside gdr_close (errno={}/{})",
@@ -645,6 +710,7 @@ pub fn close(g: usize) -> Result<()> {
     rec.gdrdrv_version.store(0, Ordering::Release);
     rec.opener.store(0, Ordering::Release);
     rec.opener_pid.store(0, Ordering::Relaxed);
+    rec.serial.store(0, Ordering::Relaxed);
     drop(guard);
     SESSIONS.release(rec);
     first
@@ -675,7 +741,7 @@ fn close_foreign(rec: &'static SessionRecord, g: usize) -> Result<()> {
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
         return Err(Error::InvalidHandle);
     };
-    let owned = open.handles.try_lock().map_or(usize::MAX, |h| h.live.len());
+    let owned = open.live.load(Ordering::Relaxed);
     let fd = open.backend.fd();
     // The backend's teardown (driver handles, CUDA contexts) belongs to the opener; this
     // process only drops its own copies.
@@ -685,6 +751,7 @@ fn close_foreign(rec: &'static SessionRecord, g: usize) -> Result<()> {
     }
     rec.fd.store(-1, Ordering::Release);
     rec.opener.store(0, Ordering::Release);
+    rec.serial.store(0, Ordering::Relaxed);
     drop(guard);
     SESSIONS.release(rec);
     if owned == 0 {
@@ -700,22 +767,24 @@ fn close_foreign(rec: &'static SessionRecord, g: usize) -> Result<()> {
 }
 
 /// `gdr_pin_buffer(_v2)`: pins and returns the new `gdr_mh_t.h`.
+#[inline(always)]
 pub fn pin(g: usize, req: &PinRequest) -> Result<u64> {
-    with_session(g, |open| {
-        let Some(h) = HANDLES.allocate() else {
-            gdr_err!("error while allocating memory");
-            return Err(Error::NoMemory);
-        };
-        h.state.store(state::RESERVED, Ordering::Release);
-        // Gives the slot back if the pin fails or the backend panics.
-        let reserved = Reserved { h, armed: true };
-        let p = open.backend.pin(req)?;
-        let h = reserved.keep();
-        h.set_pin(&p, open.serial, open.backend.kind(), open.page_size);
-        h.state.store(state::PINNED, Ordering::Release);
-        open.handles.lock().insert(h);
-        Ok(h.address())
-    })
+    let open = session(g)?;
+    let Some(h) = HANDLES.allocate() else {
+        gdr_err!("error while allocating memory");
+        return Err(Error::NoMemory);
+    };
+    h.state.store(state::RESERVED, Ordering::Release);
+    // Gives the slot back if the pin fails or the backend panics.
+    let reserved = Reserved { h, armed: true };
+    let p = open.backend.pin(req)?;
+    let h = reserved.keep();
+    h.set_pin(&p, open.serial, open.backend.kind(), open.page_size);
+    h.seq
+        .store(open.pins.fetch_add(1, Ordering::Relaxed) + 1, Ordering::Relaxed);
+    open.live.fetch_add(1, Ordering::Relaxed);
+    h.state.store(state::PINNED, Ordering::Release);
+    Ok(h.address())
 }
 
 /// A handle in a transient state (mapping, unmapping): dropping it without [`finish`]
@@ -753,6 +822,7 @@ impl Reserved {
 }
 
 impl Drop for Reserved {
+    #[inline(always)]
     fn drop(&mut self) {
         if self.armed {
             self.h.free();
@@ -762,138 +832,138 @@ impl Drop for Reserved {
 
 /// `gdr_unpin_buffer`: unmaps if still mapped, unpins, and frees the handle even when the
 /// driver refuses.
+#[inline(always)]
 pub fn unpin(g: usize, mh: u64) -> Result<()> {
-    with_session(g, |open| {
-        let h = open.handle(mh)?;
-        open.release(h, Release::Unpin)
-    })
+    let open = session_for(g, mh)?;
+    let h = open.handle(mh)?;
+    open.release(h, Release::Unpin)
 }
 
 /// `gdr_get_callback_flag`.
+#[inline(always)]
 pub fn callback_flag(g: usize, mh: u64) -> Result<bool> {
-    with_session(g, |open| {
-        let h = open.handle_in_use(mh)?;
-        open.backend.callback_flag(&h.pin())
-    })
+    let open = session_for(g, mh)?;
+    let h = open.handle_in_use(mh)?;
+    open.backend.callback_flag(&h.pin())
 }
 
 /// `gdr_get_info_v2` (`legacy` = false) or the legacy v1 `gdr_get_info` (`legacy` = true).
+#[inline(always)]
 pub fn info(g: usize, mh: u64, legacy: bool) -> Result<Info> {
-    with_session(g, |open| {
-        let h = open.handle_in_use(mh)?;
-        let m = (h.state.load(Ordering::Acquire) == state::MAPPED).then(|| h.mapping());
-        if legacy {
-            open.backend.info_v1(&h.pin(), m.as_ref())
-        } else {
-            open.backend.info(&h.pin(), m.as_ref())
-        }
-    })
+    let open = session_for(g, mh)?;
+    let h = open.handle_in_use(mh)?;
+    let m = (h.state.load(Ordering::Acquire) == state::MAPPED).then(|| h.mapping());
+    if legacy {
+        open.backend.info_v1(&h.pin(), m.as_ref())
+    } else {
+        open.backend.info(&h.pin(), m.as_ref())
+    }
 }
 
 /// `gdr_map_v2`: maps `size` bytes (rounded up to the host page) of the pinned buffer with
 /// the mapping type `flags` asks for; returns the mapping's address.
+#[inline(always)]
 pub fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
-    with_session(g, |open| {
-        let h = open.handle(mh)?;
-        let s = h.state.load(Ordering::Acquire);
-        if s == state::MAPPED || s == state::MAPPING {
+    let open = session_for(g, mh)?;
+    let h = open.handle(mh)?;
+    let s = h.state.load(Ordering::Acquire);
+    if s == state::MAPPED || s == state::MAPPING {
+        gdr_err!("mh is mapped already");
+        return Err(Error::AlreadyMapped);
+    }
+    let request = match u32::try_from(flags).ok().and_then(MappingType::from_raw) {
+        Some(t) => t,
+        None => {
+            gdr_err!("encounter unsupported gdr_map_flags");
+            return Err(Error::InvalidArgument("unknown gdr_map_flags"));
+        }
+    };
+    let Some(rounded) = sys::round_up(size, open.page_size) else {
+        gdr_err!("gdr_map: size {} is too large", size);
+        return Err(Error::InvalidArgument("map size overflows"));
+    };
+    if let Err(now) = h.state.compare_exchange(
+        state::PINNED,
+        state::MAPPING,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        if now == state::MAPPED || now == state::MAPPING {
             gdr_err!("mh is mapped already");
             return Err(Error::AlreadyMapped);
         }
-        let request = match u32::try_from(flags).ok().and_then(MappingType::from_raw) {
-            Some(t) => t,
-            None => {
-                gdr_err!("encounter unsupported gdr_map_flags");
-                return Err(Error::InvalidArgument("unknown gdr_map_flags"));
-            }
-        };
-        let Some(rounded) = sys::round_up(size, open.page_size) else {
-            gdr_err!("gdr_map: size {} is too large", size);
-            return Err(Error::InvalidArgument("map size overflows"));
-        };
-        if let Err(now) = h.state.compare_exchange(
-            state::PINNED,
-            state::MAPPING,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            if now == state::MAPPED || now == state::MAPPING {
-                gdr_err!("mh is mapped already");
-                return Err(Error::AlreadyMapped);
-            }
-            gdr_err!(
-                "gdr_mh_t 0x{:x} is being unmapped or unpinned by another thread",
-                mh
-            );
-            return Err(Error::InvalidHandle);
-        }
-        // Back to "pinned" if the backend fails or panics.
-        let busy = Transition {
-            h,
-            back_to: state::PINNED,
-        };
-        let m = open.backend.map(&h.pin(), rounded, request)?;
-        h.set_mapping(Some(&m), open.backend.kind());
-        copy::mapping_created(m.kind);
-        busy.finish(state::MAPPED);
-        gdr_dbg!("ptr_va: {:#x}", m.addr);
-        gdr_dbg!("mapping_type={}", m.kind as u32);
-        Ok(m.addr)
-    })
+        gdr_err!(
+            "gdr_mh_t 0x{:x} is being unmapped or unpinned by another thread",
+            mh
+        );
+        return Err(Error::InvalidHandle);
+    }
+    // Back to "pinned" if the backend fails or panics.
+    let busy = Transition {
+        h,
+        back_to: state::PINNED,
+    };
+    let m = open.backend.map(&h.pin(), rounded, request)?;
+    h.set_mapping(Some(&m), open.backend.kind());
+    copy::mapping_created(m.kind);
+    busy.finish(state::MAPPED);
+    gdr_dbg!("ptr_va: {:#x}", m.addr);
+    gdr_dbg!("mapping_type={}", m.kind as u32);
+    Ok(m.addr)
 }
 
 /// `gdr_unmap`: `va` and `size` must be the address `gdr_map` returned and the size it was
 /// given (compared after rounding to the host page).
+#[inline(always)]
 pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
-    with_session(g, |open| {
-        let h = open.handle(mh)?;
-        let matches =
-            |m: &Mapping| va == m.addr && sys::round_up(size, open.page_size) == Some(m.len);
-        let refuse = |m: &Mapping| {
-            gdr_err!(
-                "gdr_unmap: va {:#x} size {} do not match the mapping of this handle (va {:#x}, rounded size {})",
-                va,
-                size,
-                m.addr,
-                m.len
-            );
-            Err(Error::InvalidArgument("va/size do not match the mapping"))
-        };
-        // Refuse a mismatch before touching the state, so that concurrent copies through
-        // the (still valid) mapping are not disturbed by a bad call.
-        if h.state.load(Ordering::Acquire) == state::MAPPED && !matches(&h.mapping()) {
-            return refuse(&h.mapping());
-        }
-        if h.state
-            .compare_exchange(
-                state::MAPPED,
-                state::UNMAPPING,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_err()
-        {
-            gdr_err!("mh is not mapped yet");
-            return Err(Error::NotMapped);
-        }
-        let m = h.mapping();
-        if !matches(&m) {
-            // Remapped by another thread in between.
-            h.state.store(state::MAPPED, Ordering::Release);
-            return refuse(&m);
-        }
-        gdr_dbg!("unmapping va: {:#x}", va);
-        // Still mapped if the backend fails or panics.
-        let busy = Transition {
-            h,
-            back_to: state::MAPPED,
-        };
-        open.backend.unmap(&h.pin(), &m)?;
-        copy::mapping_destroyed(m.kind);
-        h.set_mapping(None, open.backend.kind());
-        busy.finish(state::PINNED);
-        Ok(())
-    })
+    let open = session_for(g, mh)?;
+    let h = open.handle(mh)?;
+    let matches =
+        |m: &Mapping| va == m.addr && sys::round_up(size, open.page_size) == Some(m.len);
+    let refuse = |m: &Mapping| {
+        gdr_err!(
+            "gdr_unmap: va {:#x} size {} do not match the mapping of this handle (va {:#x}, rounded size {})",
+            va,
+            size,
+            m.addr,
+            m.len
+        );
+        Err(Error::InvalidArgument("va/size do not match the mapping"))
+    };
+    // Refuse a mismatch before touching the state, so that concurrent copies through
+    // the (still valid) mapping are not disturbed by a bad call.
+    if h.state.load(Ordering::Acquire) == state::MAPPED && !matches(&h.mapping()) {
+        return refuse(&h.mapping());
+    }
+    if h.state
+        .compare_exchange(
+            state::MAPPED,
+            state::UNMAPPING,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .is_err()
+    {
+        gdr_err!("mh is not mapped yet");
+        return Err(Error::NotMapped);
+    }
+    let m = h.mapping();
+    if !matches(&m) {
+        // Remapped by another thread in between.
+        h.state.store(state::MAPPED, Ordering::Release);
+        return refuse(&m);
+    }
+    gdr_dbg!("unmapping va: {:#x}", va);
+    // Still mapped if the backend fails or panics.
+    let busy = Transition {
+        h,
+        back_to: state::MAPPED,
+    };
+    open.backend.unmap(&h.pin(), &m)?;
+    copy::mapping_destroyed(m.kind);
+    h.set_mapping(None, open.backend.kind());
+    busy.finish(state::PINNED);
+    Ok(())
 }
 
 /// For a copy of `n` bytes at `dev` through handle `mh`: checks that the handle is live and
@@ -998,19 +1068,20 @@ pub(crate) fn copy_target_refused(
 
 /// `gdr_get_attribute`: the value of the `gdr_attr_t` `attr`.
 pub fn attribute(g: usize, attr: u32) -> Result<i32> {
-    with_session(g, |open| match Attr::from_raw(attr) {
+    let open = session(g)?;
+    match Attr::from_raw(attr) {
         Some(Attr::UsingDmaBufMmap) => Ok(i32::from(open.backend.kind() == BackendKind::DmaBuf)),
         Some(a) => open.backend.attribute(a),
         None => {
             gdr_dbg!("undefined attribute");
             Err(Error::InvalidArgument("undefined attribute"))
         }
-    })
+    }
 }
 
 /// `gdr_driver_get_version`: `(major, minor)` of the driver behind the session.
 pub fn driver_version(g: usize) -> Result<(i32, i32)> {
-    with_session(g, |open| open.backend.driver_version())
+    session(g)?.backend.driver_version()
 }
 
 #[cfg(test)]
@@ -1029,7 +1100,7 @@ mod tests {
         unmaps: AtomicU32,
         closes: AtomicU32,
         fail_unpin: AtomicBool,
-        unpinned: Mutex<Vec<u64>>,
+        unpinned: parking_lot::Mutex<Vec<u64>>,
         /// When set, `info` announces itself in `in_info` and then waits 50 ms.
         slow_info: AtomicBool,
         in_info: AtomicBool,
@@ -1148,10 +1219,10 @@ mod tests {
 
     fn fake() -> (usize, Arc<Calls>) {
         let calls = Arc::new(Calls::default());
-        let g = open_with(Box::new(Fake {
+        let g = open_with(Opened::Other(Box::new(Fake {
             calls: calls.clone(),
             next: AtomicU64::new(0),
-        }))
+        })))
         .unwrap();
         (g, calls)
     }
@@ -1581,6 +1652,47 @@ mod tests {
         assert_eq!(offset_of!(SessionRecord, gdrdrv_version), 36);
         assert_eq!(offset_of!(SessionRecord, cache_backend), 40);
         assert!(offset_of!(SessionRecord, open) >= 48);
+    }
+
+    #[test]
+    fn a_free_handle_record_is_all_zero() {
+        // The handle registry relies on it: its slabs are fresh (zero) wipe-on-fork pages,
+        // used as free records without being written.
+        let r = HandleRecord::new_free();
+        let fields = [
+            r.le_next.load(Ordering::Relaxed) as u64,
+            r.le_prev.load(Ordering::Relaxed) as u64,
+            u64::from(r.mapping_type.load(Ordering::Relaxed)),
+            u64::from(r._pad0.load(Ordering::Relaxed)),
+            u64::from(r.driver_handle.load(Ordering::Relaxed)),
+            u64::from(r._pad1.load(Ordering::Relaxed)),
+            r.dmabuf_va.load(Ordering::Relaxed),
+            r.dmabuf_page_offset.load(Ordering::Relaxed),
+            r.dmabuf_mapped_size.load(Ordering::Relaxed),
+            u64::from(r.dmabuf_page_size.load(Ordering::Relaxed)),
+            u64::from(r._pad2.load(Ordering::Relaxed)),
+            r.dmabuf_tm_cycles.load(Ordering::Relaxed),
+            u64::from(r.dmabuf_cycles_per_ms.load(Ordering::Relaxed)),
+            u64::from(r.dmabuf_bits.load(Ordering::Relaxed)),
+            u64::from(r.dmabuf_backend_type.load(Ordering::Relaxed)),
+            u64::from(r._pad3.load(Ordering::Relaxed)),
+            r.dmabuf_cpu_va.load(Ordering::Relaxed) as u64,
+            r.dmabuf_cpu_len.load(Ordering::Relaxed) as u64,
+            u64::from(r.state.load(Ordering::Relaxed)),
+            u64::from(r.users.load(Ordering::Relaxed)),
+            r.owner.load(Ordering::Relaxed),
+            r.seq.load(Ordering::Relaxed),
+            r.pin_handle.load(Ordering::Relaxed),
+            r.pin_va.load(Ordering::Relaxed),
+            r.pin_size.load(Ordering::Relaxed),
+            r.pin_offset.load(Ordering::Relaxed),
+            u64::from(r.pin_fixed.load(Ordering::Relaxed)),
+            u64::from(r.map_kind.load(Ordering::Relaxed)),
+            r.map_addr.load(Ordering::Relaxed) as u64,
+            r.map_len.load(Ordering::Relaxed) as u64,
+        ];
+        assert!(fields.iter().all(|&f| f == 0), "{fields:?}");
+        assert_eq!(state::FREE, 0);
     }
 
     #[test]

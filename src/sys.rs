@@ -31,6 +31,7 @@ pub fn open(path: &CStr, flags: c_int) -> Result<c_int> {
 }
 
 /// `ioctl(fd, request, arg)`; the driver may read and write the whole of `*arg`.
+#[inline(always)]
 pub fn ioctl<T: IoctlParam>(fd: c_int, request: c_ulong, arg: &mut T) -> Result<()> {
     // SAFETY: `arg` is an exclusive reference to a `T` that, by the `IoctlParam` contract, is
     // exactly the structure the driver copies in and out, and every bit pattern the driver
@@ -45,6 +46,7 @@ pub fn ioctl<T: IoctlParam>(fd: c_int, request: c_ulong, arg: &mut T) -> Result<
 
 /// `mmap(NULL, len, PROT_READ|PROT_WRITE, MAP_SHARED, fd, offset)`: a new shared mapping at an
 /// address the kernel chooses. Returns its address.
+#[inline(always)]
 pub fn mmap_shared(len: usize, fd: c_int, offset: u64) -> Result<usize> {
     let off = libc::off_t::try_from(offset)
         .map_err(|_| Error::InvalidArgument("mmap offset out of range"))?;
@@ -72,6 +74,7 @@ pub fn mmap_shared(len: usize, fd: c_int, offset: u64) -> Result<usize> {
 /// # Safety
 /// `[addr, addr+len)` must be a mapping this library created and that nothing still uses
 /// through a Rust reference.
+#[inline(always)]
 pub unsafe fn munmap(addr: usize, len: usize) -> Result<()> {
     // SAFETY: the caller guarantees the range is one of our mappings and unused.
     let rc = unsafe { libc::munmap(addr as *mut c_void, len) };

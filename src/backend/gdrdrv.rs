@@ -234,10 +234,27 @@ pub fn check_version(v: &VersionParams) -> Result<()> {
 
 /// `ioctl` with upstream's "ioctl error" log line on failure; returns `params` as the driver
 /// left them.
+#[inline(always)]
 fn drv_ioctl<T: IoctlParam>(fd: i32, request: c_ulong, mut params: T) -> Result<T> {
-    sys::ioctl(fd, request, &mut params)
-        .inspect_err(|e| gdr_err!("ioctl error (errno={})", e.errno()))?;
-    Ok(params)
+    match sys::ioctl(fd, request, &mut params) {
+        Ok(()) => Ok(params),
+        Err(e) => {
+            gdr_err!("ioctl error (errno={})", e.errno());
+            Err(e)
+        }
+    }
+}
+
+/// Upstream's log line for a refused pin plus, where NVML answers, the BAR1 figures.
+#[cold]
+fn log_failed_pin(e: &Error, size: u64) {
+    if !crate::log::enabled(crate::log::Level::Error) {
+        return;
+    }
+    match crate::nvml::note_for_failed_pin(size) {
+        Some(bar1) => gdr_err!("ioctl error (errno={}); {bar1}", e.errno()),
+        None => gdr_err!("ioctl error (errno={})", e.errno()),
+    }
 }
 
 /// `GET_VERSION`, with upstream's log line on failure.
@@ -300,30 +317,31 @@ impl GdrDrv {
         })
     }
 
+    #[inline(always)]
     fn fd_now(&self) -> i32 {
         self.fd.load(Ordering::Acquire)
     }
 
     /// [`drv_ioctl`] on the current descriptor.
+    #[inline(always)]
     fn ioctl<T: IoctlParam>(&self, request: c_ulong, params: T) -> Result<T> {
         drv_ioctl(self.fd_now(), request, params)
     }
 
     /// A pin ioctl: on failure, upstream's log line plus, where NVML answers, the BAR1
     /// figures (a full BAR1 is the usual cause of a pin refused with ENOMEM).
+    #[inline(always)]
     fn pin_ioctl<T: IoctlParam>(&self, request: c_ulong, mut params: T, size: u64) -> Result<T> {
-        sys::ioctl(self.fd_now(), request, &mut params).inspect_err(|e| {
-            if !crate::log::enabled(crate::log::Level::Error) {
-                return;
+        match sys::ioctl(self.fd_now(), request, &mut params) {
+            Ok(()) => Ok(params),
+            Err(e) => {
+                log_failed_pin(&e, size);
+                Err(e)
             }
-            match crate::nvml::note_for_failed_pin(size) {
-                Some(bar1) => gdr_err!("ioctl error (errno={}); {bar1}", e.errno()),
-                None => gdr_err!("ioctl error (errno={})", e.errno()),
-            }
-        })?;
-        Ok(params)
+        }
     }
 
+    #[inline(always)]
     fn info_v2_ioctl(&self, pin: &Pin) -> Result<Info> {
         let p = InfoV2Params {
             handle: pin.handle,
@@ -342,6 +360,7 @@ impl GdrDrv {
         })
     }
 
+    #[inline(always)]
     fn info_v1_ioctl(&self, pin: &Pin) -> Result<Info> {
         let p = InfoParams {
             handle: pin.handle,
@@ -386,6 +405,7 @@ impl Backend for GdrDrv {
         self.version
     }
 
+    #[inline(always)]
     fn pin(&self, req: &PinRequest) -> Result<Pin> {
         let handle = if self.version >= VERSION_V2_API {
             // FORCE_PCIE is the only bit the driver knows; the rest is dropped as upstream does.
@@ -419,11 +439,13 @@ impl Backend for GdrDrv {
         })
     }
 
+    #[inline(always)]
     fn unpin(&self, pin: &Pin) -> Result<()> {
         let p = UnpinParams { handle: pin.handle };
         self.ioctl(ioc::UNPIN_BUFFER, p).map(drop)
     }
 
+    #[inline(always)]
     fn callback_flag(&self, pin: &Pin) -> Result<bool> {
         let p = CbFlagParams {
             handle: pin.handle,
@@ -432,6 +454,7 @@ impl Backend for GdrDrv {
         Ok(self.ioctl(ioc::GET_CB_FLAG, p)?.flag != 0)
     }
 
+    #[inline(always)]
     fn info(&self, pin: &Pin, _current: Option<&Mapping>) -> Result<Info> {
         if self.version >= VERSION_INFO_V2 {
             self.info_v2_ioctl(pin)
@@ -440,10 +463,12 @@ impl Backend for GdrDrv {
         }
     }
 
+    #[inline(always)]
     fn info_v1(&self, pin: &Pin, _current: Option<&Mapping>) -> Result<Info> {
         self.info_v1_ioctl(pin)
     }
 
+    #[inline(always)]
     fn map(&self, pin: &Pin, size: usize, request: MappingType) -> Result<Mapping> {
         let fd = self.fd_now();
         if self.version >= VERSION_V2_API {
@@ -460,17 +485,21 @@ impl Backend for GdrDrv {
                 .ok_or(Error::InvalidArgument(
                     "driver handle too large for an mmap offset",
                 ))?;
-        let addr = sys::mmap_shared(size, fd, offset).inspect_err(|e| {
-            let errno = e.errno();
-            gdr_err!(
-                "error {}({}) while mapping handle {:x}, rounded_size={} offset={:x}",
-                sys::strerror(errno),
-                errno,
-                pin.handle,
-                size,
-                offset
-            );
-        })?;
+        let addr = match sys::mmap_shared(size, fd, offset) {
+            Ok(addr) => addr,
+            Err(e) => {
+                let errno = e.errno();
+                gdr_err!(
+                    "error {}({}) while mapping handle {:x}, rounded_size={} offset={:x}",
+                    sys::strerror(errno),
+                    errno,
+                    pin.handle,
+                    size,
+                    offset
+                );
+                return Err(e);
+            }
+        };
         let unmap = || {
             // SAFETY: `addr..addr+size` was mapped just above and has not been handed out.
             let _ = unsafe { sys::munmap(addr, size) };
@@ -506,10 +535,12 @@ impl Backend for GdrDrv {
         })
     }
 
+    #[inline(always)]
     fn unmap(&self, pin: &Pin, mapping: &Mapping) -> Result<()> {
         // SAFETY: the session passes only mappings this backend created and that it has taken
         // out of use (its state machine holds the handle in the "unmapping" state).
-        unsafe { sys::munmap(mapping.addr, mapping.len) }.inspect_err(|e| {
+        let r = unsafe { sys::munmap(mapping.addr, mapping.len) };
+        if let Err(e) = &r {
             let errno = e.errno();
             gdr_err!(
                 "error {}({}) while unmapping handle {:x}, rounded_size={}",
@@ -518,7 +549,8 @@ impl Backend for GdrDrv {
                 pin.handle,
                 mapping.len
             );
-        })
+        }
+        r
     }
 
     fn attribute(&self, attr: Attr) -> Result<i32> {

@@ -168,6 +168,51 @@ pub trait Backend: Send + Sync {
     fn close(&self) -> Result<()>;
 }
 
+/// The backend a session opened: a closed set, so that the API path calls it directly, with
+/// no vtable and no heap allocation to reach.
+pub enum Opened {
+    Gdrdrv(gdrdrv::GdrDrv),
+    DmaBuf(dmabuf::DmaBuf),
+    /// A test's own backend.
+    #[cfg(test)]
+    Other(Box<dyn Backend>),
+}
+
+/// Forwards each listed [`Backend`] method to the backend inside an [`Opened`].
+macro_rules! forward {
+    ($(fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty;)*) => {
+        impl Backend for Opened {
+            $(
+                #[inline(always)]
+                fn $name(&self $(, $arg: $ty)*) -> $ret {
+                    match self {
+                        Opened::Gdrdrv(b) => b.$name($($arg),*),
+                        Opened::DmaBuf(b) => b.$name($($arg),*),
+                        #[cfg(test)]
+                        Opened::Other(b) => b.$name($($arg),*),
+                    }
+                }
+            )*
+        }
+    };
+}
+
+forward! {
+    fn kind(&self) -> BackendKind;
+    fn fd(&self) -> i32;
+    fn driver_version_word(&self) -> u32;
+    fn pin(&self, req: &PinRequest) -> Result<Pin>;
+    fn unpin(&self, pin: &Pin) -> Result<()>;
+    fn callback_flag(&self, pin: &Pin) -> Result<bool>;
+    fn info(&self, pin: &Pin, current: Option<&Mapping>) -> Result<Info>;
+    fn info_v1(&self, pin: &Pin, current: Option<&Mapping>) -> Result<Info>;
+    fn map(&self, pin: &Pin, size: usize, request: MappingType) -> Result<Mapping>;
+    fn unmap(&self, pin: &Pin, mapping: &Mapping) -> Result<()>;
+    fn attribute(&self, attr: Attr) -> Result<i32>;
+    fn driver_version(&self) -> Result<(i32, i32)>;
+    fn close(&self) -> Result<()>;
+}
+
 /// Whether the caller forced the DMA-BUF backend: `GDRCOPY_USE_DMABUF_MMAP` is exactly "1",
 /// read at every `gdr_open` as upstream does.
 pub fn dmabuf_forced() -> bool {
@@ -176,12 +221,12 @@ pub fn dmabuf_forced() -> bool {
 
 /// Opens the backend `gdr_open` uses: gdrdrv unless DMA-BUF is forced, then DMA-BUF when
 /// gdrdrv cannot be used. Logs every refusal.
-pub fn open() -> Result<Box<dyn Backend>> {
+pub fn open() -> Result<Opened> {
     if !dmabuf_forced() {
         match gdrdrv::GdrDrv::open() {
             Ok(b) => {
                 crate::gdr_info!("Using gdrdrv backend");
-                return Ok(Box::new(b));
+                return Ok(Opened::Gdrdrv(b));
             }
             Err(_) => {
                 crate::gdr_info!(
@@ -191,7 +236,7 @@ pub fn open() -> Result<Box<dyn Backend>> {
         }
     }
     match dmabuf::DmaBuf::open() {
-        Ok(b) => Ok(Box::new(b)),
+        Ok(b) => Ok(Opened::DmaBuf(b)),
         Err(e) => {
             crate::gdr_err!(
                 "Error: gdrcopy requires gdrdrv or CUDA driver with dmabuf mmap support (at least one is required)"

@@ -60,6 +60,7 @@ impl Counters {
         }
     }
 
+    #[inline(always)]
     fn created(&self, kind: MappingType) {
         if read_fence_requested() {
             self.flags.fetch_or(READ_FENCE, Ordering::Release);
@@ -67,6 +68,7 @@ impl Counters {
         self.update(kind, |c| c.saturating_add(1));
     }
 
+    #[inline(always)]
     fn destroyed(&self, kind: MappingType) {
         self.update(kind, |c| c.saturating_sub(1));
     }
@@ -103,11 +105,13 @@ fn parse_switch(v: &str) -> bool {
 }
 
 /// Counts one more live mapping of `kind`.
+#[inline(always)]
 pub(crate) fn created(kind: MappingType) {
     COUNTERS.created(kind);
 }
 
 /// Counts one live mapping of `kind` less (never below zero).
+#[inline(always)]
 pub(crate) fn destroyed(kind: MappingType) {
     COUNTERS.destroyed(kind);
 }

@@ -59,6 +59,7 @@ pub(crate) use access::{Direction, FromMapping, ToMapping};
 
 /// Records that a mapping of `kind` now exists (drives the mixed-mapping fence), and makes
 /// the process-wide kernel choice if it is not made yet.
+#[inline(always)]
 pub fn mapping_created(kind: MappingType) {
     fence::created(kind);
     if kind == MappingType::WriteCombining {
@@ -67,6 +68,7 @@ pub fn mapping_created(kind: MappingType) {
 }
 
 /// Records that a mapping of `kind` is gone; extra calls never take a count below zero.
+#[inline(always)]
 pub fn mapping_destroyed(kind: MappingType) {
     fence::destroyed(kind);
 }

@@ -357,19 +357,25 @@ static STORE: AtomicPtr<()> = AtomicPtr::new(resolve_store as CopyFn as *mut ())
 static LOAD: AtomicPtr<()> = AtomicPtr::new(resolve_load as CopyFn as *mut ());
 /// Whether the chosen load family allows the inline load path; false until installed.
 static INLINE_LOADS: AtomicBool = AtomicBool::new(false);
+/// Whether [`install`] has run.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 fn install() -> &'static Kernels {
     let k = chosen();
     STORE.store(k.store as *mut (), Ordering::Release);
     LOAD.store(k.load as *mut (), Ordering::Release);
     INLINE_LOADS.store(k.load_impl.inline_loads(), Ordering::Release);
+    INSTALLED.store(true, Ordering::Release);
     k
 }
 
 /// Makes the process-wide choice now (at the first mapping) rather than at the first copy
 /// that needs the table, so that the inline load path applies from the first small read.
+#[inline]
 pub(crate) fn prepare() {
-    let _ = install_or_portable();
+    if !INSTALLED.load(Ordering::Acquire) {
+        let _ = install_or_portable();
+    }
 }
 
 /// True when the installed load family allows the inline load path.

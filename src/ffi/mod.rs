@@ -45,6 +45,7 @@ entry! {
 ///
 /// # Safety
 /// `handle` is NULL or valid for writes of a `gdr_mh_t`.
+#[inline(always)]
 unsafe fn pin(func: &str, g: gdr_t, req: PinRequest, handle: *mut gdr_mh_t) -> c_int {
     // SAFETY: the caller's contract.
     match unsafe { out(func, handle, "handle") } {
@@ -227,6 +228,7 @@ entry! {
 ///
 /// # Safety
 /// `ptr_va` is NULL or valid for writes of a `void *`.
+#[inline(always)]
 unsafe fn map(
     func: &str,
     g: gdr_t,
