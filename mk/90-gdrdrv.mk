@@ -14,6 +14,8 @@
 #   Adds NVIDIA's gdrcopy_sanity, copybw, copylat and apiperf (from UPSTREAM_TESTS), run once
 #   against NVIDIA's libgdrapi.so.2 (from UPSTREAM_LIB_DIR) and once against this project's,
 #   with both tallies side by side.
+# When make test-ucx has built UCX (build/ucx/inst), the VM runs UCX too, with its default
+#   settings on the real module: ucx_info -d, ucx_perftest over gdr_copy and uct_gdr_check.
 
 GDRDRV_SRC ?=
 UPSTREAM_TESTS ?=
@@ -62,11 +64,23 @@ gdrdrv-vm-image: lib sim tools $(ABI_OUT)/api $(ABI_OUT)/handles $(ABI_OUT)/thre
 		$(GDRVM_DIR)/stage/t/sim $(GDRVM_DIR)/stage/t/abi $(GDRVM_DIR)/stage/t/bin
 	cp $(GDRVM_DIR)/nvp2p/nvp2p.ko $(GDRVM_DIR)/gdrdrv/gdrdrv.ko $(GDRVM_DIR)/stage/mods/
 	cp -a $(LIB_DIR)/libgdrapi.so* $(GDRVM_DIR)/stage/t/lib/
-	cp -a $(SIM_DIR)/libcuda.so* $(GDRVM_DIR)/stage/t/sim/
+	cp -a $(SIM_DIR)/libcuda.so* $(SIM_DIR)/libcudart.so* $(SIM_DIR)/libnvidia-ml.so* $(GDRVM_DIR)/stage/t/sim/
 	cp $(ABI_OUT)/api $(ABI_OUT)/handles $(ABI_OUT)/threads $(ABI_OUT)/fork \
 		$(REL_OUT)/stress $(REL_OUT)/forkhold $(GDRVM_DIR)/stage/t/abi/
 	cp $(addprefix $(BIN_DIR)/,$(TOOLS_BINS)) $(GDRVM_DIR)/stage/t/bin/
 	cp vm/tests.sh $(GDRVM_DIR)/stage/t/tests.sh
+	@if [ -x $(UCX_DIR)/inst/bin/ucx_info ]; then \
+		echo "gdrdrv VM: with UCX from $(UCX_DIR)/inst"; \
+		mkdir -p $(GDRVM_DIR)/stage/t/ucx && \
+		cp -a $(UCX_DIR)/inst/bin $(UCX_DIR)/inst/lib $(GDRVM_DIR)/stage/t/ucx/ && \
+		rm -rf $(GDRVM_DIR)/stage/t/ucx/lib/pkgconfig && \
+		find $(GDRVM_DIR)/stage/t/ucx/lib -name '*.la' -delete && \
+		$(CC) -O1 -g -Wall -Werror -I$(UCX_DIR)/inst/include -I$(UCX_DIR)/cuda/include \
+			ucx/uct_gdr_check.c -o $(GDRVM_DIR)/stage/t/ucx/bin/uct_gdr_check \
+			-L$(UCX_DIR)/inst/lib -L$(SIM_DIR) -luct -lucs -lcuda && \
+		$(CC) -O1 -g -Wall -Werror -shared -fPIC ucx/gdr_count.c \
+			-o $(GDRVM_DIR)/stage/t/ucx/lib/gdr_count.so -ldl || exit 1; \
+	else echo "gdrdrv VM: without UCX (make test-ucx builds it)"; fi
 ifneq ($(strip $(UPSTREAM_TESTS)),)
 	@test -x "$(UPSTREAM_TESTS)/gdrcopy_sanity" || { echo "UPSTREAM_TESTS=$(UPSTREAM_TESTS) has no gdrcopy_sanity"; exit 1; }
 	@test -e "$(UPSTREAM_LIB_DIR)/libgdrapi.so.2" || { echo "UPSTREAM_LIB_DIR=$(UPSTREAM_LIB_DIR) has no libgdrapi.so.2"; exit 1; }

@@ -72,6 +72,50 @@ run tool-copybw tool $ours /t/bin/gdrcopy_copybw -s 1048576 -w 20 -r 5
 run tool-copylat tool $ours /t/bin/gdrcopy_copylat -s 65536 -w 10 -r 3
 run tool-apiperf tool $ours /t/bin/gdrcopy_apiperf -s 1048576 -n 5 -w 2
 
+# UCX (when make test-ucx built it), with its default settings: its memory hooks and its
+# gdr_copy transport meet the real module. GPU memory on both sides of every transfer.
+ucx_perf() {
+    t=$1 p=0 f=0 t0=$(now)
+    for s in 8 64 512 4096 65536 1048576; do
+        n=2000; [ "$s" -ge 65536 ] && n=200
+        timeout 120 env LD_PRELOAD="/t/sim/libcuda.so.1 /t/ucx/lib/gdr_count.so" \
+            LD_LIBRARY_PATH=/t/sim:/t/lib:/t/ucx/lib \
+            /t/ucx/bin/ucx_perftest -l -m cuda -t "$t" -x gdr_copy -d cuda -s "$s" -n "$n" -w 20 -f \
+            > /tmp/out 2>&1
+        rc=$?
+        line=$(grep -E '^(Final:)? *[0-9]+ +[0-9.]+ ' /tmp/out | tail -1 | sed 's/^Final://')
+        copies=$(sed -n 's/^GDRCOUNT to=\([0-9]*\) from=\([0-9]*\)/\1 \2/p' /tmp/out | tail -1)
+        set -- $copies
+        copies=$((${1:-0} + ${2:-0}))
+        if [ "$rc" -eq 0 ] && [ -n "$line" ] && [ "$copies" -ge "$n" ]; then
+            p=$((p + 1))
+            echo "$line" | awk -v t="$t" -v s="$s" -v c="$copies" \
+                '{ printf "gdrvm: ucx uct %-8s %8s B %9.3f us %10.1f MB/s %8d gdr copies\n", t, s, $2, $6, c }'
+        else
+            f=$((f + 1))
+            tail -15 /tmp/out | sed "s|^|  [ucx-perftest $t $s] |"
+            echo "  [ucx-perftest $t $s] exit status $rc, $copies copies through libgdrapi"
+        fi
+    done
+    echo "gdrvm-result: ucx-perftest-$t $p $f $(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')"
+    [ "$f" -eq 0 ] || failed=1
+}
+if [ -d /t/ucx ]; then
+    ucx="env LD_PRELOAD=/t/sim/libcuda.so.1 LD_LIBRARY_PATH=/t/sim:/t/lib:/t/ucx/lib"
+    $ucx /t/ucx/bin/ucx_info -d > /tmp/ucxinfo 2>&1
+    p=0 f=0
+    for pat in "Memory domain: gdr_copy" "Transport: gdr_copy"; do
+        if grep -q "$pat" /tmp/ucxinfo; then p=$((p + 1)); else f=$((f + 1)); echo "  [ucx-info] missing: $pat"; fi
+    done
+    [ "$f" -eq 0 ] || tail -20 /tmp/ucxinfo | sed 's|^|  [ucx-info] |'
+    echo "gdrvm-result: ucx-info $p $f 0"
+    [ "$f" -eq 0 ] || failed=1
+    ucx_perf put_lat
+    ucx_perf put_bw
+    run ucx-uct-check tool $ucx /t/ucx/bin/uct_gdr_check
+    grep '^uct_gdr_check:' /tmp/out | sed 's/^/gdrvm: ucx /'
+fi
+
 # NVIDIA's test programs against both libraries; gdrcopy_sanity one test at a time (it has no
 # timeout of its own), each test's outcome as "gdrvm-case: upstream-sanity-LIB TEST RESULT".
 sanity() {
