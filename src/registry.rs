@@ -48,6 +48,8 @@ pub struct Registry<T: Record, const FIRST: usize = FIRST_SLAB> {
     slabs: [AtomicPtr<T>; MAX_SLABS],
     /// Number of slabs published in `slabs`.
     nslabs: AtomicUsize,
+    /// Slots handed out so far (a copy of `Alloc::fresh` readable without the lock).
+    handed_out: AtomicUsize,
     alloc: Mutex<Alloc>,
     /// Slabs go to `MADV_WIPEONFORK` pages where the kernel offers them.
     wipe_in_children: bool,
@@ -89,6 +91,7 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
             kernel_wipes: AtomicBool::new(true),
             slabs: [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_SLABS],
             nslabs: AtomicUsize::new(0),
+            handed_out: AtomicUsize::new(0),
             alloc: Mutex::new(Alloc {
                 fresh: 0,
                 quarantine: VecDeque::new(),
@@ -118,6 +121,7 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
             self.nslabs.store(k + 1, Ordering::Release);
         }
         a.fresh += 1;
+        self.handed_out.store(a.fresh, Ordering::Release);
         Some(self.slot(i))
     }
 
@@ -128,17 +132,12 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
         self.wipe_in_children && self.kernel_wipes.load(Ordering::Relaxed)
     }
 
-    /// Every record of this registry handed out so far, live or not (for a fork handler
-    /// that must reset them where the kernel does not). Lock-free.
+    /// Every record of this registry handed out so far, live or not (for `gdr_close`, which
+    /// finds a session's handles among them, and for a fork handler that must reset them
+    /// where the kernel does not). Lock-free.
     pub fn for_each(&self, mut f: impl FnMut(&'static T)) {
-        let n = self.nslabs.load(Ordering::Acquire);
-        for k in 0..n {
-            let base = self.slabs[k].load(Ordering::Acquire);
-            for j in 0..slab_len(FIRST, k) {
-                // SAFETY: slab `k` is published, holds `slab_len(FIRST, k)` records and
-                // is never freed.
-                f(unsafe { &*base.add(j) });
-            }
+        for i in 0..self.handed_out.load(Ordering::Acquire) {
+            f(self.slot(i));
         }
     }
 
