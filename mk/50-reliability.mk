@@ -123,9 +123,11 @@ TEST_TARGETS += test-stress
 # The C ABI suite's api, handles and threads programs and the reliability programs; any error,
 # a definite leak, a crash or a timeout fails (failed assertions are left to the programs' own
 # targets). The fork programs are left out: valgrind's fork of a process with
-# the emulator's 1 GiB fake VRAM mapped takes about two minutes.
+# the emulator's 1 GiB fake VRAM mapped takes about two minutes. --fair-sched=yes: valgrind runs
+# one thread at a time, and with its default lock a thread that spins waiting for another
+# (threads.c's race checks do) can keep the lock and starve it, past the timeout.
 
-REL_VALGRIND := valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+REL_VALGRIND := valgrind -q --fair-sched=yes --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
 	--child-silent-after-fork=yes
 
 test-memcheck: $(REL_OUT)/faults $(REL_OUT)/stress $(ABI_OUT)/api $(ABI_OUT)/handles $(ABI_OUT)/threads
