@@ -492,14 +492,16 @@ enum Release {
 }
 
 /// Checks, without taking any lock, that `rec` is open and owned by the calling process.
+/// `known_here` says the caller already proved the latter (see [`pinned_here`]), so the
+/// process token, a page of its own, is not read.
 #[inline(always)]
-fn check_opener(rec: &SessionRecord, g: usize) -> Result<()> {
+fn check_opener(rec: &SessionRecord, g: usize, known_here: bool) -> Result<()> {
     let opener = rec.opener.load(Ordering::Acquire);
     if opener == 0 {
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
         return Err(Error::InvalidHandle);
     }
-    if opener != process::token() {
+    if !known_here && opener != process::token() {
         log_foreign(rec, g);
         return Err(Error::ForeignProcess);
     }
@@ -523,25 +525,18 @@ fn log_foreign(rec: &SessionRecord, g: usize) {
 #[inline(always)]
 fn session(g: usize) -> Result<OpenRef> {
     let rec = session_record(g)?;
-    check_opener(rec, g)?;
+    check_opener(rec, g, false)?;
     locked(rec, g)
 }
 
 /// [`session`] for a call that names the handle `mh`. A live handle of this session already
 /// proves that the caller is the process that opened it (handle records read as free in
-/// every child, see [`crate::registry`]), so the process token, a page of its own, is read
-/// only when the handle does not prove it.
+/// every child, see [`crate::registry`]), so the process token is read only when the handle
+/// does not prove it.
 #[inline(always)]
 fn session_for(g: usize, mh: u64) -> Result<OpenRef> {
     let rec = session_record(g)?;
-    if pinned_here(rec, mh) {
-        if rec.opener.load(Ordering::Acquire) == 0 {
-            gdr_err!("invalid gdr_t {:#x}: already closed", g);
-            return Err(Error::InvalidHandle);
-        }
-    } else {
-        check_opener(rec, g)?;
-    }
+    check_opener(rec, g, pinned_here(rec, mh))?;
     locked(rec, g)
 }
 
