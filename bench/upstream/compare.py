@@ -11,6 +11,11 @@ code measures, the noise floor against which the other ratios are read.
 The test programs are run unmodified; which library they load is chosen with LD_LIBRARY_PATH
 (programs that have their own RUNPATH still yield to it). On the emulator, --sim names the
 folder of its libcuda.so.1, which is preloaded; its GDRSIM_* settings pass through.
+
+The tool "ucx" (--tools ucx, with --ucx naming a UCX installation built against libgdrapi)
+runs UCX's ucx_perftest in loopback with GPU memory on both sides, once per case and size:
+UCT put latency over gdr_copy, and UCP put latency and get with UCX_TLS=self,gdr_copy,cuda_copy
+(UCX's other settings at their defaults); it reports the typical latency.
 """
 
 import argparse
@@ -23,14 +28,26 @@ import sys
 import time
 
 TOOLS = ("copylat", "copybw", "apiperf")
+# Tools run only when asked for with --tools.
+EXTRA_TOOLS = ("ucx",)
+# (label, environment, ucx_perftest arguments) of the "ucx" tool's cases.
+UCX_TLS = {"UCX_TLS": "self,gdr_copy,cuda_copy"}
+UCX_CASES = (
+    ("uct put_lat", {}, ["-t", "put_lat", "-x", "gdr_copy", "-d", "cuda"]),
+    ("ucp put_lat", UCX_TLS, ["-t", "ucp_put_lat"]),
+    ("ucp get", UCX_TLS, ["-t", "ucp_get"]),
+)
+UCX_SIZES = (8, 256, 4096, 65536, 1 << 20)
+UCX_QUICK_SIZES = (8, 4096)
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tests", required=True, help="folder of gdrcopy_copylat, _copybw, _apiperf")
+    p.add_argument("--tests", help="folder of gdrcopy_copylat, _copybw, _apiperf")
     p.add_argument("--ours", required=True, help="folder holding our libgdrapi.so.2")
     p.add_argument("--upstream", required=True, help="folder holding the other libgdrapi.so.2")
     p.add_argument("--sim", help="folder of the emulator's libcuda.so.1 (preloaded)")
+    p.add_argument("--ucx", help="UCX installation prefix, for --tools ucx (bin/ucx_perftest)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--cpu", default="auto", help="CPU to pin to: a number, auto, or none")
     p.add_argument("--tools", default=",".join(TOOLS))
@@ -157,20 +174,62 @@ def parse_apiperf(text):
     return out, False
 
 
+PERFTEST_ROW = re.compile(r"^(?:Final:)?\s*\d+\s+([\d.]+)\s")
+
+
+def parse_perftest(text):
+    """The typical latency (us) of ucx_perftest's final result line."""
+    rows = [m.group(1) for m in map(PERFTEST_ROW.match, text.splitlines()) if m]
+    return float(rows[-1]) if rows else None
+
+
 PARSERS = {"copylat": parse_copylat, "copybw": parse_copybw, "apiperf": parse_apiperf}
 
 
-def run_tool(tool, args, libdir, cpu):
-    exe = os.path.join(args.tests, f"gdrcopy_{tool}")
-    argv = [exe] + tool_argv(tool, args.quick, args.overrides)
-    if cpu is not None:
-        argv = ["taskset", "-c", str(cpu)] + argv
+def tool_env(args, libdir):
     env = dict(os.environ)
     paths = [libdir]
     if args.sim:
         paths.insert(0, args.sim)
         env["LD_PRELOAD"] = os.path.join(args.sim, "libcuda.so.1")
+    if args.ucx:
+        paths.append(os.path.join(args.ucx, "lib"))
     env["LD_LIBRARY_PATH"] = ":".join(paths + [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p])
+    return env
+
+
+def run_ucx(args, libdir, cpu):
+    """One ucx_perftest run per case and size with the library in `libdir`."""
+    exe = os.path.join(args.ucx, "bin", "ucx_perftest")
+    base = {k: v for k, v in tool_env(args, libdir).items() if not k.startswith("UCX_")}
+    values = {}
+    start = time.monotonic()
+    for label, extra, case in UCX_CASES:
+        for size in UCX_QUICK_SIZES if args.quick else UCX_SIZES:
+            n = 200 if size >= 65536 or args.quick else 2000
+            argv = [exe, "-l", "-m", "cuda", "-s", str(size), "-n", str(n), "-w", "20", "-f"] + case
+            if cpu is not None:
+                argv = ["taskset", "-c", str(cpu)] + argv
+            proc = subprocess.run(argv, env={**base, **extra}, capture_output=True, text=True,
+                                  timeout=args.timeout)
+            if args.verbose:
+                print(proc.stdout + proc.stderr)
+            lat = parse_perftest(proc.stdout) if proc.returncode == 0 else None
+            if lat is None:
+                sys.exit(f"compare: {' '.join(argv)} with {libdir} exited {proc.returncode}:\n"
+                         f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+            values[(f"{label} us", size)] = lat
+    return values, False, time.monotonic() - start
+
+
+def run_tool(tool, args, libdir, cpu):
+    if tool == "ucx":
+        return run_ucx(args, libdir, cpu)
+    exe = os.path.join(args.tests, f"gdrcopy_{tool}")
+    argv = [exe] + tool_argv(tool, args.quick, args.overrides)
+    if cpu is not None:
+        argv = ["taskset", "-c", str(cpu)] + argv
+    env = tool_env(args, libdir)
     start = time.monotonic()
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=args.timeout)
     elapsed = time.monotonic() - start
@@ -195,9 +254,12 @@ def main():
             sys.exit(f"compare: --args {spec!r}: unknown tool {tool!r}")
         args.overrides[tool] = rest.split()
     for t in tools:
-        if t not in TOOLS:
-            sys.exit(f"compare: unknown tool {t} (known: {', '.join(TOOLS)})")
-        exe = os.path.join(args.tests, f"gdrcopy_{t}")
+        if t not in TOOLS + EXTRA_TOOLS:
+            sys.exit(f"compare: unknown tool {t} (known: {', '.join(TOOLS + EXTRA_TOOLS)})")
+        if (args.ucx if t == "ucx" else args.tests) is None:
+            sys.exit(f"compare: tool {t} needs " + ("--ucx" if t == "ucx" else "--tests"))
+        exe = (os.path.join(args.ucx, "bin", "ucx_perftest") if t == "ucx"
+               else os.path.join(args.tests, f"gdrcopy_{t}"))
         if not os.access(exe, os.X_OK):
             sys.exit(f"compare: {exe} is missing or not executable")
     for d in (args.ours, args.upstream):
@@ -209,7 +271,11 @@ def main():
         arms.append(("upstream-again", args.upstream))
     print(f"bench-upstream: {args.rounds} rounds, tools {', '.join(tools)}; {why}")
     for t in tools:
-        print(f"  gdrcopy_{t} {' '.join(tool_argv(t, args.quick, args.overrides))}")
+        if t == "ucx":
+            print(f"  ucx_perftest -l -m cuda: {', '.join(c[0] for c in UCX_CASES)}; sizes "
+                  f"{', '.join(map(str, UCX_QUICK_SIZES if args.quick else UCX_SIZES))}")
+        else:
+            print(f"  gdrcopy_{t} {' '.join(tool_argv(t, args.quick, args.overrides))}")
     print(f"  ours:     {os.path.realpath(os.path.join(args.ours, 'libgdrapi.so.2'))}")
     print(f"  upstream: {os.path.realpath(os.path.join(args.upstream, 'libgdrapi.so.2'))}")
     if args.sim:

@@ -22,6 +22,7 @@ fn valid(ctx: CUcontext) -> Result<(), CUresult> {
 /// `cuCtxPushCurrent_v2`: makes `ctx` current, keeping the previous one below it.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CUresult {
+    crate::vulkan::passthrough!(cuCtxPushCurrent_v2(ctx: CUcontext));
     entry("cuCtxPushCurrent_v2", || {
         initialized(&STATE.lock())?;
         valid(ctx)?;
@@ -34,6 +35,7 @@ pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CUresult {
 /// `cuCtxPopCurrent_v2`: returns the current context and restores the one pushed below it.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxPopCurrent_v2(ctx: *mut CUcontext) -> CUresult {
+    crate::vulkan::passthrough!(cuCtxPopCurrent_v2(ctx: *mut CUcontext));
     entry("cuCtxPopCurrent_v2", || {
         initialized(&STATE.lock())?;
         let cur = current();
@@ -56,6 +58,7 @@ pub unsafe extern "C" fn cuCtxCreate_v2(
     _flags: c_uint,
     dev: CUdevice,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuCtxCreate_v2(ctx: *mut CUcontext, _flags: c_uint, dev: CUdevice));
     entry("cuCtxCreate_v2", || {
         initialized(&STATE.lock())?;
         check_dev(dev)?;
@@ -71,6 +74,7 @@ pub unsafe extern "C" fn cuCtxCreate_v2(
 /// `cuCtxDestroy_v2`: pops the context where it is current.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CUresult {
+    crate::vulkan::passthrough!(cuCtxDestroy_v2(ctx: CUcontext));
     entry("cuCtxDestroy_v2", || {
         initialized(&STATE.lock())?;
         valid(ctx)?;
@@ -92,6 +96,7 @@ pub unsafe extern "C" fn cuCtxDetach(ctx: CUcontext) -> CUresult {
 /// `cuCtxGetId`: the primary context's id is 1.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxGetId(ctx: CUcontext, id: *mut c_ulonglong) -> CUresult {
+    crate::vulkan::passthrough!(cuCtxGetId(ctx: CUcontext, id: *mut c_ulonglong));
     entry("cuCtxGetId", || {
         initialized(&STATE.lock())?;
         let ctx = if ctx.is_null() {

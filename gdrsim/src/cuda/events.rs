@@ -19,6 +19,7 @@ fn live(e: *mut c_void) -> Result<(), CUresult> {
 /// `cuEventCreate`.
 #[no_mangle]
 pub unsafe extern "C" fn cuEventCreate(e: *mut *mut c_void, _flags: c_uint) -> CUresult {
+    crate::vulkan::passthrough!(cuEventCreate(e: *mut *mut c_void, _flags: c_uint));
     entry("cuEventCreate", || {
         initialized(&STATE.lock())?;
         need_ctx()?;
@@ -34,6 +35,7 @@ pub unsafe extern "C" fn cuEventCreate(e: *mut *mut c_void, _flags: c_uint) -> C
 /// `cuEventDestroy_v2`.
 #[no_mangle]
 pub unsafe extern "C" fn cuEventDestroy_v2(e: *mut c_void) -> CUresult {
+    crate::vulkan::passthrough!(cuEventDestroy_v2(e: *mut c_void));
     entry("cuEventDestroy_v2", || {
         let mut ev = EVENTS.lock();
         if !ev.as_mut().is_some_and(|s| s.remove(&(e as usize))) {
@@ -49,18 +51,21 @@ pub unsafe extern "C" fn cuEventDestroy_v2(e: *mut c_void) -> CUresult {
 /// `cuEventRecord`: complete at once.
 #[no_mangle]
 pub unsafe extern "C" fn cuEventRecord(e: *mut c_void, _stream: *mut c_void) -> CUresult {
+    crate::vulkan::passthrough!(cuEventRecord(e: *mut c_void, _stream: *mut c_void));
     entry("cuEventRecord", || live(e))
 }
 
 /// `cuEventQuery`: every live event is complete.
 #[no_mangle]
 pub unsafe extern "C" fn cuEventQuery(e: *mut c_void) -> CUresult {
+    crate::vulkan::passthrough!(cuEventQuery(e: *mut c_void));
     entry("cuEventQuery", || live(e))
 }
 
 /// `cuEventSynchronize`.
 #[no_mangle]
 pub unsafe extern "C" fn cuEventSynchronize(e: *mut c_void) -> CUresult {
+    crate::vulkan::passthrough!(cuEventSynchronize(e: *mut c_void));
     entry("cuEventSynchronize", || live(e))
 }
 
@@ -71,6 +76,7 @@ pub unsafe extern "C" fn cuStreamWaitEvent(
     e: *mut c_void,
     _flags: c_uint,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuStreamWaitEvent(_stream: *mut c_void, e: *mut c_void, _flags: c_uint));
     entry("cuStreamWaitEvent", || live(e))
 }
 
@@ -87,6 +93,7 @@ pub unsafe extern "C" fn cuStreamAddCallback(
     data: *mut c_void,
     flags: c_uint,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuStreamAddCallback(stream: *mut c_void, cb: StreamCallback, data: *mut c_void, flags: c_uint));
     let r = entry("cuStreamAddCallback", || {
         initialized(&STATE.lock())?;
         if cb.is_none() || flags != 0 {
@@ -109,6 +116,7 @@ pub unsafe extern "C" fn cuLaunchHostFunc(
     f: HostFn,
     data: *mut c_void,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuLaunchHostFunc(_stream: *mut c_void, f: HostFn, data: *mut c_void));
     let r = entry("cuLaunchHostFunc", || {
         initialized(&STATE.lock())?;
         f.map(|_| ()).ok_or(cu::INVALID_VALUE)

@@ -19,7 +19,11 @@ const MAGIC: &[u8; 8] = b"gdrsimip";
 
 /// `cuIpcGetMemHandle`: a handle naming the allocation of `dptr` in this process.
 #[no_mangle]
-pub unsafe extern "C" fn cuIpcGetMemHandle(handle: *mut IpcMemHandle, dptr: CUdeviceptr) -> CUresult {
+pub unsafe extern "C" fn cuIpcGetMemHandle(
+    handle: *mut IpcMemHandle,
+    dptr: CUdeviceptr,
+) -> CUresult {
+    crate::vulkan::passthrough!(cuIpcGetMemHandle(handle: *mut IpcMemHandle, dptr: CUdeviceptr));
     entry("cuIpcGetMemHandle", || {
         let st = STATE.lock();
         let g = st.gpu().ok_or(cu::NOT_INITIALIZED)?;
@@ -43,6 +47,7 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
     handle: IpcMemHandle,
     _flags: c_uint,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuIpcOpenMemHandle_v2(dptr: *mut CUdeviceptr, handle: IpcMemHandle, _flags: c_uint));
     entry("cuIpcOpenMemHandle_v2", || {
         initialized(&STATE.lock())?;
         if dptr.is_null() || &handle.reserved[..8] != MAGIC {
@@ -61,6 +66,7 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
 /// `cuIpcCloseMemHandle`: nothing is ever opened.
 #[no_mangle]
 pub unsafe extern "C" fn cuIpcCloseMemHandle(_dptr: CUdeviceptr) -> CUresult {
+    crate::vulkan::passthrough!(cuIpcCloseMemHandle(_dptr: CUdeviceptr));
     entry("cuIpcCloseMemHandle", || Err(cu::INVALID_VALUE))
 }
 
@@ -71,6 +77,7 @@ macro_rules! not_supported {
         $(#[$doc])*
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> CUresult {
+            crate::vulkan::passthrough!($name($($arg: $ty),*));
             entry(stringify!($name), || {
                 initialized(&STATE.lock())?;
                 Err(cu::NOT_SUPPORTED)
@@ -107,7 +114,11 @@ not_supported! {
 /// from a `cuMemCreate` handle (`cuMemAlloc` memory, host memory); the emulator does not
 /// hand out extra references to its handles (CUDA_ERROR_NOT_SUPPORTED).
 #[no_mangle]
-pub unsafe extern "C" fn cuMemRetainAllocationHandle(handle: *mut u64, addr: *mut c_void) -> CUresult {
+pub unsafe extern "C" fn cuMemRetainAllocationHandle(
+    handle: *mut u64,
+    addr: *mut c_void,
+) -> CUresult {
+    crate::vulkan::passthrough!(cuMemRetainAllocationHandle(handle: *mut u64, addr: *mut c_void));
     entry("cuMemRetainAllocationHandle", || {
         let st = STATE.lock();
         let g = st.gpu().ok_or(cu::NOT_INITIALIZED)?;

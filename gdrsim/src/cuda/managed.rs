@@ -19,7 +19,8 @@ const DEVICE_INVALID: c_int = -2;
 /// Start addresses of the live managed allocations.
 static MANAGED: parking_lot::Mutex<BTreeSet<u64>> = parking_lot::Mutex::new(BTreeSet::new());
 /// Host ranges registered with `cuMemHostRegister`: start -> length.
-static REGISTERED: parking_lot::Mutex<BTreeMap<u64, u64>> = parking_lot::Mutex::new(BTreeMap::new());
+static REGISTERED: parking_lot::Mutex<BTreeMap<u64, u64>> =
+    parking_lot::Mutex::new(BTreeMap::new());
 
 /// Whether the allocation starting at `start` is managed memory.
 pub fn is_managed(start: u64) -> bool {
@@ -41,7 +42,12 @@ pub fn registered(p: u64) -> Option<(u64, u64)> {
         .map(|(&s, &l)| (s, l))
 }
 
-unsafe extern "C" fn alloc_managed(dptr: *mut CUdeviceptr, size: size_t, flags: c_uint) -> CUresult {
+unsafe extern "C" fn alloc_managed(
+    dptr: *mut CUdeviceptr,
+    size: size_t,
+    flags: c_uint,
+) -> CUresult {
+    crate::vulkan::passthrough!(cuMemAllocManaged(dptr: *mut CUdeviceptr, size: size_t, flags: c_uint));
     // CU_MEM_ATTACH_GLOBAL (1) or CU_MEM_ATTACH_HOST (2), exactly one.
     if flags != 1 && flags != 2 {
         return cu::INVALID_VALUE;
@@ -99,7 +105,12 @@ hookable!(
 /// `cuMemHostRegister_v2`: page-locks (records) a host range; overlapping an already
 /// registered range gives CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED.
 #[no_mangle]
-pub unsafe extern "C" fn cuMemHostRegister_v2(p: *mut c_void, n: size_t, _flags: c_uint) -> CUresult {
+pub unsafe extern "C" fn cuMemHostRegister_v2(
+    p: *mut c_void,
+    n: size_t,
+    _flags: c_uint,
+) -> CUresult {
+    crate::vulkan::passthrough!(cuMemHostRegister_v2(p: *mut c_void, n: size_t, _flags: c_uint));
     entry("cuMemHostRegister_v2", || {
         initialized(&STATE.lock())?;
         need_ctx()?;
@@ -108,7 +119,10 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(p: *mut c_void, n: size_t, _flags:
             return Err(cu::INVALID_VALUE);
         }
         let mut reg = REGISTERED.lock();
-        let overlaps = reg.range(..s + l).next_back().is_some_and(|(&rs, &rl)| s < rs + rl);
+        let overlaps = reg
+            .range(..s + l)
+            .next_back()
+            .is_some_and(|(&rs, &rl)| s < rs + rl);
         if overlaps {
             return Err(HOST_MEMORY_ALREADY_REGISTERED);
         }
@@ -127,6 +141,7 @@ pub unsafe extern "C" fn cuMemHostRegister(p: *mut c_void, n: size_t, flags: c_u
 /// `cuMemHostUnregister`: `p` must be the start of a registered range.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
+    crate::vulkan::passthrough!(cuMemHostUnregister(p: *mut c_void));
     entry("cuMemHostUnregister", || {
         initialized(&STATE.lock())?;
         REGISTERED
@@ -147,6 +162,7 @@ pub unsafe extern "C" fn cuMemRangeGetAttribute(
     ptr: CUdeviceptr,
     count: size_t,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuMemRangeGetAttribute(data: *mut c_void, size: size_t, attr: c_int, ptr: CUdeviceptr, count: size_t));
     entry("cuMemRangeGetAttribute", || {
         let st = STATE.lock();
         let g = st.gpu().ok_or(cu::NOT_INITIALIZED)?;
@@ -182,6 +198,7 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(
     n: size_t,
     _stream: *mut c_void,
 ) -> CUresult {
+    crate::vulkan::passthrough!(cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: size_t, _stream: *mut c_void));
     // SAFETY: same contract as cuMemcpyDtoD_v2.
     unsafe { super::memory::cuMemcpyDtoD_v2(dst, src, n) }
 }

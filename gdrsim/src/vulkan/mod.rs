@@ -168,10 +168,12 @@ pub fn forward_attribute(attr: c_int, ptr: u64) -> bool {
 }
 
 /// Functions `cuGetProcAddress` hands out from the emulator even when forwarding.
-const OWN_FUNCTIONS: [&str; 11] = [
+const OWN_FUNCTIONS: [&str; 13] = [
     "cuInit",
     "cuMemAlloc",
     "cuMemAlloc_v2",
+    "cuMemAllocPitch",
+    "cuMemAllocPitch_v2",
     "cuMemFree",
     "cuMemFree_v2",
     "cuMemGetAddressRange",
@@ -294,5 +296,107 @@ mod tests {
         assert_eq!(ctx_check(), None);
         assert!(!foreign(0));
         assert!(!forward_attribute(1, 0));
+    }
+
+    /// The CUDA modules' sources, hookable's macro definition aside.
+    const CUDA_SOURCES: [(&str, &str); 12] = [
+        ("context.rs", include_str!("../cuda/context.rs")),
+        ("device.rs", include_str!("../cuda/device.rs")),
+        ("dmabuf.rs", include_str!("../cuda/dmabuf.rs")),
+        ("events.rs", include_str!("../cuda/events.rs")),
+        ("ipc.rs", include_str!("../cuda/ipc.rs")),
+        ("legacy.rs", include_str!("../cuda/legacy.rs")),
+        ("managed.rs", include_str!("../cuda/managed.rs")),
+        ("memory.rs", include_str!("../cuda/memory.rs")),
+        ("pointer.rs", include_str!("../cuda/pointer.rs")),
+        ("procaddr.rs", include_str!("../cuda/procaddr.rs")),
+        ("vmm.rs", include_str!("../cuda/vmm.rs")),
+        ("mod.rs", include_str!("../cuda/mod.rs")),
+    ];
+
+    /// The text of the item starting at `at`: up to the first line that is a lone `}` or `);`.
+    fn item(src: &str, at: usize) -> &str {
+        let rest = &src[at..];
+        let end = ["\n}\n", "\n);\n", "\n}\n\n"]
+            .iter()
+            .filter_map(|m| rest.find(m))
+            .min()
+            .unwrap_or(rest.len());
+        &rest[..end]
+    }
+
+    fn fn_name(text: &str) -> String {
+        let at = text.find("fn ").expect("an item with a function") + 3;
+        text[at..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || "_$".contains(*c))
+            .collect()
+    }
+
+    /// Every exported CUDA function, when forwarding, reaches the real driver: its body forwards
+    /// (`passthrough!`), it calls another exported function, or it is one the emulator keeps
+    /// for arena memory ([`OWN_FUNCTIONS`]). A consumer such as UCX mixes them, so one left on
+    /// the emulator's fake state (a fake context or event) breaks the real ones.
+    #[test]
+    fn every_exported_cuda_function_forwards() {
+        let mut checked = 0;
+        let mut strays = Vec::new();
+        for (file, src) in CUDA_SOURCES {
+            let exported = src.match_indices("#[no_mangle]").map(|(i, _)| (i, false));
+            let hooked = src
+                .match_indices("\nhookable!(")
+                .map(|(i, _)| (i + 1, true));
+            for (at, is_hook) in exported.chain(hooked) {
+                let text = if is_hook {
+                    let rest = &src[at..];
+                    &rest[..rest.find(");").expect("hookable!( ... );")]
+                } else {
+                    item(src, at)
+                };
+                let name = if is_hook {
+                    let body: String = text
+                        .lines()
+                        .skip(1)
+                        .map(str::trim)
+                        .filter(|l| !l.starts_with("///"))
+                        .collect();
+                    body.chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect()
+                } else {
+                    fn_name(text)
+                };
+                // What runs: the item itself, or for an entry point with a patchable prologue
+                // the implementation it calls.
+                let target = text.rsplit("=> ").next().unwrap_or("").trim();
+                let body = if is_hook && !target.starts_with("cu") {
+                    let def = src
+                        .find(&format!("fn {target}("))
+                        .unwrap_or_else(|| panic!("{file}: {name}: no {target}"));
+                    item(src, def)
+                } else {
+                    text
+                };
+                let delegates = (is_hook && target.starts_with("cu"))
+                    || body.match_indices("unsafe { ").any(|(i, _)| {
+                        body[i + 9..].starts_with("cu") || body[i + 9..].starts_with("super::")
+                    });
+                checked += 1;
+                if !(body.contains("passthrough!(")
+                    || delegates
+                    || OWN_FUNCTIONS.contains(&name.as_str()))
+                {
+                    strays.push(format!("{file}: {name}"));
+                }
+            }
+        }
+        assert!(
+            checked > 80,
+            "only {checked} exported functions found: the scan is broken"
+        );
+        assert!(
+            strays.is_empty(),
+            "not forwarded when GDRSIM_BACKING=vulkan: {strays:?}"
+        );
     }
 }
