@@ -39,7 +39,7 @@ perf() {
                  "$INST/bin/ucx_perftest" -l -m cuda -s "$s" -n "$n" -w "$w" -f "$@" 2>&1); then
             local line copies
             line=$(grep -E '^(Final:)? *[0-9]+ +[0-9.]+ ' <<<"$out" | tail -1 | sed 's/^Final://')
-            copies=$(sed -n 's/^GDRCOUNT to=\([0-9]*\) from=\([0-9]*\)/\1+\2/p' <<<"$out" | tail -1)
+            copies=$(sed -n 's/^GDRCOUNT to=\([0-9]*\) from=\([0-9]*\).*/\1+\2/p' <<<"$out" | tail -1)
             copies=$((${copies:-0}))
             if [ -z "$line" ]; then echo "FAIL: $label $s B: no result"; fail=1; continue; fi
             awk -v l="$label" -v s="$s" -v c="$copies" \
@@ -82,7 +82,7 @@ for m in $MODES; do
     passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\?\./\1/p' "$log")
     skipped=$(grep -c '^\[     SKIP \]' "$log" || true)
     failed=$(grep -c '^\[  FAILED  \] [a-z_]*/.*(' "$log" || true)
-    copies=$(sed -n 's/^GDRCOUNT to=\([0-9]*\) from=\([0-9]*\)/\1+\2/p' "$log" | tail -1)
+    copies=$(sed -n 's/^GDRCOUNT to=\([0-9]*\) from=\([0-9]*\).*/\1+\2/p' "$log" | tail -1)
     ran=$(awk '/^\[ RUN/ {n=$4; s=0} /^\[     SKIP/ {s=1} /^\[       OK/ {if (!s) printf "%s ", n}' "$log")
     echo "   GDRSIM_PERSISTENT=$m: executed ${total:-?}, passed ${passed:-0}, skipped by UCX $skipped," \
          "failed $failed; ran: $ran; $((${copies:-0})) copies through libgdrapi (log $log)"

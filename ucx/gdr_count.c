@@ -1,24 +1,31 @@
 /*
  * gdr_count.so: counts the calls of gdr_copy_to_mapping and gdr_copy_from_mapping that reach
- * libgdrapi.so.2 and prints "GDRCOUNT to=N from=M" on stderr at exit, to show which UCX runs
- * move their data through our library. Preloaded after the emulator; forwards every call to
- * the libgdrapi.so.2 the process loaded.
+ * libgdrapi.so.2, and of the pin, map, unmap and unpin calls, and prints
+ * "GDRCOUNT to=N from=M pin=P map=Q unmap=R unpin=S" on stderr at exit, to show which UCX runs
+ * move their data through our library and how often UCX registers memory. Preloaded after the
+ * emulator; forwards every call to the libgdrapi.so.2 the process loaded.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 typedef struct { unsigned long h; } gdr_mh_t;
+typedef struct gdr *gdr_t;
 typedef int (*copy_fn)(gdr_mh_t, void *, const void *, size_t);
+typedef int (*pin_fn)(gdr_t, unsigned long, size_t, uint64_t, uint32_t, gdr_mh_t *);
+typedef int (*map_fn)(gdr_t, gdr_mh_t, void **, size_t);
+typedef int (*unmap_fn)(gdr_t, gdr_mh_t, void *, size_t);
+typedef int (*unpin_fn)(gdr_t, gdr_mh_t);
 
-static unsigned long to_count, from_count;
+static unsigned long to_count, from_count, pin_count, map_count, unmap_count, unpin_count;
 
-static copy_fn lookup(const char *name)
+static void *lookup(const char *name)
 {
     void *lib = dlopen("libgdrapi.so.2", RTLD_NOW | RTLD_NOLOAD);
-    copy_fn f = lib ? (copy_fn)dlsym(lib, name) : NULL;
+    void *f = lib ? dlsym(lib, name) : NULL;
     if (f == NULL) {
         fprintf(stderr, "gdr_count: %s not found\n", name);
         abort();
@@ -26,10 +33,43 @@ static copy_fn lookup(const char *name)
     return f;
 }
 
+int gdr_pin_buffer(gdr_t g, unsigned long addr, size_t size, uint64_t token, uint32_t va_space,
+                   gdr_mh_t *handle)
+{
+    static pin_fn f;
+    if (f == NULL) f = (pin_fn)lookup("gdr_pin_buffer");
+    __atomic_add_fetch(&pin_count, 1, __ATOMIC_RELAXED);
+    return f(g, addr, size, token, va_space, handle);
+}
+
+int gdr_map(gdr_t g, gdr_mh_t mh, void **va, size_t size)
+{
+    static map_fn f;
+    if (f == NULL) f = (map_fn)lookup("gdr_map");
+    __atomic_add_fetch(&map_count, 1, __ATOMIC_RELAXED);
+    return f(g, mh, va, size);
+}
+
+int gdr_unmap(gdr_t g, gdr_mh_t mh, void *va, size_t size)
+{
+    static unmap_fn f;
+    if (f == NULL) f = (unmap_fn)lookup("gdr_unmap");
+    __atomic_add_fetch(&unmap_count, 1, __ATOMIC_RELAXED);
+    return f(g, mh, va, size);
+}
+
+int gdr_unpin_buffer(gdr_t g, gdr_mh_t mh)
+{
+    static unpin_fn f;
+    if (f == NULL) f = (unpin_fn)lookup("gdr_unpin_buffer");
+    __atomic_add_fetch(&unpin_count, 1, __ATOMIC_RELAXED);
+    return f(g, mh);
+}
+
 int gdr_copy_to_mapping(gdr_mh_t mh, void *map_d_ptr, const void *h_ptr, size_t size)
 {
     static copy_fn f;
-    if (f == NULL) f = lookup("gdr_copy_to_mapping");
+    if (f == NULL) f = (copy_fn)lookup("gdr_copy_to_mapping");
     __atomic_add_fetch(&to_count, 1, __ATOMIC_RELAXED);
     return f(mh, map_d_ptr, h_ptr, size);
 }
@@ -37,12 +77,13 @@ int gdr_copy_to_mapping(gdr_mh_t mh, void *map_d_ptr, const void *h_ptr, size_t 
 int gdr_copy_from_mapping(gdr_mh_t mh, void *h_ptr, const void *map_d_ptr, size_t size)
 {
     static copy_fn f;
-    if (f == NULL) f = lookup("gdr_copy_from_mapping");
+    if (f == NULL) f = (copy_fn)lookup("gdr_copy_from_mapping");
     __atomic_add_fetch(&from_count, 1, __ATOMIC_RELAXED);
     return f(mh, h_ptr, (void *)map_d_ptr, size);
 }
 
 __attribute__((destructor)) static void report(void)
 {
-    fprintf(stderr, "GDRCOUNT to=%lu from=%lu\n", to_count, from_count);
+    fprintf(stderr, "GDRCOUNT to=%lu from=%lu pin=%lu map=%lu unmap=%lu unpin=%lu\n", to_count,
+            from_count, pin_count, map_count, unmap_count, unpin_count);
 }

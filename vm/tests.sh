@@ -84,7 +84,7 @@ ucx_perf() {
             > /tmp/out 2>&1
         rc=$?
         line=$(grep -E '^(Final:)? *[0-9]+ +[0-9.]+ ' /tmp/out | tail -1 | sed 's/^Final://')
-        copies=$(sed -n 's/^GDRCOUNT to=\([0-9]*\) from=\([0-9]*\)/\1 \2/p' /tmp/out | tail -1)
+        copies=$(sed -n 's/^GDRCOUNT to=\([0-9]*\) from=\([0-9]*\).*/\1 \2/p' /tmp/out | tail -1)
         set -- $copies
         copies=$((${1:-0} + ${2:-0}))
         if [ "$rc" -eq 0 ] && [ -n "$line" ] && [ "$copies" -ge "$n" ]; then

@@ -13,9 +13,10 @@ The test programs are run unmodified; which library they load is chosen with LD_
 folder of its libcuda.so.1, which is preloaded; its GDRSIM_* settings pass through.
 
 The tool "ucx" (--tools ucx, with --ucx naming a UCX installation built against libgdrapi)
-runs UCX's ucx_perftest in loopback with GPU memory on both sides, once per case and size:
-UCT put latency over gdr_copy, and UCP put latency and get with UCX_TLS=self,gdr_copy,cuda_copy
-(UCX's other settings at their defaults); it reports the typical latency.
+runs UCX's ucx_perftest in loopback, once per case and size: UCP tag-matching latency with
+GPU memory on both sides and from host to GPU memory, and tag bandwidth GPU to GPU, with
+UCX_TLS=self,gdr_copy,cuda_copy (UCX's other settings at their defaults); it reports the
+typical latency.
 """
 
 import argparse
@@ -30,12 +31,16 @@ import time
 TOOLS = ("copylat", "copybw", "apiperf")
 # Tools run only when asked for with --tools.
 EXTRA_TOOLS = ("ucx",)
-# (label, environment, ucx_perftest arguments) of the "ucx" tool's cases.
+# (label, environment, memory types "send[,receive]", ucx_perftest arguments) of the "ucx"
+# tool's cases. UCP tag matching over gdr_copy: a message received into GPU memory is written
+# with gdr_copy_to_mapping, one sent from GPU memory is read with gdr_copy_from_mapping. (UCT
+# put_lat over gdr_copy needs GPU memory on both sides and then reads the source through its
+# CUDA device pointer with the CPU, which only the emulator's host backing allows.)
 UCX_TLS = {"UCX_TLS": "self,gdr_copy,cuda_copy"}
 UCX_CASES = (
-    ("uct put_lat", {}, ["-t", "put_lat", "-x", "gdr_copy", "-d", "cuda"]),
-    ("ucp put_lat", UCX_TLS, ["-t", "ucp_put_lat"]),
-    ("ucp get", UCX_TLS, ["-t", "ucp_get"]),
+    ("ucp tag_lat gpu-gpu", UCX_TLS, "cuda", ["-t", "tag_lat"]),
+    ("ucp tag_lat host-gpu", UCX_TLS, "host,cuda", ["-t", "tag_lat"]),
+    ("ucp tag_bw gpu-gpu", UCX_TLS, "cuda", ["-t", "tag_bw"]),
 )
 UCX_SIZES = (8, 256, 4096, 65536, 1 << 20)
 UCX_QUICK_SIZES = (8, 4096)
@@ -204,10 +209,10 @@ def run_ucx(args, libdir, cpu):
     base = {k: v for k, v in tool_env(args, libdir).items() if not k.startswith("UCX_")}
     values = {}
     start = time.monotonic()
-    for label, extra, case in UCX_CASES:
+    for label, extra, mem, case in UCX_CASES:
         for size in UCX_QUICK_SIZES if args.quick else UCX_SIZES:
             n = 200 if size >= 65536 or args.quick else 2000
-            argv = [exe, "-l", "-m", "cuda", "-s", str(size), "-n", str(n), "-w", "20", "-f"] + case
+            argv = [exe, "-l", "-m", mem, "-s", str(size), "-n", str(n), "-w", "20", "-f"] + case
             if cpu is not None:
                 argv = ["taskset", "-c", str(cpu)] + argv
             proc = subprocess.run(argv, env={**base, **extra}, capture_output=True, text=True,
@@ -272,7 +277,7 @@ def main():
     print(f"bench-upstream: {args.rounds} rounds, tools {', '.join(tools)}; {why}")
     for t in tools:
         if t == "ucx":
-            print(f"  ucx_perftest -l -m cuda: {', '.join(c[0] for c in UCX_CASES)}; sizes "
+            print(f"  ucx_perftest -l: {', '.join(c[0] for c in UCX_CASES)}; sizes "
                   f"{', '.join(map(str, UCX_QUICK_SIZES if args.quick else UCX_SIZES))}")
         else:
             print(f"  gdrcopy_{t} {' '.join(tool_argv(t, args.quick, args.overrides))}")

@@ -2,7 +2,8 @@
 //!
 //! The fake VRAM of one process cannot be mapped into another, so these calls return the
 //! documented error a driver gives when sharing is impossible; what can be answered within one
-//! process (exporting an IPC handle, refusing to open it in its own process) is.
+//! process (exporting an IPC handle, refusing to open it in its own process) is. With the
+//! Vulkan backing's real driver, only handles of arena memory stay the emulator's.
 
 use super::*;
 
@@ -23,7 +24,11 @@ pub unsafe extern "C" fn cuIpcGetMemHandle(
     handle: *mut IpcMemHandle,
     dptr: CUdeviceptr,
 ) -> CUresult {
-    crate::vulkan::passthrough!(cuIpcGetMemHandle(handle: *mut IpcMemHandle, dptr: CUdeviceptr));
+    // Arena memory is `cuMemAlloc` memory, which the real driver can export; its import into
+    // CUDA (external memory) cannot be, so the emulator answers for it.
+    if crate::vulkan::foreign(dptr) {
+        crate::vulkan::passthrough!(cuIpcGetMemHandle(handle: *mut IpcMemHandle, dptr: CUdeviceptr));
+    }
     entry("cuIpcGetMemHandle", || {
         let st = STATE.lock();
         let g = st.gpu().ok_or(cu::NOT_INITIALIZED)?;
@@ -47,7 +52,9 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
     handle: IpcMemHandle,
     _flags: c_uint,
 ) -> CUresult {
-    crate::vulkan::passthrough!(cuIpcOpenMemHandle_v2(dptr: *mut CUdeviceptr, handle: IpcMemHandle, _flags: c_uint));
+    if &handle.reserved[..8] != MAGIC {
+        crate::vulkan::passthrough!(cuIpcOpenMemHandle_v2(dptr: *mut CUdeviceptr, handle: IpcMemHandle, _flags: c_uint));
+    }
     entry("cuIpcOpenMemHandle_v2", || {
         initialized(&STATE.lock())?;
         if dptr.is_null() || &handle.reserved[..8] != MAGIC {
@@ -66,7 +73,9 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
 /// `cuIpcCloseMemHandle`: nothing is ever opened.
 #[no_mangle]
 pub unsafe extern "C" fn cuIpcCloseMemHandle(_dptr: CUdeviceptr) -> CUresult {
-    crate::vulkan::passthrough!(cuIpcCloseMemHandle(_dptr: CUdeviceptr));
+    if crate::vulkan::foreign(_dptr) {
+        crate::vulkan::passthrough!(cuIpcCloseMemHandle(_dptr: CUdeviceptr));
+    }
     entry("cuIpcCloseMemHandle", || Err(cu::INVALID_VALUE))
 }
 
