@@ -62,7 +62,8 @@ def parse_args():
     p.add_argument("--json", help="write every sample and the summary to this file")
     p.add_argument("--args", action="append", default=[], metavar="TOOL=ARGS",
                    help="the arguments for one tool instead of the defaults, e.g. "
-                        "'apiperf=-s 65536 -n 300' (repeatable)")
+                        "'apiperf=-s 65536 -n 300' (repeatable); for ucx, ucx_perftest "
+                        "options added after the defaults, e.g. 'ucx=-n 100 -w 5'")
     p.add_argument("--timeout", type=int, default=600, help="seconds per tool run")
     p.add_argument("--verbose", action="store_true", help="print each tool's output")
     return p.parse_args()
@@ -213,6 +214,7 @@ def run_ucx(args, libdir, cpu):
         for size in UCX_QUICK_SIZES if args.quick else UCX_SIZES:
             n = 200 if size >= 65536 or args.quick else 2000
             argv = [exe, "-l", "-m", mem, "-s", str(size), "-n", str(n), "-w", "20", "-f"] + case
+            argv += args.overrides.get("ucx", [])  # perftest takes the last -n, -w given
             if cpu is not None:
                 argv = ["taskset", "-c", str(cpu)] + argv
             proc = subprocess.run(argv, env={**base, **extra}, capture_output=True, text=True,
@@ -255,7 +257,7 @@ def main():
     args.overrides = {}
     for spec in args.args:
         tool, _, rest = spec.partition("=")
-        if tool not in TOOLS:
+        if tool not in TOOLS + EXTRA_TOOLS:
             sys.exit(f"compare: --args {spec!r}: unknown tool {tool!r}")
         args.overrides[tool] = rest.split()
     for t in tools:

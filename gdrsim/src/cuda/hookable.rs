@@ -4,8 +4,9 @@
 //! `cuMemFree` and the other allocation functions with a jump, after copying the overwritten
 //! instructions to a trampoline. That only works when the function starts with ordinary
 //! prologue instructions; the driver's own functions do. A Rust wrapper that forwards to
-//! another exported function compiles to a lone `jmp *GOT(%rip)`, which such a patcher cannot
-//! relocate. [`hookable!`] defines an exported function whose body is a fixed 13-byte frame
+//! another exported function compiles to a lone `jmp *GOT(%rip)`, and a compiled function may
+//! start with `sub $imm8,%rsp` or a register move, none of which UCX's patcher can relocate
+//! when it needs 12 bytes (its hook more than 2 GiB away). [`hookable!`] defines an exported function whose body is a fixed 13-byte frame
 //! prologue (`push %rbp; mov %rsp,%rbp; push %rbx; push %r12..%r15`) followed by a call of its
 //! implementation, so that every such entry point can be patched like the real driver's.
 

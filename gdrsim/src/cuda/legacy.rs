@@ -12,7 +12,7 @@ hookable!(
     /// # Safety
     ///
     /// `cuda.h`'s contract for `cuMemAlloc`: `dptr` is NULL or writable for one `CUdeviceptr`.
-    cuMemAlloc(dptr: *mut CUdeviceptr, size: size_t) -> CUresult => cuMemAlloc_v2);
+    cuMemAlloc(dptr: *mut CUdeviceptr, size: size_t) -> CUresult => mem_alloc);
 
 hookable!(
     /// `cuMemFree`.
@@ -20,7 +20,7 @@ hookable!(
     /// # Safety
     ///
     /// `cuda.h`'s contract for `cuMemFree`; no argument is dereferenced, so every value is accepted.
-    cuMemFree(dptr: CUdeviceptr) -> CUresult => cuMemFree_v2);
+    cuMemFree(dptr: CUdeviceptr) -> CUresult => mem_free);
 
 hookable!(
     /// `cuMemAllocHost`.

@@ -5,7 +5,7 @@
 //! `CU_POINTER_ATTRIBUTE_IS_MANAGED`.
 
 use super::hookable::hookable;
-use super::memory::cuMemAlloc_v2;
+use super::memory::mem_alloc;
 use super::*;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -53,7 +53,7 @@ unsafe extern "C" fn alloc_managed(
         return cu::INVALID_VALUE;
     }
     // SAFETY: same out-pointer contract as cuMemAlloc_v2.
-    let r = unsafe { cuMemAlloc_v2(dptr, size) };
+    let r = unsafe { mem_alloc(dptr, size) };
     if r == cu::SUCCESS {
         // SAFETY: cuMemAlloc_v2 succeeded, so dptr is a valid, written out-pointer.
         MANAGED.lock().insert(unsafe { dptr.read_unaligned() });
@@ -85,7 +85,7 @@ unsafe extern "C" fn alloc_pitch(
         return cu::OUT_OF_MEMORY;
     };
     // SAFETY: same out-pointer contract as cuMemAlloc_v2.
-    let r = unsafe { cuMemAlloc_v2(dptr, total) };
+    let r = unsafe { mem_alloc(dptr, total) };
     if r == cu::SUCCESS {
         // SAFETY: pitch is a non-NULL out-pointer from the caller.
         unsafe { pitch.write_unaligned(p) };

@@ -1,14 +1,22 @@
 //! Device and host memory: allocation, copies, memsets, pointer attributes.
 
+use super::hookable::hookable;
 use super::*;
 
-/// `cuMemAlloc_v2`: 256-byte aligned fake device memory; needs a current context.
+hookable!(
+    /// `cuMemAlloc_v2`: 256-byte aligned fake device memory; needs a current context.
+    ///
+    /// # Safety
+    ///
+    /// `cuda.h`'s contract for `cuMemAlloc_v2`: `dptr` is NULL or writable for one `CUdeviceptr`.
+    cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: size_t) -> CUresult => mem_alloc);
+
+/// `cuMemAlloc_v2` and the calls that allocate like it, without the patchable entry point.
 ///
 /// # Safety
 ///
 /// `cuda.h`'s contract for `cuMemAlloc_v2`: `dptr` is NULL or writable for one `CUdeviceptr`.
-#[no_mangle]
-pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: size_t) -> CUresult {
+pub(super) unsafe extern "C" fn mem_alloc(dptr: *mut CUdeviceptr, size: size_t) -> CUresult {
     entry("cuMemAlloc_v2", || {
         let mut st = STATE.lock();
         initialized(&st)?;
@@ -27,15 +35,22 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, size: size_t) -> 
     })
 }
 
-/// `cuMemFree_v2`: non-persistent pins of the memory are invalidated; persistent pins keep
-/// its pages until unpinned.
+hookable!(
+    /// `cuMemFree_v2`: non-persistent pins of the memory are invalidated; persistent pins keep
+    /// its pages until unpinned.
+    ///
+    /// # Safety
+    ///
+    /// `cuda.h`'s contract for `cuMemFree_v2`; no argument is dereferenced, so every
+    /// value is accepted.
+    cuMemFree_v2(dptr: CUdeviceptr) -> CUresult => mem_free);
+
+/// `cuMemFree_v2` without the patchable entry point.
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemFree_v2`; no argument is dereferenced, so every
-/// value is accepted.
-#[no_mangle]
-pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
+/// As `cuMemFree_v2`.
+pub(super) unsafe extern "C" fn mem_free(dptr: CUdeviceptr) -> CUresult {
     if crate::vulkan::foreign(dptr) {
         crate::vulkan::passthrough!(cuMemFree_v2(dptr: CUdeviceptr));
     }
@@ -154,13 +169,20 @@ pub unsafe extern "C" fn cuMemHostAlloc(
     entry("cuMemHostAlloc", || host_alloc(pp, size))
 }
 
-/// `cuMemFreeHost`.
+hookable!(
+    /// `cuMemFreeHost`.
+    ///
+    /// # Safety
+    ///
+    /// `cuda.h`'s contract for `cuMemFreeHost`: nothing uses the allocation `p` after the call.
+    cuMemFreeHost(p: *mut c_void) -> CUresult => mem_free_host);
+
+/// `cuMemFreeHost` without the patchable entry point.
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemFreeHost`: nothing uses the allocation `p` after the call.
-#[no_mangle]
-pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
+/// As `cuMemFreeHost`.
+unsafe extern "C" fn mem_free_host(p: *mut c_void) -> CUresult {
     crate::vulkan::passthrough!(cuMemFreeHost(p: *mut c_void));
     entry("cuMemFreeHost", || {
         let mut st = STATE.lock();

@@ -1,5 +1,6 @@
 //! The virtual memory management calls (`cuMemCreate`, `cuMemMap`, ...).
 
+use super::hookable::hookable;
 use super::*;
 
 fn check_prop(prop: *const MemAllocationProp) -> Result<(), CUresult> {
@@ -137,13 +138,21 @@ pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: size_t) -> CUr
     })
 }
 
-/// `cuMemMap`.
+hookable!(
+    /// `cuMemMap`.
+    ///
+    /// # Safety
+    ///
+    /// `cuda.h`'s contract for `cuMemMap`; no argument is dereferenced, so every value is accepted.
+    cuMemMap(ptr: CUdeviceptr, size: size_t, offset: size_t, handle: u64, flags: c_ulonglong)
+        -> CUresult => mem_map);
+
+/// `cuMemMap` without the patchable entry point.
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemMap`; no argument is dereferenced, so every value is accepted.
-#[no_mangle]
-pub unsafe extern "C" fn cuMemMap(
+/// As `cuMemMap`.
+unsafe extern "C" fn mem_map(
     ptr: CUdeviceptr,
     size: size_t,
     offset: size_t,
@@ -162,13 +171,21 @@ pub unsafe extern "C" fn cuMemMap(
     })
 }
 
-/// `cuMemUnmap`: non-persistent pins of the range are invalidated.
+hookable!(
+    /// `cuMemUnmap`: non-persistent pins of the range are invalidated.
+    ///
+    /// # Safety
+    ///
+    /// `cuda.h`'s contract for `cuMemUnmap`; no argument is dereferenced, so every value is
+    /// accepted.
+    cuMemUnmap(ptr: CUdeviceptr, size: size_t) -> CUresult => mem_unmap);
+
+/// `cuMemUnmap` without the patchable entry point.
 ///
 /// # Safety
 ///
-/// `cuda.h`'s contract for `cuMemUnmap`; no argument is dereferenced, so every value is accepted.
-#[no_mangle]
-pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: size_t) -> CUresult {
+/// As `cuMemUnmap`.
+unsafe extern "C" fn mem_unmap(ptr: CUdeviceptr, size: size_t) -> CUresult {
     crate::vulkan::passthrough!(cuMemUnmap(ptr: CUdeviceptr, size: size_t));
     entry("cuMemUnmap", || {
         let mut st = STATE.lock();

@@ -370,10 +370,12 @@ mod tests {
                 // the implementation it calls.
                 let target = text.rsplit("=> ").next().unwrap_or("").trim();
                 let body = if is_hook && !target.starts_with("cu") {
-                    let def = src
-                        .find(&format!("fn {target}("))
+                    let def = format!("fn {target}(");
+                    let (impl_src, at) = CUDA_SOURCES
+                        .iter()
+                        .find_map(|(_, s)| s.find(&def).map(|at| (*s, at)))
                         .unwrap_or_else(|| panic!("{file}: {name}: no {target}"));
-                    item(src, def)
+                    item(impl_src, at)
                 } else {
                     text
                 };

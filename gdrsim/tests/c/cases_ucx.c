@@ -6,12 +6,15 @@
 #include <stdarg.h>
 #include <string.h>
 
-/* Whether the function starts with at least 5 bytes of the prologue instructions a hooking
- * library relocates: push reg, push r8..r15, mov %rsp,%rbp, sub $imm32,%rsp. */
+/* Whether the function starts with at least 12 bytes of the prologue instructions a hooking
+ * library relocates: push reg, push r8..r15, mov %rsp,%rbp, sub $imm32,%rsp. UCX's bistro
+ * hooks overwrite 5 bytes when the hook lies within 2 GiB of the function and 12 otherwise
+ * (as with a Vulkan and a CUDA driver loaded in between); one function they cannot patch
+ * costs UCX all its CUDA memory hooks and with them the gdr_copy registration cache. */
 static int patchable(const unsigned char *c)
 {
     size_t at = 0;
-    while (at < 5) {
+    while (at < 12) {
         if (c[at] >= 0x50 && c[at] <= 0x57) {
             at += 1;
         } else if (c[at] == 0x41 && c[at + 1] >= 0x50 && c[at + 1] <= 0x57) {
@@ -34,14 +37,15 @@ int t_hookable_entries(void)
         "cuMemAlloc", "cuMemAlloc_v2", "cuMemAllocManaged", "cuMemAllocPitch",
         "cuMemAllocPitch_v2", "cuMemFree", "cuMemFree_v2", "cuMemFreeHost", "cuMemAllocHost",
         "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemsetD8", "cuMemHostGetDevicePointer",
-        "cuDeviceTotalMem", "cuMemGetInfo",
+        "cuDeviceTotalMem", "cuMemGetInfo", "cuMemMap", "cuMemUnmap",
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         const unsigned char *f = dlsym(RTLD_DEFAULT, names[i]);
         CHECK(f != NULL);
         if (!patchable(f)) {
-            fprintf(stderr, "%s starts %02x %02x %02x %02x %02x %02x\n", names[i], f[0], f[1],
-                    f[2], f[3], f[4], f[5]);
+            fprintf(stderr, "%s starts", names[i]);
+            for (int b = 0; b < 13; b++) fprintf(stderr, " %02x", f[b]);
+            fprintf(stderr, "\n");
             return FAIL;
         }
     }
