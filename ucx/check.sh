@@ -7,9 +7,10 @@
 # 2. ucx_perftest in loopback, GPU memory on both sides: UCT put latency and bandwidth over
 #    gdr_copy, and UCP put latency, put bandwidth and get with UCX_TLS=self,gdr_copy,cuda_copy,
 #    8 B to 1 MiB;
-# 3. uct_gdr_check (ucx/uct_gdr_check.c): put_short/get_short on the gdr_copy interface, every
+# 3. gdr_copy's registration cache: UCP tag_lat from host to GPU memory pins once per run;
+# 4. uct_gdr_check (ucx/uct_gdr_check.c): put_short/get_short on the gdr_copy interface, every
 #    byte of the GPU buffer checked, on unaligned offsets;
-# 4. UCX's gtest filtered to gdr_copy, per GDRSIM_PERSISTENT mode: executed/passed/skipped.
+# 5. UCX's gtest filtered to gdr_copy, per GDRSIM_PERSISTENT mode: executed/passed/skipped.
 set -euo pipefail
 
 DIR=$1 GDR=$2 SIM=$3
@@ -58,6 +59,22 @@ perf "uct put_bw" 1 "" -t put_bw -x gdr_copy -d cuda
 perf "ucp put_lat" 0 "UCX_TLS=self,gdr_copy,cuda_copy" -t ucp_put_lat
 perf "ucp put_bw" 0 "UCX_TLS=self,gdr_copy,cuda_copy" -t ucp_put_bw
 perf "ucp get" 0 "UCX_TLS=self,gdr_copy,cuda_copy" -t ucp_get
+
+# gdr_copy's registration cache: UCP's tag_lat from host to GPU memory writes each message into
+# the GPU buffer through gdr_copy, registering it every time; the cache, which needs UCX's CUDA
+# memory hooks, turns that into one pin and one map per run. Without the hooks (a hooked
+# function UCX cannot patch) every message pins, maps, unmaps and unpins again.
+echo "== gdr_copy registration cache (ucp tag_lat, host to GPU memory, 8 B, 2000 messages)"
+out=$(UCX_TLS=self,gdr_copy,cuda_copy LD_PRELOAD="$LD_PRELOAD $DIR/gdr_count.so" timeout 120 \
+      "$INST/bin/ucx_perftest" -l -m host,cuda -t tag_lat -s 8 -n 2000 -w 20 2>&1) || {
+    echo "FAIL: tag_lat:"; tail -3 <<<"$out"; fail=1; }
+count=$(grep '^GDRCOUNT' <<<"$out" | tail -1)
+to=$(sed -n 's/.* to=\([0-9]*\) .*/\1/p' <<<"$count")
+pins=$(sed -n 's/.* pin=\([0-9]*\) .*/\1/p' <<<"$count")
+echo "   ${count:-no GDRCOUNT line}"
+if [ "${to:-0}" -lt 2000 ] || [ "${pins:-99}" -gt 2 ]; then
+    echo "FAIL: expected at least 2000 copies and at most 2 pins (the registration cache)"; fail=1
+fi
 
 echo "== uct_gdr_check"
 CUDA_INC="$DIR/cuda/include"
