@@ -1,12 +1,16 @@
 /*
- * bar1.c [nvml|no-nvml] - a pin that does not fit in BAR1, on the emulator with
- * GDRSIM_BAR1_SIZE=16M: 8 MiB pin, then a 16 MiB pin fails with ENOMEM (the
- * emulator's BAR1 accounting, as a full aperture does on a GPU), then fits
- * once the first is unpinned. With this project's library (GDRAPI_TEST_OURS=1)
- * and logging on, the error line of the failed pin carries the BAR1 figures
- * when NVML answers ("nvml": the emulator's libnvidia-ml.so.1 is on the path)
- * and is upstream's bare line when it does not ("no-nvml"). The library's
- * stderr is captured in a temporary file and read back.
+ * bar1.c [nvml|no-nvml] [dmabuf] - a pin that does not fit in BAR1, on the
+ * emulator with GDRSIM_BAR1_SIZE=16M: 8 MiB pin, then a 16 MiB pin fails with
+ * ENOMEM (the emulator's BAR1 accounting, as a full aperture does on a GPU),
+ * then fits once the first is unpinned. With this project's library
+ * (GDRAPI_TEST_OURS=1) and logging on, the error line of the failed pin
+ * carries the BAR1 figures when NVML answers ("nvml": the emulator's
+ * libnvidia-ml.so.1 is on the path) and is upstream's bare line when it does
+ * not ("no-nvml"). "dmabuf": the session uses the DMA-BUF backend
+ * (GDRSIM_NO_DEVICE=1), whose pins are dma-buf exports; a refused export is
+ * an error whatever the library, ENOMEM with this one, and its log line names
+ * cuMemGetHandleForAddressRange. The library's stderr is captured in a
+ * temporary file and read back.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -54,6 +58,9 @@ static char *take_stderr(void)
 int main(int argc, char **argv)
 {
     int with_nvml = argc > 1 && strcmp(argv[1], "nvml") == 0;
+    int dmabuf = argc > 2 && strcmp(argv[2], "dmabuf") == 0;
+    const char *line = dmabuf ? "ERR:  \"cuMemGetHandleForAddressRange\" failed (2: "
+                              : "ERR:  ioctl error (errno=12)";
     const char *bar1 = getenv("GDRSIM_BAR1_SIZE");
     gdr_mh_t first, second;
     unsigned long base;
@@ -67,21 +74,29 @@ int main(int argc, char **argv)
     base = gpu_aligned(gpu_alloc(32 * MiB));
     g = gdr_open();
     REQUIRE(g != NULL);
+    if (OURS()) {
+        int v = -1;
+        CHECK_EQ(gdr_get_attribute(g, GDR_ATTR_USING_DMA_BUF_MMAP, &v), 0);
+        CHECK_EQ(v, dmabuf);
+    }
 
     CHECK_EQ(gdr_pin_buffer_v2(g, base, 8 * MiB, 0, &first), 0);
     capture_stderr();
     ret = gdr_pin_buffer_v2(g, base + 8 * MiB, 16 * MiB, 0, &second);
     log = take_stderr();
-    CHECK_EQ(ret, ENOMEM);
+    if (dmabuf && !OURS())
+        CHECK(ret != 0); /* upstream returns the CUresult itself */
+    else
+        CHECK_EQ(ret, ENOMEM);
     printf("log of the failed pin: %s", log);
     if (OURS()) {
-        CHECK(strstr(log, "ERR:  ioctl error (errno=12)") == log);
+        CHECK(strstr(log, line) == log);
         if (with_nvml) {
             CHECK(strstr(log, "BAR1 nearly full: 8 of 16 MiB used") != NULL);
         } else {
             /* Only where no NVML is found (a GPU machine's real one would answer). */
             void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-            if (nvml == NULL)
+            if (nvml == NULL && !dmabuf)
                 CHECK(strcmp(log, "ERR:  ioctl error (errno=12)\n") == 0);
             else
                 dlclose(nvml);

@@ -102,7 +102,9 @@ for suite in $suites; do
             "${SIM[@]}" GDRSIM_BAR1_SIZE=16M "$bin/bar1" nvml
         run "bar1: a pin that does not fit, no NVML" \
             env LD_PRELOAD="$sim_dir/libcuda.so.1" LD_LIBRARY_PATH="$lib_dir" GDRSIM_BAR1_SIZE=16M \
-            "$bin/bar1" no-nvml ;;
+            "$bin/bar1" no-nvml
+        run "bar1: a dma-buf export that does not fit, NVML present" \
+            "${SIM[@]}" GDRSIM_BAR1_SIZE=16M GDRSIM_NO_DEVICE=1 "$bin/bar1" nvml dmabuf ;;
     *)
         echo "run-all.sh: unknown suite $suite"
         total_failed=$((total_failed + 1)) ;;

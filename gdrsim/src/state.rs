@@ -87,6 +87,18 @@ impl State {
         Ok(())
     }
 
+    /// BAR1 bytes that GPU generation `gen` uses: its live gdrdrv pins (as pinned) and its
+    /// live dma-buf exports, which a CPU or a peer maps through BAR1 too.
+    pub fn bar1_used(&self, gen: u64) -> u64 {
+        let exports: u64 = self
+            .dmabufs
+            .values()
+            .filter(|d| d.gen == gen)
+            .map(|d| d.size)
+            .sum();
+        self.drv.bar1_used(gen).saturating_add(exports)
+    }
+
     /// VRAM offsets still held by live pins and dma-bufs of GPU generation `gen`.
     fn held(&self, gen: u64) -> Vec<(u64, u64)> {
         let mut v = self.drv.held(gen);

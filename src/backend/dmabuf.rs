@@ -166,6 +166,21 @@ impl DmaBuf {
         e.to_error()
     }
 
+    /// [`Self::fail`] for a refused export of `size` bytes: a dma-buf that the CPU maps goes
+    /// through BAR1 as a gdrdrv pin does, so where NVML answers the log line adds the BAR1
+    /// figures.
+    #[cold]
+    fn fail_export(&self, e: CuError, size: u64) -> Error {
+        let note = crate::log::enabled(crate::log::Level::Error)
+            .then(|| crate::nvml::note_for_failed_pin(size))
+            .flatten();
+        match note {
+            Some(bar1) => self.cuda.log_failure_with(e, &bar1),
+            None => self.cuda.log_failure(e),
+        }
+        e.to_error()
+    }
+
     /// The primary context of `dev`, retained on first use.
     fn primary_context(&self, dev: CuDevice) -> std::result::Result<Context, CuError> {
         let mut list = self.retained.lock();
@@ -278,7 +293,7 @@ impl Backend for DmaBuf {
 
         let fd = self
             .with_context(dev, || cuda.export_dmabuf(va, len, flags))
-            .map_err(|e| self.fail(e))?;
+            .map_err(|e| self.fail_export(e, mapped_size))?;
         if fd < 0 {
             crate::gdr_err!("cuMemGetHandleForAddressRange succeeded but returned fd {fd}");
             return Err(Error::Sys {

@@ -219,6 +219,16 @@ impl Driver {
             self.describe(err.code)
         );
     }
+
+    /// [`Driver::log_failure`] with `"; <note>"` appended.
+    pub fn log_failure_with(&self, err: CuError, note: &str) {
+        crate::gdr_err!(
+            "\"{}\" failed ({}: {}); {note}",
+            err.call,
+            err.code,
+            self.describe(err.code)
+        );
+    }
 }
 
 fn text(f: Option<FnGetErrorText>, code: CuResult) -> Option<String> {

@@ -40,6 +40,10 @@ pub unsafe extern "C" fn cuMemGetHandleForAddressRange(
         }
         let segs = g.translate(dptr, size).ok_or(cu::INVALID_VALUE)?;
         let (memfd, gen) = (g.memfd, g.gen);
+        // The export must fit in what is left of BAR1 (GDRSIM_BAR1_SIZE).
+        if !crate::bar1::fits(st.bar1_used(gen), size) {
+            return Err(cu::OUT_OF_MEMORY);
+        }
         // SAFETY: F_DUPFD_CLOEXEC on our own VRAM memfd.
         let fd = unsafe { libc::fcntl(memfd, libc::F_DUPFD_CLOEXEC, 0) };
         if fd < 0 {

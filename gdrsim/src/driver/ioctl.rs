@@ -181,7 +181,7 @@ fn pin(
     let segs = gpu.translate(start, mapped_size).ok_or(libc::EINVAL)?;
     let (memfd, gen) = (gpu.memfd, gpu.gen);
     // The pages must fit in what is left of BAR1 (GDRSIM_BAR1_SIZE).
-    if !crate::bar1::fits(st.drv.bar1_used(gen), mapped_size) {
+    if !crate::bar1::fits(st.bar1_used(gen), mapped_size) {
         return Err(libc::ENOMEM);
     }
     let f = st.drv.files.get_mut(&file).ok_or(libc::EIO)?;
