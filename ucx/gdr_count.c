@@ -1,9 +1,10 @@
 /*
  * gdr_count.so: counts the calls of gdr_copy_to_mapping and gdr_copy_from_mapping that reach
- * libgdrapi.so.2, and of the pin, map, unmap and unpin calls, and prints
- * "GDRCOUNT to=N from=M pin=P map=Q unmap=R unpin=S" on stderr at exit, to show which UCX runs
- * move their data through our library and how often UCX registers memory. Preloaded after the
- * emulator; forwards every call to the libgdrapi.so.2 the process loaded.
+ * libgdrapi.so.2, and of the pin, map, unmap and unpin calls (pin and map in both API
+ * versions), and prints "GDRCOUNT to=N from=M pin=P map=Q unmap=R unpin=S" on stderr at exit,
+ * to show which UCX runs move their data through our library and how often UCX registers
+ * memory. Preloaded after the emulator; forwards every call to the libgdrapi.so.2 the process
+ * loaded.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -16,7 +17,9 @@ typedef struct { unsigned long h; } gdr_mh_t;
 typedef struct gdr *gdr_t;
 typedef int (*copy_fn)(gdr_mh_t, void *, const void *, size_t);
 typedef int (*pin_fn)(gdr_t, unsigned long, size_t, uint64_t, uint32_t, gdr_mh_t *);
+typedef int (*pin_v2_fn)(gdr_t, unsigned long, size_t, uint32_t, gdr_mh_t *);
 typedef int (*map_fn)(gdr_t, gdr_mh_t, void **, size_t);
+typedef int (*map_v2_fn)(gdr_t, gdr_mh_t, void **, size_t, int);
 typedef int (*unmap_fn)(gdr_t, gdr_mh_t, void *, size_t);
 typedef int (*unpin_fn)(gdr_t, gdr_mh_t);
 
@@ -40,6 +43,23 @@ int gdr_pin_buffer(gdr_t g, unsigned long addr, size_t size, uint64_t token, uin
     if (f == NULL) f = (pin_fn)lookup("gdr_pin_buffer");
     __atomic_add_fetch(&pin_count, 1, __ATOMIC_RELAXED);
     return f(g, addr, size, token, va_space, handle);
+}
+
+/* UCX 1.22 pins with the 2.5 API. */
+int gdr_pin_buffer_v2(gdr_t g, unsigned long addr, size_t size, uint32_t flags, gdr_mh_t *handle)
+{
+    static pin_v2_fn f;
+    if (f == NULL) f = (pin_v2_fn)lookup("gdr_pin_buffer_v2");
+    __atomic_add_fetch(&pin_count, 1, __ATOMIC_RELAXED);
+    return f(g, addr, size, flags, handle);
+}
+
+int gdr_map_v2(gdr_t g, gdr_mh_t mh, void **va, size_t size, int flags)
+{
+    static map_v2_fn f;
+    if (f == NULL) f = (map_v2_fn)lookup("gdr_map_v2");
+    __atomic_add_fetch(&map_count, 1, __ATOMIC_RELAXED);
+    return f(g, mh, va, size, flags);
 }
 
 int gdr_map(gdr_t g, gdr_mh_t mh, void **va, size_t size)
