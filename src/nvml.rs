@@ -43,8 +43,11 @@ impl Bar1 {
 
 /// What to add to the log line of a pin of `size` bytes that failed: the fullest GPU's BAR1
 /// figures (`"BAR1 nearly full: X of Y MiB used"` when that is the likely cause), or `None`
-/// without NVML.
+/// without NVML or when ERR lines are not logged (NVML is loaded only for a line printed).
 pub fn note_for_failed_pin(size: u64) -> Option<String> {
+    if !crate::log::enabled(crate::log::Level::Error) {
+        return None;
+    }
     let bars = query()?;
     let b = bars.iter().min_by_key(|b| b.free())?;
     let which = if bars.len() > 1 {

@@ -171,13 +171,8 @@ impl DmaBuf {
     /// figures.
     #[cold]
     fn fail_export(&self, e: CuError, size: u64) -> Error {
-        let note = crate::log::enabled(crate::log::Level::Error)
-            .then(|| crate::nvml::note_for_failed_pin(size))
-            .flatten();
-        match note {
-            Some(bar1) => self.cuda.log_failure_with(e, &bar1),
-            None => self.cuda.log_failure(e),
-        }
+        let bar1 = crate::nvml::note_for_failed_pin(size);
+        self.cuda.log_failure_with(e, bar1.as_deref());
         e.to_error()
     }
 

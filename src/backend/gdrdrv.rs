@@ -248,9 +248,6 @@ fn drv_ioctl<T: IoctlParam>(fd: i32, request: c_ulong, mut params: T) -> Result<
 /// Upstream's log line for a refused pin plus, where NVML answers, the BAR1 figures.
 #[cold]
 fn log_failed_pin(e: &Error, size: u64) {
-    if !crate::log::enabled(crate::log::Level::Error) {
-        return;
-    }
     match crate::nvml::note_for_failed_pin(size) {
         Some(bar1) => gdr_err!("ioctl error (errno={}); {bar1}", e.errno()),
         None => gdr_err!("ioctl error (errno={})", e.errno()),

@@ -212,21 +212,18 @@ impl Driver {
 
     /// Logs `err` at ERR level: `"<call>" failed (<code>: <NAME>: "<text>")`.
     pub fn log_failure(&self, err: CuError) {
-        crate::gdr_err!(
-            "\"{}\" failed ({}: {})",
-            err.call,
-            err.code,
-            self.describe(err.code)
-        );
+        self.log_failure_with(err, None);
     }
 
-    /// [`Driver::log_failure`] with `"; <note>"` appended.
-    pub fn log_failure_with(&self, err: CuError, note: &str) {
+    /// [`Driver::log_failure`], with `"; <note>"` appended when there is a note.
+    pub fn log_failure_with(&self, err: CuError, note: Option<&str>) {
         crate::gdr_err!(
-            "\"{}\" failed ({}: {}); {note}",
+            "\"{}\" failed ({}: {}){}{}",
             err.call,
             err.code,
-            self.describe(err.code)
+            self.describe(err.code),
+            if note.is_some() { "; " } else { "" },
+            note.unwrap_or("")
         );
     }
 }

@@ -6,9 +6,10 @@
 //! prologue instructions; the driver's own functions do. A Rust wrapper that forwards to
 //! another exported function compiles to a lone `jmp *GOT(%rip)`, and a compiled function may
 //! start with `sub $imm8,%rsp` or a register move, none of which UCX's patcher can relocate
-//! when it needs 12 bytes (its hook more than 2 GiB away). [`hookable!`] defines an exported function whose body is a fixed 13-byte frame
-//! prologue (`push %rbp; mov %rsp,%rbp; push %rbx; push %r12..%r15`) followed by a call of its
-//! implementation, so that every such entry point can be patched like the real driver's.
+//! when it needs 12 bytes (its hook more than 2 GiB away). [`hookable!`] defines an exported
+//! function whose body is a fixed 13-byte frame prologue (`push %rbp; mov %rsp,%rbp; push
+//! %rbx; push %r12..%r15`) followed by a call of its implementation, so that every such entry
+//! point can be patched like the real driver's.
 
 /// Defines the exported C function `$name`, which calls `$target` with the same arguments
 /// (at most six, all in registers) and returns its result.
