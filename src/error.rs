@@ -49,6 +49,9 @@ impl Error {
     }
 
     /// The positive errno value returned to C for this error.
+    // Out of line: inlined, its table of cases would join the `Ok` case of every C entry's
+    // return into one jump table, read from a page of its own on the success path too.
+    #[inline(never)]
     pub fn errno(&self) -> i32 {
         match *self {
             Error::Sys { errno, .. } => errno,

@@ -30,6 +30,6 @@ pub mod error;
 pub mod ffi;
 pub mod nvml;
 pub mod process;
-pub mod registry;
-pub mod session;
+pub(crate) mod registry;
+pub(crate) mod session;
 pub mod sys;

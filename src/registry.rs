@@ -12,9 +12,9 @@
 //! free, so a handle inherited from the parent is refused like a stale one, at no cost to
 //! the lock-free lookups.
 
+use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 /// Slots that must be freed after a slot before that slot is reused.
 pub const QUARANTINE: usize = 1024;
@@ -44,17 +44,21 @@ struct Alloc {
 
 /// A slab allocator of `T` records whose addresses can be validated without a lock; slab `k`
 /// holds `FIRST << k` records.
+///
+/// A lookup reads only the first cache line: the slab count, the flags and the addresses of
+/// the first slabs.
+#[repr(C, align(64))]
 pub struct Registry<T: Record, const FIRST: usize = FIRST_SLAB> {
-    slabs: [AtomicPtr<T>; MAX_SLABS],
     /// Number of slabs published in `slabs`.
     nslabs: AtomicUsize,
-    /// Slots handed out so far (a copy of `Alloc::fresh` readable without the lock).
-    handed_out: AtomicUsize,
-    alloc: Mutex<Alloc>,
     /// Slabs go to `MADV_WIPEONFORK` pages where the kernel offers them.
     wipe_in_children: bool,
     /// False once a slab had to go to ordinary memory (the kernel lacks the advice).
     kernel_wipes: AtomicBool,
+    slabs: [AtomicPtr<T>; MAX_SLABS],
+    /// Slots handed out so far (a copy of `Alloc::fresh` readable without the lock).
+    handed_out: AtomicUsize,
+    alloc: AllocLock,
 }
 
 /// Records in slab `k` of a registry whose first slab holds `first`.
@@ -92,10 +96,13 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
             slabs: [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_SLABS],
             nslabs: AtomicUsize::new(0),
             handed_out: AtomicUsize::new(0),
-            alloc: Mutex::new(Alloc {
-                fresh: 0,
-                quarantine: VecDeque::new(),
-            }),
+            alloc: AllocLock {
+                held: AtomicBool::new(false),
+                alloc: UnsafeCell::new(Alloc {
+                    fresh: 0,
+                    quarantine: VecDeque::new(),
+                }),
+            },
         }
     }
 
@@ -171,17 +178,16 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
         }
     }
 
-    /// The allocation lock. Nothing panics while holding it, so poisoning carries no meaning
-    /// and is ignored.
-    fn lock(&self) -> MutexGuard<'_, Alloc> {
-        self.alloc.lock().unwrap_or_else(|e| e.into_inner())
+    /// The allocation lock.
+    #[inline(always)]
+    fn lock(&self) -> AllocGuard<'_> {
+        self.alloc.lock()
     }
 
     /// For a fork `prepare` handler: takes the allocation lock, so that no other thread holds
     /// it at the moment of the fork; dropping the guard in the `parent` and `child` handlers
-    /// releases it. The lock is std's futex word (no global wait queue, unlike parking_lot),
-    /// so releasing it in the child, where the parent's waiting threads do not exist, touches
-    /// nothing but that word.
+    /// releases it. Releasing it is one store to the lock's word, so it is as safe in the
+    /// child, where the parent's waiting threads do not exist.
     pub fn hold_for_fork(&'static self) -> ForkGuard {
         ForkGuard(self.lock())
     }
@@ -289,7 +295,77 @@ enum Probe<T: 'static> {
 }
 
 /// The allocation lock of a registry, held across `fork` (see [`Registry::hold_for_fork`]).
-pub struct ForkGuard(#[allow(dead_code)] MutexGuard<'static, Alloc>);
+pub struct ForkGuard(#[allow(dead_code)] AllocGuard<'static>);
+
+/// A registry's allocation lock: one flag, taken by compare-and-swap, waited for by yielding
+/// the CPU (it is held for a queue push or pop, rarely for a slab's `mmap`). Unlike std's
+/// `Mutex` it reads no global state (poisoning reads the process's panic count, in another
+/// page, through the GOT), so a pin or unpin touches only the registry's own line; nothing
+/// panics while it is held, so there is nothing to poison. Released by one store.
+struct AllocLock {
+    held: AtomicBool,
+    alloc: UnsafeCell<Alloc>,
+}
+
+// SAFETY: `alloc` is reached only through an `AllocGuard`, and `held` lets one exist at a time.
+unsafe impl Sync for AllocLock {}
+
+impl AllocLock {
+    #[inline(always)]
+    fn lock(&self) -> AllocGuard<'_> {
+        if self
+            .held
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.wait();
+        }
+        AllocGuard(self)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wait(&self) {
+        loop {
+            std::thread::yield_now();
+            if !self.held.load(Ordering::Relaxed)
+                && self
+                    .held
+                    .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return;
+            }
+        }
+    }
+}
+
+/// Exclusive access to a registry's [`Alloc`]; releases the lock on drop.
+struct AllocGuard<'a>(&'a AllocLock);
+
+impl std::ops::Deref for AllocGuard<'_> {
+    type Target = Alloc;
+    #[inline(always)]
+    fn deref(&self) -> &Alloc {
+        // SAFETY: this guard holds the lock, so no `&mut Alloc` exists elsewhere.
+        unsafe { &*self.0.alloc.get() }
+    }
+}
+
+impl std::ops::DerefMut for AllocGuard<'_> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Alloc {
+        // SAFETY: this guard holds the lock, so it is the only access to `alloc`.
+        unsafe { &mut *self.0.alloc.get() }
+    }
+}
+
+impl Drop for AllocGuard<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.0.held.store(false, Ordering::Release);
+    }
+}
 
 impl<T: Record> Default for Registry<T> {
     fn default() -> Self {

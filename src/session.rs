@@ -57,7 +57,9 @@ static HANDLES: Registry<HandleRecord, FIRST_WIPED_SLAB> = Registry::wiped_in_ch
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
 /// What a `gdr_t` points at. The first 48 bytes follow upstream's `struct gdr`.
-#[repr(C)]
+/// Aligned (and so sized) to a power of two, as [`HandleRecord`], so that validating an
+/// address is a mask, and a record's fields sit at the same place in its cache lines.
+#[repr(C, align(256))]
 pub struct SessionRecord {
     /// `fd` (int@0): the driver fd, -1 for DMA-BUF and once closed.
     pub fd: AtomicI32,
@@ -351,45 +353,8 @@ impl Open {
             );
             return Err(Error::InvalidHandle);
         };
-        self.check_live(h, mh)?;
+        check_live(h, self.serial, mh)?;
         Ok(h)
-    }
-
-    /// Refuses a record that is free, not yet pinned, being unpinned, or another session's.
-    #[inline(always)]
-    fn check_live(&self, h: &HandleRecord, mh: u64) -> Result<()> {
-        let s = h.state.load(Ordering::SeqCst);
-        if s == state::FREE || s == state::RESERVED || s == state::UNPINNING {
-            gdr_err!(
-                "invalid gdr_mh_t 0x{:x}: the buffer is not pinned (already unpinned?)",
-                mh
-            );
-            return Err(Error::InvalidHandle);
-        }
-        if h.owner.load(Ordering::Acquire) != self.serial {
-            gdr_err!("invalid gdr_mh_t 0x{:x}: it belongs to another gdr_t", mh);
-            return Err(Error::InvalidHandle);
-        }
-        Ok(())
-    }
-
-    /// The live record behind `mh`, held against an unpin for as long as the guard lives:
-    /// the pin it describes stays the one the caller named.
-    #[inline(always)]
-    fn handle_in_use(&self, mh: u64) -> Result<InUse> {
-        let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
-            gdr_err!(
-                "invalid gdr_mh_t 0x{:x}: not a handle issued by this library",
-                mh
-            );
-            return Err(Error::InvalidHandle);
-        };
-        // Counted before the state is read (both SeqCst), so that an unpin that moved the
-        // state on after this read sees the count and waits (see `release`).
-        h.users.fetch_add(1, Ordering::SeqCst);
-        let guard = InUse(h);
-        self.check_live(h, mh)?;
-        Ok(guard)
     }
 
     /// Unmaps (if mapped) and unpins `h`, then frees its record whatever the driver said.
@@ -400,35 +365,21 @@ impl Open {
     fn release(&self, h: &'static HandleRecord, how: Release) -> Result<()> {
         let mapped = loop {
             let s = h.state.load(Ordering::Acquire);
-            let next = match s {
-                state::PINNED | state::MAPPED => s,
-                state::MAPPING | state::UNMAPPING => {
-                    gdr_err!(
-                        "gdr_mh_t 0x{:x} is being mapped or unmapped by another thread: \
-                         it stays pinned, unpin it again once that call has returned",
-                        h.address()
-                    );
-                    return Err(Error::LostRace);
-                }
-                _ => {
-                    gdr_err!(
-                        "invalid gdr_mh_t 0x{:x}: the buffer is not pinned (already unpinned?)",
-                        h.address()
-                    );
-                    return Err(Error::InvalidHandle);
-                }
-            };
+            // Compares rather than a `match`, which becomes a jump table in a page of its own.
+            if s != state::PINNED && s != state::MAPPED {
+                return Err(refuse_release(h, s));
+            }
             if h.state
-                .compare_exchange(next, state::UNPINNING, Ordering::SeqCst, Ordering::SeqCst)
+                .compare_exchange(s, state::UNPINNING, Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()
             {
-                break next == state::MAPPED;
+                break s == state::MAPPED;
             }
         };
         // Queries that counted themselves in before the state changed finish with the pin
-        // they read; later ones see UNPINNING and refuse (see `handle_in_use`).
-        while h.users.load(Ordering::SeqCst) != 0 {
-            std::thread::yield_now();
+        // they read; later ones see UNPINNING and refuse (see `query`).
+        if h.users.load(Ordering::SeqCst) != 0 {
+            wait_for_queries(h);
         }
         let pin = h.pin();
         let mut first = Ok(());
@@ -468,7 +419,69 @@ impl Open {
     }
 }
 
-/// A query's hold on a handle (see [`Open::handle_in_use`]); released on drop.
+/// Refuses a record that is free, not yet pinned, being unpinned, or not owned by the
+/// session whose serial is `serial`.
+#[inline(always)]
+fn check_live(h: &HandleRecord, serial: u64, mh: u64) -> Result<()> {
+    if !is_live(h, serial) {
+        return Err(refuse_handle(h, mh));
+    }
+    Ok(())
+}
+
+/// Whether `h` is pinned (or mapped) and owned by the session whose serial is `serial`.
+#[inline(always)]
+fn is_live(h: &HandleRecord, serial: u64) -> bool {
+    let s = h.state.load(Ordering::SeqCst);
+    s != state::FREE
+        && s != state::RESERVED
+        && s != state::UNPINNING
+        && h.owner.load(Ordering::Acquire) == serial
+}
+
+/// Says why `h`, found not live by [`is_live`], is refused.
+#[cold]
+fn refuse_handle(h: &HandleRecord, mh: u64) -> Error {
+    let s = h.state.load(Ordering::SeqCst);
+    if s == state::FREE || s == state::RESERVED || s == state::UNPINNING {
+        gdr_err!(
+            "invalid gdr_mh_t 0x{:x}: the buffer is not pinned (already unpinned?)",
+            mh
+        );
+    } else {
+        gdr_err!("invalid gdr_mh_t 0x{:x}: it belongs to another gdr_t", mh);
+    }
+    Error::InvalidHandle
+}
+
+/// Why [`Open::release`] refuses a handle found in state `s` (neither pinned nor mapped).
+#[cold]
+fn refuse_release(h: &'static HandleRecord, s: u32) -> Error {
+    if s == state::MAPPING || s == state::UNMAPPING {
+        gdr_err!(
+            "gdr_mh_t 0x{:x} is being mapped or unmapped by another thread: \
+             it stays pinned, unpin it again once that call has returned",
+            h.address()
+        );
+        return Error::LostRace;
+    }
+    gdr_err!(
+        "invalid gdr_mh_t 0x{:x}: the buffer is not pinned (already unpinned?)",
+        h.address()
+    );
+    Error::InvalidHandle
+}
+
+/// Yields until no query holds `h` (see [`Open::release`]).
+#[cold]
+#[inline(never)]
+fn wait_for_queries(h: &HandleRecord) {
+    while h.users.load(Ordering::SeqCst) != 0 {
+        std::thread::yield_now();
+    }
+}
+
+/// A query's hold on a handle (see [`query`]); released on drop.
 struct InUse(&'static HandleRecord);
 
 impl std::ops::Deref for InUse {
@@ -550,11 +563,7 @@ fn pinned_here(rec: &SessionRecord, mh: u64) -> bool {
     let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
         return false;
     };
-    let s = h.state.load(Ordering::Acquire);
-    s != state::FREE
-        && s != state::RESERVED
-        && s != state::UNPINNING
-        && h.owner.load(Ordering::Acquire) == rec.serial.load(Ordering::Acquire)
+    is_live(h, rec.serial.load(Ordering::Acquire))
 }
 
 /// The session record at `g`, or an error when `g` is not one.
@@ -577,6 +586,55 @@ fn locked(rec: &'static SessionRecord, g: usize) -> Result<OpenRef> {
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
         Error::InvalidHandle
     })
+}
+
+/// The open state behind `g` for a query (get_info, callback flag) on the handle `mh`, without
+/// the session's lock: `mh` is held against an unpin for as long as the returned guard lives,
+/// and that also holds the session open, because `gdr_close` unpins every handle of the
+/// session (waiting for their queries) before it takes the open state out of the record.
+/// Refuses what [`session_for`] and [`Open::handle`] refuse, with the same errors.
+#[inline(always)]
+fn query(g: usize, mh: u64) -> Result<(&'static Open, InUse)> {
+    let rec = session_record(g)?;
+    let serial = rec.serial.load(Ordering::Acquire);
+    if rec.opener.load(Ordering::Acquire) == 0 || serial == 0 {
+        gdr_err!("invalid gdr_t {:#x}: already closed", g);
+        return Err(Error::InvalidHandle);
+    }
+    let h = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a));
+    // Counted before the state is read (both SeqCst), so that an unpin that moved the state
+    // on after this read sees the count and waits (see `Open::release`).
+    let held = h.map(|h| {
+        h.users.fetch_add(1, Ordering::SeqCst);
+        InUse(h)
+    });
+    let live = held.as_ref().is_some_and(|h| is_live(h, serial));
+    // A live handle in wipe-on-fork memory proves the caller is the opener (see
+    // `pinned_here`); otherwise the process token decides, before the handle's own error.
+    if !(live && HANDLES.wiped_by_the_kernel()) {
+        check_opener(rec, g, false)?;
+    }
+    let Some(held) = held else {
+        gdr_err!(
+            "invalid gdr_mh_t 0x{:x}: not a handle issued by this library",
+            mh
+        );
+        return Err(Error::InvalidHandle);
+    };
+    if !live {
+        return Err(refuse_handle(&held, mh));
+    }
+    // SAFETY: `held` is a live handle of the session with this serial, counted in its
+    // `users`: the session's `Open` was stored before any of its handles was pinned, and
+    // `gdr_close` reads it only through shared references until it has released every
+    // handle of the session, which waits for `users` to drop to zero; only then does it
+    // take the `Open` out. So the `Option` is `Some` and stays unchanged while `held` lives.
+    let open = unsafe { (*rec.open.data_ptr()).as_ref() };
+    let Some(open) = open else {
+        gdr_err!("invalid gdr_t {:#x}: already closed", g);
+        return Err(Error::InvalidHandle);
+    };
+    Ok((open, held))
 }
 
 /// `gdr_open`: opens a backend and returns the new session's address.
@@ -683,7 +741,9 @@ pub fn close(g: usize) -> Result<()> {
         return close_foreign(rec, g);
     }
     let mut guard = rec.open.write();
-    let Some(open) = guard.take() else {
+    // Read through a shared reference until every handle is released: queries read the
+    // `Open` without the lock while they hold a handle of this session (see `query`).
+    let Some(open) = guard.as_ref() else {
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
         return Err(Error::InvalidHandle);
     };
@@ -700,7 +760,7 @@ pub fn close(g: usize) -> Result<()> {
         }
     }
     first = first.and(open.backend.close());
-    drop(open);
+    drop(guard.take());
     rec.fd.store(-1, Ordering::Release);
     rec.gdrdrv_version.store(0, Ordering::Release);
     rec.opener.store(0, Ordering::Release);
@@ -771,7 +831,7 @@ pub fn pin(g: usize, req: &PinRequest) -> Result<u64> {
     };
     h.state.store(state::RESERVED, Ordering::Release);
     // Gives the slot back if the pin fails or the backend panics.
-    let reserved = Reserved { h, armed: true };
+    let reserved = Reserved(h);
     let p = open.backend.pin(req)?;
     let h = reserved.keep();
     h.set_pin(&p, open.serial, open.backend.kind(), open.page_size);
@@ -804,25 +864,30 @@ impl Drop for Transition {
 }
 
 /// A handle slot taken for a pin in progress; freed on drop unless kept.
-struct Reserved {
-    h: &'static HandleRecord,
-    armed: bool,
-}
+struct Reserved(&'static HandleRecord);
 
 impl Reserved {
-    fn keep(mut self) -> &'static HandleRecord {
-        self.armed = false;
-        self.h
+    #[inline(always)]
+    fn keep(self) -> &'static HandleRecord {
+        let h = self.0;
+        std::mem::forget(self);
+        h
     }
 }
 
 impl Drop for Reserved {
-    #[inline(always)]
     fn drop(&mut self) {
-        if self.armed {
-            self.h.free();
-        }
+        free_reserved(self.0);
     }
+}
+
+/// Frees a slot whose pin failed or panicked. Out of line, so that no inlinable function
+/// names the handle registry: the registry then stays internal to the shared object and its
+/// accesses need no GOT entry (see PERFORMANCE.md, "API calls").
+#[cold]
+#[inline(never)]
+fn free_reserved(h: &'static HandleRecord) {
+    h.free();
 }
 
 /// `gdr_unpin_buffer`: unmaps if still mapped, unpins, and frees the handle even when the
@@ -837,16 +902,14 @@ pub fn unpin(g: usize, mh: u64) -> Result<()> {
 /// `gdr_get_callback_flag`.
 #[inline(always)]
 pub fn callback_flag(g: usize, mh: u64) -> Result<bool> {
-    let open = session_for(g, mh)?;
-    let h = open.handle_in_use(mh)?;
+    let (open, h) = query(g, mh)?;
     open.backend.callback_flag(&h.pin())
 }
 
 /// `gdr_get_info_v2` (`legacy` = false) or the legacy v1 `gdr_get_info` (`legacy` = true).
 #[inline(always)]
 pub fn info(g: usize, mh: u64, legacy: bool) -> Result<Info> {
-    let open = session_for(g, mh)?;
-    let h = open.handle_in_use(mh)?;
+    let (open, h) = query(g, mh)?;
     let m = (h.state.load(Ordering::Acquire) == state::MAPPED).then(|| h.mapping());
     if legacy {
         open.backend.info_v1(&h.pin(), m.as_ref())
@@ -969,8 +1032,8 @@ pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
 /// The accepting path is inline and straight-line (the registry's newest-slab check, the
 /// state, the mapping's bounds); anything else goes to an out-of-line path that checks
 /// again, logs and says why.
-#[inline]
-pub fn copy_target(mh: u64, dev: usize, host: usize, n: usize, what: &str) -> Result<MappingType> {
+#[cfg(test)]
+fn copy_target(mh: u64, dev: usize, host: usize, n: usize, what: &str) -> Result<MappingType> {
     match copy_target_accepted(mh, dev, n) {
         Some(kind) => Ok(kind),
         None => copy_target_refused(mh, dev, host, n, what),

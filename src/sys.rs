@@ -30,18 +30,38 @@ pub fn open(path: &CStr, flags: c_int) -> Result<c_int> {
     }
 }
 
-/// `ioctl(fd, request, arg)`; the driver may read and write the whole of `*arg`.
-#[inline(always)]
-pub fn ioctl<T: IoctlParam>(fd: c_int, request: c_ulong, arg: &mut T) -> Result<()> {
-    // SAFETY: `arg` is an exclusive reference to a `T` that, by the `IoctlParam` contract, is
-    // exactly the structure the driver copies in and out, and every bit pattern the driver
-    // writes back is a valid `T`.
-    let rc = unsafe { libc::ioctl(fd, request as _, arg as *mut T as *mut c_void) };
-    if rc < 0 {
-        Err(Error::last_os("ioctl"))
-    } else {
-        Ok(())
+/// The C library's `ioctl`, bound once and kept by the code that calls it often (the gdrdrv
+/// backend keeps it beside its descriptor): a call then reads the function's address from
+/// memory it touches anyway, not from a GOT page of its own (see PERFORMANCE.md, "API
+/// calls"). Bound through the dynamic linker like any call, so an interposer loaded first
+/// (the emulator) is the one called.
+#[derive(Clone, Copy)]
+pub struct Ioctl(unsafe extern "C" fn(c_int, libc::Ioctl, ...) -> c_int);
+
+impl Ioctl {
+    /// The C library's `ioctl` as this library was bound to it.
+    pub fn bind() -> Ioctl {
+        Ioctl(libc::ioctl)
     }
+
+    /// `ioctl(fd, request, arg)`; the driver may read and write the whole of `*arg`.
+    #[inline(always)]
+    pub fn call<T: IoctlParam>(self, fd: c_int, request: c_ulong, arg: &mut T) -> Result<()> {
+        // SAFETY: `arg` is an exclusive reference to a `T` that, by the `IoctlParam` contract,
+        // is exactly the structure the driver copies in and out, and every bit pattern the
+        // driver writes back is a valid `T`; `self.0` is the C library's `ioctl`.
+        let rc = unsafe { (self.0)(fd, request as _, arg as *mut T as *mut c_void) };
+        if rc < 0 {
+            Err(Error::last_os("ioctl"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// `ioctl(fd, request, arg)` through [`Ioctl::bind`], for calls off the hot paths.
+pub fn ioctl<T: IoctlParam>(fd: c_int, request: c_ulong, arg: &mut T) -> Result<()> {
+    Ioctl::bind().call(fd, request, arg)
 }
 
 /// `mmap(NULL, len, PROT_READ|PROT_WRITE, MAP_SHARED, fd, offset)`: a new shared mapping at an

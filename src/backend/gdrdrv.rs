@@ -235,8 +235,13 @@ pub fn check_version(v: &VersionParams) -> Result<()> {
 /// `ioctl` with upstream's "ioctl error" log line on failure; returns `params` as the driver
 /// left them.
 #[inline(always)]
-fn drv_ioctl<T: IoctlParam>(fd: i32, request: c_ulong, mut params: T) -> Result<T> {
-    match sys::ioctl(fd, request, &mut params) {
+fn drv_ioctl<T: IoctlParam>(
+    ioctl: sys::Ioctl,
+    fd: i32,
+    request: c_ulong,
+    mut params: T,
+) -> Result<T> {
+    match ioctl.call(fd, request, &mut params) {
         Ok(()) => Ok(params),
         Err(e) => {
             gdr_err!("ioctl error (errno={})", e.errno());
@@ -269,6 +274,8 @@ fn version_ioctl(fd: i32) -> Result<VersionParams> {
 /// An open `/dev/gdrdrv` whose version was checked.
 pub struct GdrDrv {
     fd: AtomicI32,
+    /// The C library's `ioctl`, kept beside `fd`.
+    ioctl: sys::Ioctl,
     version: u32,
     page_shift: u32,
 }
@@ -309,6 +316,7 @@ impl GdrDrv {
         let page_size = sys::page_size();
         Ok(GdrDrv {
             fd: AtomicI32::new(fd),
+            ioctl: sys::Ioctl::bind(),
             version: v.gdrdrv_version,
             page_shift: page_size.trailing_zeros(),
         })
@@ -322,14 +330,14 @@ impl GdrDrv {
     /// [`drv_ioctl`] on the current descriptor.
     #[inline(always)]
     fn ioctl<T: IoctlParam>(&self, request: c_ulong, params: T) -> Result<T> {
-        drv_ioctl(self.fd_now(), request, params)
+        drv_ioctl(self.ioctl, self.fd_now(), request, params)
     }
 
     /// A pin ioctl: on failure, upstream's log line plus, where NVML answers, the BAR1
     /// figures (a full BAR1 is the usual cause of a pin refused with ENOMEM).
     #[inline(always)]
     fn pin_ioctl<T: IoctlParam>(&self, request: c_ulong, mut params: T, size: u64) -> Result<T> {
-        match sys::ioctl(self.fd_now(), request, &mut params) {
+        match self.ioctl.call(self.fd_now(), request, &mut params) {
             Ok(()) => Ok(params),
             Err(e) => {
                 log_failed_pin(&e, size);
@@ -474,7 +482,7 @@ impl Backend for GdrDrv {
                 mapping_type: request as u32,
                 ..Default::default()
             };
-            drv_ioctl(fd, ioc::REQ_MAPPING_TYPE, p)?;
+            drv_ioctl(self.ioctl, fd, ioc::REQ_MAPPING_TYPE, p)?;
         }
         let offset =
             pin.handle
