@@ -123,6 +123,11 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
             return Some(self.slot(i));
         }
         if k >= self.nslabs.load(Ordering::Acquire) {
+            if k == 0 {
+                // Room for the whole quarantine now, so that the frees that fill it do not
+                // grow it step by step (a reallocation and new heap pages every doubling).
+                let _ = a.quarantine.try_reserve_exact(QUARANTINE + 1);
+            }
             let slab = self.new_slab(slab_len(FIRST, k))?;
             self.slabs[k].store(slab, Ordering::Release);
             self.nslabs.store(k + 1, Ordering::Release);
@@ -155,6 +160,12 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
         if self.wipe_in_children {
             let bytes = len.checked_mul(std::mem::size_of::<T>())?;
             if let Ok(p) = crate::sys::wipe_on_fork_pages(bytes) {
+                // The records a steady pin/unpin cycle goes through (the quarantine's, plus
+                // one) are faulted in now, once, rather than a page every few pins.
+                let cycled = len.min(QUARANTINE + 1) * std::mem::size_of::<T>();
+                // SAFETY: the first `cycled` bytes lie in the mapping just made, which
+                // nothing else refers to yet.
+                unsafe { crate::sys::populate_zeroed(p, cycled) };
                 // A fresh anonymous mapping reads as zero bytes, which is `T`'s free state
                 // (the contract of `wiped_in_children`): the records are initialised without
                 // a write, and the kernel backs only the pages that get used.
