@@ -12,8 +12,10 @@
 //! free, so a handle inherited from the parent is refused like a stale one, at no cost to
 //! the lock-free lookups.
 
+mod quarantine;
+
+use quarantine::Quarantine;
 use std::cell::UnsafeCell;
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 /// Slots that must be freed after a slot before that slot is reused.
@@ -39,7 +41,7 @@ struct Alloc {
     /// Slots handed out so far from the slabs, in order (next fresh slot index).
     fresh: usize,
     /// Freed slots, oldest first.
-    quarantine: VecDeque<usize>,
+    quarantine: Quarantine,
 }
 
 /// A slab allocator of `T` records whose addresses can be validated without a lock; slab `k`
@@ -100,7 +102,7 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
                 held: AtomicBool::new(false),
                 alloc: UnsafeCell::new(Alloc {
                     fresh: 0,
-                    quarantine: VecDeque::new(),
+                    quarantine: Quarantine::new(),
                 }),
             },
         }
@@ -125,8 +127,8 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
         if k >= self.nslabs.load(Ordering::Acquire) {
             if k == 0 {
                 // Room for the whole quarantine now, so that the frees that fill it do not
-                // grow it step by step (a reallocation and new heap pages every doubling).
-                let _ = a.quarantine.try_reserve_exact(QUARANTINE + 1);
+                // grow it step by step (a copy into new pages at every doubling).
+                let _ = a.quarantine.reserve(QUARANTINE + 1);
             }
             let slab = self.new_slab(slab_len(FIRST, k))?;
             self.slabs[k].store(slab, Ordering::Release);
@@ -153,8 +155,8 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
         }
     }
 
-    /// A never-freed slab of `len` free records: in wipe-on-fork pages when this registry asks
-    /// for them and the kernel has the advice, else on the heap.
+    /// A never-freed slab of `len` free records, in anonymous pages of its own: wipe-on-fork
+    /// pages when this registry asks for them and the kernel has the advice.
     #[cold]
     fn new_slab(&self, len: usize) -> Option<*mut T> {
         if self.wipe_in_children {
@@ -173,11 +175,18 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
             }
             self.kernel_wipes.store(false, Ordering::Relaxed);
         }
-        let mut v = Vec::new();
-        v.try_reserve_exact(len).ok()?;
-        v.extend((0..len).map(|_| T::new_free()));
-        let slab: &'static mut [T] = Box::leak(v.into_boxed_slice());
-        Some(slab.as_mut_ptr())
+        // Pages of their own, not the heap: the records then share no page with the
+        // program's (or an interposer's) heap objects, and leave the heap's layout as it
+        // would be without this library.
+        let p = crate::sys::anonymous_pages(len.checked_mul(std::mem::size_of::<T>())?)
+            .ok()?
+            .cast::<T>();
+        for i in 0..len {
+            // SAFETY: the mapping holds `len` records (page aligned, so aligned for `T`,
+            // whose alignment is at most a page) and nothing else refers to it yet.
+            unsafe { p.add(i).write(T::new_free()) };
+        }
+        Some(p)
     }
 
     /// Puts `rec` (a record of this registry, already back in its free state) into the
@@ -185,7 +194,7 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
     #[inline(always)]
     pub fn release(&self, rec: &'static T) {
         if let Some(i) = self.index_of(rec as *const T as usize) {
-            self.lock().quarantine.push_back(i);
+            let _ = self.lock().quarantine.push_back(i);
         }
     }
 

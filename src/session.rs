@@ -21,7 +21,7 @@
 //! copy path's existing state check.
 
 use crate::backend::{
-    self, Attr, Backend, BackendKind, Info, Mapping, MappingType, Opened, Pin, PinRequest,
+    self, gdrdrv, Attr, Backend, BackendKind, Info, Mapping, MappingType, Opened, Pin, PinRequest,
 };
 use crate::error::{Error, Result};
 use crate::ffi::types::{INFO_MAPPED_BIT, INFO_WC_MAPPING_BIT};
@@ -132,14 +132,16 @@ pub struct HandleRecord {
     dmabuf_cpu_va: AtomicUsize,
     dmabuf_cpu_len: AtomicUsize,
     // ---- end of upstream's 104 bytes ----
+    // What a query reads (see `query`) lies in this line and the next.
     /// One of [`state`].
     state: AtomicU32,
     /// Queries reading this handle right now; an unpin waits for them to leave.
     users: AtomicU32,
-    /// Serial of the owning session.
-    owner: AtomicU64,
-    /// Pin sequence number within the owning session ([`Open::pins`]).
-    seq: AtomicU64,
+    /// The address (`gdr_t`) of the owning session.
+    session: AtomicUsize,
+    /// [`gdrdrv::Queries::to_words`] of the owning session's driver, first word; 0 when its
+    /// queries go through the session (DMA-BUF).
+    queries: AtomicU64,
     pin_handle: AtomicU64,
     pin_va: AtomicU64,
     pin_size: AtomicU64,
@@ -148,6 +150,12 @@ pub struct HandleRecord {
     map_kind: AtomicU32,
     map_addr: AtomicUsize,
     map_len: AtomicUsize,
+    /// [`gdrdrv::Queries::to_words`], second word.
+    queries_ioctl: AtomicUsize,
+    /// Serial of the owning session.
+    owner: AtomicU64,
+    /// Pin sequence number within the owning session ([`Open::pins`]).
+    seq: AtomicU64,
 }
 
 impl Record for SessionRecord {
@@ -192,6 +200,9 @@ impl Record for HandleRecord {
             dmabuf_cpu_len: AtomicUsize::new(0),
             state: AtomicU32::new(state::FREE),
             users: AtomicU32::new(0),
+            session: AtomicUsize::new(0),
+            queries: AtomicU64::new(0),
+            queries_ioctl: AtomicUsize::new(0),
             owner: AtomicU64::new(0),
             seq: AtomicU64::new(0),
             pin_handle: AtomicU64::new(0),
@@ -234,6 +245,28 @@ impl HandleRecord {
             len: self.map_len.load(Ordering::Acquire),
             kind: kind_of(self.map_kind.load(Ordering::Acquire)),
         }
+    }
+
+    /// Records the owning session (its address `g`) and what a query needs of its backend.
+    #[inline(always)]
+    fn set_session(&self, g: usize, queries: Option<gdrdrv::Queries>) {
+        let (word, ioctl) = queries.map_or((0, 0), gdrdrv::Queries::to_words);
+        self.session.store(g, Ordering::Release);
+        self.queries_ioctl.store(ioctl, Ordering::Release);
+        self.queries.store(word, Ordering::Release);
+    }
+
+    /// The owning session's driver, when its queries need not go through the session.
+    #[inline(always)]
+    fn queries(&self) -> Option<gdrdrv::Queries> {
+        let word = self.queries.load(Ordering::Acquire);
+        if word == 0 {
+            return None;
+        }
+        let ioctl = self.queries_ioctl.load(Ordering::Acquire);
+        // SAFETY: a non-zero `queries` and `queries_ioctl` were stored together by
+        // `set_session`, from `Queries::to_words`.
+        Some(unsafe { gdrdrv::Queries::from_words(word, ioctl) })
     }
 
     #[inline(always)]
@@ -292,10 +325,13 @@ impl HandleRecord {
             &self.dmabuf_cpu_len,
             &self.map_addr,
             &self.map_len,
+            &self.session,
+            &self.queries_ioctl,
         ] {
             a.store(0, Ordering::Relaxed);
         }
         for a in [
+            &self.queries,
             &self.dmabuf_va,
             &self.dmabuf_page_offset,
             &self.dmabuf_mapped_size,
@@ -432,11 +468,13 @@ fn check_live(h: &HandleRecord, serial: u64, mh: u64) -> Result<()> {
 /// Whether `h` is pinned (or mapped) and owned by the session whose serial is `serial`.
 #[inline(always)]
 fn is_live(h: &HandleRecord, serial: u64) -> bool {
-    let s = h.state.load(Ordering::SeqCst);
-    s != state::FREE
-        && s != state::RESERVED
-        && s != state::UNPINNING
-        && h.owner.load(Ordering::Acquire) == serial
+    is_pinned(h.state.load(Ordering::SeqCst)) && h.owner.load(Ordering::Acquire) == serial
+}
+
+/// Whether a handle in state `s` holds a pin that is not being released.
+#[inline(always)]
+fn is_pinned(s: u32) -> bool {
+    s != state::FREE && s != state::RESERVED && s != state::UNPINNING
 }
 
 /// Says why `h`, found not live by [`is_live`], is refused.
@@ -588,26 +626,58 @@ fn locked(rec: &'static SessionRecord, g: usize) -> Result<OpenRef> {
     })
 }
 
-/// The open state behind `g` for a query (get_info, callback flag) on the handle `mh`, without
-/// the session's lock: `mh` is held against an unpin for as long as the returned guard lives,
-/// and that also holds the session open, because `gdr_close` unpins every handle of the
-/// session (waiting for their queries) before it takes the open state out of the record.
-/// Refuses what [`session_for`] and [`Open::handle`] refuse, with the same errors.
+/// How a query reaches the backend of its handle's session (see [`query`]).
+enum Via {
+    /// The driver, as the handle record keeps it: the session record is not read.
+    Driver(gdrdrv::Queries),
+    /// The session's backend.
+    Session(&'static Open),
+}
+
+/// Validates `g` and `mh` for a query (get_info, callback flag) and says how to reach the
+/// backend, without the session's lock: `mh` is held against an unpin for as long as the
+/// returned guard lives, and that also holds the session open, because `gdr_close` unpins
+/// every handle of the session (waiting for their queries) before it takes the open state out
+/// of the record. Refuses what [`session_for`] and [`Open::handle`] refuse, with the same
+/// errors.
+///
+/// The quick case reads the handle record only: a pinned handle whose recorded session is
+/// `g` proves that `g` is an open session (one that closed released its handles first), and,
+/// in wipe-on-fork memory, that the caller is the process that opened it (see
+/// `pinned_here`); the record also keeps what the query needs of a gdrdrv backend.
 #[inline(always)]
-fn query(g: usize, mh: u64) -> Result<(&'static Open, InUse)> {
+fn query(g: usize, mh: u64) -> Result<(Via, InUse)> {
+    let h = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a));
+    // Counted before the state is read (both SeqCst), so that an unpin that moved the state
+    // on after this read sees the count and waits (see `Open::release`).
+    let Some(h) = h else {
+        return query_through_session(g, mh, None);
+    };
+    h.users.fetch_add(1, Ordering::SeqCst);
+    let held = InUse(h);
+    if is_pinned(h.state.load(Ordering::SeqCst))
+        && h.session.load(Ordering::Acquire) == g
+        && HANDLES.wiped_by_the_kernel()
+    {
+        if let Some(q) = h.queries() {
+            return Ok((Via::Driver(q), held));
+        }
+    }
+    query_through_session(g, mh, Some(held))
+}
+
+/// [`query`] for a handle whose queries go through the session (DMA-BUF), and for anything
+/// the quick case did not accept: the checks of [`session_for`] and [`Open::handle`]. Cold,
+/// so that the quick case is laid out as one straight run of code.
+#[cold]
+#[inline(never)]
+fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(Via, InUse)> {
     let rec = session_record(g)?;
     let serial = rec.serial.load(Ordering::Acquire);
     if rec.opener.load(Ordering::Acquire) == 0 || serial == 0 {
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
         return Err(Error::InvalidHandle);
     }
-    let h = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a));
-    // Counted before the state is read (both SeqCst), so that an unpin that moved the state
-    // on after this read sees the count and waits (see `Open::release`).
-    let held = h.map(|h| {
-        h.users.fetch_add(1, Ordering::SeqCst);
-        InUse(h)
-    });
     let live = held.as_ref().is_some_and(|h| is_live(h, serial));
     // A live handle in wipe-on-fork memory proves the caller is the opener (see
     // `pinned_here`); otherwise the process token decides, before the handle's own error.
@@ -634,7 +704,7 @@ fn query(g: usize, mh: u64) -> Result<(&'static Open, InUse)> {
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
         return Err(Error::InvalidHandle);
     };
-    Ok((open, held))
+    Ok((Via::Session(open), held))
 }
 
 /// `gdr_open`: opens a backend and returns the new session's address.
@@ -835,6 +905,7 @@ pub fn pin(g: usize, req: &PinRequest) -> Result<u64> {
     let p = open.backend.pin(req)?;
     let h = reserved.keep();
     h.set_pin(&p, open.serial, open.backend.kind(), open.page_size);
+    h.set_session(g, open.backend.queries());
     h.seq
         .store(open.pins.fetch_add(1, Ordering::Relaxed) + 1, Ordering::Relaxed);
     open.live.fetch_add(1, Ordering::Relaxed);
@@ -902,14 +973,28 @@ pub fn unpin(g: usize, mh: u64) -> Result<()> {
 /// `gdr_get_callback_flag`.
 #[inline(always)]
 pub fn callback_flag(g: usize, mh: u64) -> Result<bool> {
-    let (open, h) = query(g, mh)?;
-    open.backend.callback_flag(&h.pin())
+    let (via, h) = query(g, mh)?;
+    match via {
+        Via::Driver(q) => q.callback_flag(h.pin_handle.load(Ordering::Acquire)),
+        Via::Session(open) => open.backend.callback_flag(&h.pin()),
+    }
 }
 
 /// `gdr_get_info_v2` (`legacy` = false) or the legacy v1 `gdr_get_info` (`legacy` = true).
 #[inline(always)]
 pub fn info(g: usize, mh: u64, legacy: bool) -> Result<Info> {
-    let (open, h) = query(g, mh)?;
+    let (via, h) = query(g, mh)?;
+    let open = match via {
+        Via::Driver(q) => {
+            let handle = h.pin_handle.load(Ordering::Acquire);
+            return if legacy {
+                q.info_v1(handle)
+            } else {
+                q.info(handle)
+            };
+        }
+        Via::Session(open) => open,
+    };
     let m = (h.state.load(Ordering::Acquire) == state::MAPPED).then(|| h.mapping());
     if legacy {
         open.backend.info_v1(&h.pin(), m.as_ref())

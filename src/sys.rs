@@ -44,6 +44,27 @@ impl Ioctl {
         Ioctl(libc::ioctl)
     }
 
+    /// The function's address, for storing in an atomic word.
+    #[inline(always)]
+    pub fn to_raw(self) -> usize {
+        self.0 as usize
+    }
+
+    /// The [`Ioctl`] whose [`Ioctl::to_raw`] gave `raw`.
+    ///
+    /// # Safety
+    /// `raw` came from [`Ioctl::to_raw`].
+    #[inline(always)]
+    pub unsafe fn from_raw(raw: usize) -> Ioctl {
+        // SAFETY: `raw` is the address of the C library's `ioctl` (the caller's contract),
+        // which has this type.
+        Ioctl(unsafe {
+            std::mem::transmute::<usize, unsafe extern "C" fn(c_int, libc::Ioctl, ...) -> c_int>(
+                raw,
+            )
+        })
+    }
+
     /// `ioctl(fd, request, arg)`; the driver may read and write the whole of `*arg`.
     #[inline(always)]
     pub fn call<T: IoctlParam>(self, fd: c_int, request: c_ulong, arg: &mut T) -> Result<()> {
@@ -118,10 +139,9 @@ pub fn dont_fork(addr: usize, len: usize) -> Result<()> {
     }
 }
 
-/// New, never-unmapped, zero-filled anonymous memory of at least `len` bytes (page aligned)
-/// marked `MADV_WIPEONFORK` (Linux 4.14+): it reads as zeros again in every child process,
-/// however the child was created. Fails where the kernel does not know the advice.
-pub fn wipe_on_fork_pages(len: usize) -> Result<*mut u8> {
+/// New, never-unmapped, zero-filled anonymous memory of at least `len` bytes (page aligned),
+/// apart from the process's heap.
+pub fn anonymous_pages(len: usize) -> Result<*mut u8> {
     let len = round_up(len.max(1), page_size()).ok_or(Error::NoMemory)?;
     // SAFETY: a fresh private anonymous mapping at an address the kernel chooses replaces
     // nothing of this process.
@@ -138,14 +158,23 @@ pub fn wipe_on_fork_pages(len: usize) -> Result<*mut u8> {
     if p == libc::MAP_FAILED {
         return Err(Error::last_os("mmap"));
     }
+    Ok(p.cast())
+}
+
+/// [`anonymous_pages`] marked `MADV_WIPEONFORK` (Linux 4.14+): it reads as zeros again in
+/// every child process, however the child was created. Fails where the kernel does not know
+/// the advice.
+pub fn wipe_on_fork_pages(len: usize) -> Result<*mut u8> {
+    let p = anonymous_pages(len)?;
+    let len = round_up(len.max(1), page_size()).ok_or(Error::NoMemory)?;
     // SAFETY: `p` is the mapping made just above; the advice changes only what a child sees.
-    if unsafe { libc::madvise(p, len, libc::MADV_WIPEONFORK) } < 0 {
+    if unsafe { libc::madvise(p.cast(), len, libc::MADV_WIPEONFORK) } < 0 {
         let e = Error::last_os("madvise");
         // SAFETY: the mapping was made above and nothing refers to it.
-        unsafe { libc::munmap(p, len) };
+        unsafe { libc::munmap(p.cast(), len) };
         return Err(e);
     }
-    Ok(p.cast())
+    Ok(p)
 }
 
 /// Faults in, for writing, the pages of `[p, p + len)`, so that their first use later costs

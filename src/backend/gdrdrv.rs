@@ -322,6 +322,16 @@ impl GdrDrv {
         })
     }
 
+    /// What a query of this driver's pins needs (see [`Queries`]).
+    #[inline(always)]
+    pub fn queries(&self) -> Queries {
+        Queries {
+            fd: self.fd_now(),
+            version: self.version,
+            ioctl: self.ioctl,
+        }
+    }
+
     #[inline(always)]
     fn fd_now(&self) -> i32 {
         self.fd.load(Ordering::Acquire)
@@ -346,10 +356,62 @@ impl GdrDrv {
         }
     }
 
+}
+
+/// What a query (`gdr_get_info`, `gdr_get_callback_flag`) needs of an open `/dev/gdrdrv`:
+/// small and `Copy`, so that a pin stores it in its handle record and a query reads that
+/// record only, not the session (see `session::query`).
+#[derive(Clone, Copy)]
+pub struct Queries {
+    fd: i32,
+    version: u32,
+    ioctl: sys::Ioctl,
+}
+
+impl Queries {
+    /// The two words a handle record keeps: never `(0, _)`, since `version` is at least 2.0.
     #[inline(always)]
-    fn info_v2_ioctl(&self, pin: &Pin) -> Result<Info> {
+    pub fn to_words(self) -> (u64, usize) {
+        (
+            u64::from(self.fd as u32) | u64::from(self.version) << 32,
+            self.ioctl.to_raw(),
+        )
+    }
+
+    /// The [`Queries`] whose [`Queries::to_words`] gave `(word, ioctl)`.
+    ///
+    /// # Safety
+    /// The words came from [`Queries::to_words`].
+    #[inline(always)]
+    pub unsafe fn from_words(word: u64, ioctl: usize) -> Queries {
+        Queries {
+            fd: word as u32 as i32,
+            version: (word >> 32) as u32,
+            // SAFETY: `ioctl` came from `Ioctl::to_raw` (the caller's contract).
+            ioctl: unsafe { sys::Ioctl::from_raw(ioctl) },
+        }
+    }
+
+    #[inline(always)]
+    fn ioctl<T: IoctlParam>(self, request: c_ulong, params: T) -> Result<T> {
+        drv_ioctl(self.ioctl, self.fd, request, params)
+    }
+
+    /// `gdr_get_info_v2` of the pin whose driver handle is `handle`: the v2 ioctl where the
+    /// driver has it, else the v1 ioctl.
+    #[inline(always)]
+    pub fn info(self, handle: u64) -> Result<Info> {
+        if self.version >= VERSION_INFO_V2 {
+            self.info_v2(handle)
+        } else {
+            self.info_v1(handle)
+        }
+    }
+
+    #[inline(always)]
+    fn info_v2(self, handle: u64) -> Result<Info> {
         let p = InfoV2Params {
-            handle: pin.handle,
+            handle,
             ..Default::default()
         };
         let p = self.ioctl(ioc::GET_INFO_V2, p)?;
@@ -365,10 +427,11 @@ impl GdrDrv {
         })
     }
 
+    /// The legacy `gdr_get_info` (the v1 ioctl) of the pin whose driver handle is `handle`.
     #[inline(always)]
-    fn info_v1_ioctl(&self, pin: &Pin) -> Result<Info> {
+    pub fn info_v1(self, handle: u64) -> Result<Info> {
         let p = InfoParams {
-            handle: pin.handle,
+            handle,
             ..Default::default()
         };
         let p = self.ioctl(ioc::GET_INFO, p)?;
@@ -387,6 +450,16 @@ impl GdrDrv {
             wc_mapping: p.wc_mapping != 0,
             mapping_type: mapping_type as u32,
         })
+    }
+
+    /// `gdr_get_callback_flag` of the pin whose driver handle is `handle`.
+    #[inline(always)]
+    pub fn callback_flag(self, handle: u64) -> Result<bool> {
+        let p = CbFlagParams {
+            handle,
+            ..Default::default()
+        };
+        Ok(self.ioctl(ioc::GET_CB_FLAG, p)?.flag != 0)
     }
 }
 
@@ -452,25 +525,17 @@ impl Backend for GdrDrv {
 
     #[inline(always)]
     fn callback_flag(&self, pin: &Pin) -> Result<bool> {
-        let p = CbFlagParams {
-            handle: pin.handle,
-            ..Default::default()
-        };
-        Ok(self.ioctl(ioc::GET_CB_FLAG, p)?.flag != 0)
+        self.queries().callback_flag(pin.handle)
     }
 
     #[inline(always)]
     fn info(&self, pin: &Pin, _current: Option<&Mapping>) -> Result<Info> {
-        if self.version >= VERSION_INFO_V2 {
-            self.info_v2_ioctl(pin)
-        } else {
-            self.info_v1_ioctl(pin)
-        }
+        self.queries().info(pin.handle)
     }
 
     #[inline(always)]
     fn info_v1(&self, pin: &Pin, _current: Option<&Mapping>) -> Result<Info> {
-        self.info_v1_ioctl(pin)
+        self.queries().info_v1(pin.handle)
     }
 
     #[inline(always)]

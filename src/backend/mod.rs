@@ -178,6 +178,18 @@ pub enum Opened {
     Other(Box<dyn Backend>),
 }
 
+impl Opened {
+    /// What a query of this backend's pins needs, for the handle records to keep (see
+    /// [`gdrdrv::Queries`]); `None` for a backend whose queries go through the session.
+    #[inline(always)]
+    pub fn queries(&self) -> Option<gdrdrv::Queries> {
+        match self {
+            Opened::Gdrdrv(b) => Some(b.queries()),
+            _ => None,
+        }
+    }
+}
+
 /// Forwards each listed [`Backend`] method to the backend inside an [`Opened`].
 macro_rules! forward {
     ($(fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty;)*) => {
