@@ -62,21 +62,27 @@ impl Quarantine {
         true
     }
 
-    /// Makes room for `n` slots now; false when the memory cannot be had.
+    /// Makes room for `n` slots now, in one step; false when the memory cannot be had.
     pub(super) fn reserve(&mut self, n: usize) -> bool {
-        while self.cap < n {
-            if !self.grow() {
-                return false;
-            }
+        match n.checked_next_power_of_two() {
+            Some(cap) if cap > self.cap => self.grow_to(cap),
+            Some(_) => true,
+            None => false,
         }
-        true
     }
 
-    /// Doubles the ring (one page at first), keeping the queued slots in order.
+    /// Doubles the ring (one page at first).
     #[cold]
     fn grow(&mut self) -> bool {
+        self.grow_to(self.cap * 2)
+    }
+
+    /// Moves the queued slots, in order, to a new ring of at least `cap` slots (a power of
+    /// two larger than the current one).
+    #[cold]
+    fn grow_to(&mut self, cap: usize) -> bool {
         let word = std::mem::size_of::<usize>();
-        let cap = (self.cap * 2).max(sys::page_size() / word);
+        let cap = cap.max(sys::page_size() / word);
         let Some(bytes) = cap.checked_mul(word) else {
             return false;
         };
