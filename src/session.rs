@@ -8,11 +8,12 @@
 //! `struct gdr` / `gdr_memh_t` layouts, which gdrcopy's own tests read.
 //!
 //! Concurrency: a session's backend sits behind a read-write lock that only `gdr_close`
-//! takes for writing; every other call holds it shared, so calls on one `gdr_t` run in
-//! parallel. A handle moves through the states of [`state`] with compare-and-swap, so two
+//! takes for writing; pin, map, unmap and unpin hold it shared, so calls on one `gdr_t` run
+//! in parallel. A handle moves through the states of [`state`] with compare-and-swap, so two
 //! threads cannot map, unmap or unpin the same handle at once; a query counts itself in the
-//! handle's `users` while it reads the handle, and an unpin waits for those to finish before
-//! it gives the pin back. Copies take no lock at all.
+//! handle's `users` while it reads the handle, and an unpin (or `gdr_close`, which unpins
+//! first) waits for those to finish before it gives the pin back, so a query needs no lock
+//! (see [`query`]). Copies take no lock at all.
 //!
 //! Processes: a session names the process that opened it by its [`process::token`], which
 //! differs in every child however it was created, so a child is refused (EACCES) before it
