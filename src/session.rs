@@ -648,12 +648,11 @@ enum Via {
 /// `pinned_here`); the record also keeps what the query needs of a gdrdrv backend.
 #[inline(always)]
 fn query(g: usize, mh: u64) -> Result<(Via, InUse)> {
-    let h = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a));
-    // Counted before the state is read (both SeqCst), so that an unpin that moved the state
-    // on after this read sees the count and waits (see `Open::release`).
-    let Some(h) = h else {
+    let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
         return query_through_session(g, mh, None);
     };
+    // Counted before the state is read (both SeqCst), so that an unpin that moved the state
+    // on after this read sees the count and waits (see `Open::release`).
     h.users.fetch_add(1, Ordering::SeqCst);
     let held = InUse(h);
     if is_pinned(h.state.load(Ordering::SeqCst))

@@ -355,7 +355,6 @@ impl GdrDrv {
             }
         }
     }
-
 }
 
 /// What a query (`gdr_get_info`, `gdr_get_callback_flag`) needs of an open `/dev/gdrdrv`:
