@@ -55,7 +55,8 @@ pub struct Registry<T: Record, const FIRST: usize = FIRST_SLAB> {
     nslabs: AtomicUsize,
     /// Slabs go to `MADV_WIPEONFORK` pages where the kernel offers them.
     wipe_in_children: bool,
-    /// False once a slab had to go to ordinary memory (the kernel lacks the advice).
+    /// True while every slab of a registry that asks for wipe-on-fork pages got them (false
+    /// for the others, and once a slab had to go to ordinary memory).
     kernel_wipes: AtomicBool,
     slabs: [AtomicPtr<T>; MAX_SLABS],
     /// Slots handed out so far (a copy of `Alloc::fresh` readable without the lock).
@@ -94,7 +95,7 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
     const fn with_wipe(wipe_in_children: bool) -> Self {
         Registry {
             wipe_in_children,
-            kernel_wipes: AtomicBool::new(true),
+            kernel_wipes: AtomicBool::new(wipe_in_children),
             slabs: [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_SLABS],
             nslabs: AtomicUsize::new(0),
             handed_out: AtomicUsize::new(0),
@@ -143,7 +144,7 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
     /// only free records without help).
     #[inline(always)]
     pub fn wiped_by_the_kernel(&self) -> bool {
-        self.wipe_in_children && self.kernel_wipes.load(Ordering::Relaxed)
+        self.kernel_wipes.load(Ordering::Relaxed)
     }
 
     /// Every record of this registry handed out so far, live or not (for `gdr_close`, which
