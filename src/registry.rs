@@ -160,8 +160,8 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
     /// pages when this registry asks for them and the kernel has the advice.
     #[cold]
     fn new_slab(&self, len: usize) -> Option<*mut T> {
+        let bytes = len.checked_mul(std::mem::size_of::<T>())?;
         if self.wipe_in_children {
-            let bytes = len.checked_mul(std::mem::size_of::<T>())?;
             if let Ok(p) = crate::sys::wipe_on_fork_pages(bytes) {
                 // The records a steady pin/unpin cycle goes through (the quarantine's, plus
                 // one) are faulted in now, once, rather than a page every few pins.
@@ -179,9 +179,7 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
         // Pages of their own, not the heap: the records then share no page with the
         // program's (or an interposer's) heap objects, and leave the heap's layout as it
         // would be without this library.
-        let p = crate::sys::anonymous_pages(len.checked_mul(std::mem::size_of::<T>())?)
-            .ok()?
-            .cast::<T>();
+        let p = crate::sys::anonymous_pages(bytes).ok()?.cast::<T>();
         for i in 0..len {
             // SAFETY: the mapping holds `len` records (page aligned, so aligned for `T`,
             // whose alignment is at most a page) and nothing else refers to it yet.

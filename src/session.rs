@@ -481,8 +481,7 @@ fn is_pinned(s: u32) -> bool {
 /// Says why `h`, found not live by [`is_live`], is refused.
 #[cold]
 fn refuse_handle(h: &HandleRecord, mh: u64) -> Error {
-    let s = h.state.load(Ordering::SeqCst);
-    if s == state::FREE || s == state::RESERVED || s == state::UNPINNING {
+    if !is_pinned(h.state.load(Ordering::SeqCst)) {
         gdr_err!(
             "invalid gdr_mh_t 0x{:x}: the buffer is not pinned (already unpinned?)",
             mh

@@ -340,7 +340,7 @@ impl GdrDrv {
     /// [`drv_ioctl`] on the current descriptor.
     #[inline(always)]
     fn ioctl<T: IoctlParam>(&self, request: c_ulong, params: T) -> Result<T> {
-        drv_ioctl(self.ioctl, self.fd_now(), request, params)
+        self.queries().ioctl(request, params)
     }
 
     /// A pin ioctl: on failure, upstream's log line plus, where NVML answers, the BAR1
