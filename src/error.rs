@@ -38,6 +38,8 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     /// Builds [`Error::Sys`] from the calling thread's current `errno`.
+    #[cold]
+    #[inline(never)]
     pub fn last_os(call: &'static str) -> Error {
         let errno = std::io::Error::last_os_error()
             .raw_os_error()

@@ -28,6 +28,7 @@ pub mod copy;
 pub mod cuda;
 pub mod error;
 pub mod ffi;
+pub(crate) mod hint;
 pub mod nvml;
 pub mod process;
 pub(crate) mod registry;

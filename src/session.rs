@@ -26,6 +26,7 @@ use crate::backend::{
 };
 use crate::error::{Error, Result};
 use crate::ffi::types::{INFO_MAPPED_BIT, INFO_WC_MAPPING_BIT};
+use crate::hint::cold_path;
 use crate::registry::{Record, Registry, FIRST_WIPED_SLAB};
 use crate::{copy, process, sys};
 use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
@@ -626,29 +627,26 @@ fn locked(rec: &'static SessionRecord, g: usize) -> Result<OpenRef> {
     })
 }
 
-/// How a query reaches the backend of its handle's session (see [`query`]).
-enum Via {
-    /// The driver, as the handle record keeps it: the session record is not read.
-    Driver(gdrdrv::Queries),
-    /// The session's backend.
-    Session(&'static Open),
-}
-
-/// Validates `g` and `mh` for a query (get_info, callback flag) and says how to reach the
-/// backend, without the session's lock: `mh` is held against an unpin for as long as the
-/// returned guard lives, and that also holds the session open, because `gdr_close` unpins
-/// every handle of the session (waiting for their queries) before it takes the open state out
-/// of the record. Refuses what [`session_for`] and [`Open::handle`] refuse, with the same
-/// errors.
+/// Validates `g` and `mh` for a query (get_info, callback flag) in the quick case, without
+/// the session's lock: `Ok` when `mh` is a handle pinned by the session `g` whose queries go
+/// to gdrdrv, with what the query needs of the driver and the handle held against an unpin
+/// for as long as the guard lives. That also holds the session open, because `gdr_close`
+/// unpins every handle of the session (waiting for their queries) before it takes the open
+/// state out of the record. `Err` passes what was found to [`query_through_session`].
 ///
 /// The quick case reads the handle record only: a pinned handle whose recorded session is
 /// `g` proves that `g` is an open session (one that closed released its handles first), and,
 /// in wipe-on-fork memory, that the caller is the process that opened it (see
-/// `pinned_here`); the record also keeps what the query needs of a gdrdrv backend.
+/// `pinned_here`); the record also keeps what the query needs of a gdrdrv backend. Every
+/// other case is cold, so that the quick one is laid out as one straight run of code.
 #[inline(always)]
-fn query(g: usize, mh: u64) -> Result<(Via, InUse)> {
-    let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
-        return query_through_session(g, mh, None);
+fn quick_query(g: usize, mh: u64) -> std::result::Result<(gdrdrv::Queries, InUse), Option<InUse>> {
+    let Some(h) = usize::try_from(mh)
+        .ok()
+        .and_then(|a| HANDLES.lookup_first(a))
+    else {
+        cold_path();
+        return Err(counted(mh));
     };
     // Counted before the state is read (both SeqCst), so that an unpin that moved the state
     // on after this read sees the count and waits (see `Open::release`).
@@ -659,18 +657,29 @@ fn query(g: usize, mh: u64) -> Result<(Via, InUse)> {
         && HANDLES.wiped_by_the_kernel()
     {
         if let Some(q) = h.queries() {
-            return Ok((Via::Driver(q), held));
+            return Ok((q, held));
         }
     }
-    query_through_session(g, mh, Some(held))
+    cold_path();
+    Err(Some(held))
 }
 
-/// [`query`] for a handle whose queries go through the session (DMA-BUF), and for anything
-/// the quick case did not accept: the checks of [`session_for`] and [`Open::handle`]. Cold,
-/// so that the quick case is laid out as one straight run of code.
+/// The handle record at `mh` in any slab, counted in its `users`, for
+/// [`query_through_session`].
 #[cold]
 #[inline(never)]
-fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(Via, InUse)> {
+fn counted(mh: u64) -> Option<InUse> {
+    let h = HANDLES.lookup(usize::try_from(mh).ok()?)?;
+    h.users.fetch_add(1, Ordering::SeqCst);
+    Some(InUse(h))
+}
+
+/// A query that [`quick_query`] did not accept: a handle whose queries go through the
+/// session (DMA-BUF), or anything to refuse, with the checks and errors of [`session_for`]
+/// and [`Open::handle`]. `held` is the record at `mh`, already counted in its `users`.
+#[cold]
+#[inline(never)]
+fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(&'static Open, InUse)> {
     let rec = session_record(g)?;
     let serial = rec.serial.load(Ordering::Acquire);
     if rec.opener.load(Ordering::Acquire) == 0 || serial == 0 {
@@ -703,7 +712,7 @@ fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(Via,
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
         return Err(Error::InvalidHandle);
     };
-    Ok((Via::Session(open), held))
+    Ok((open, held))
 }
 
 /// `gdr_open`: opens a backend and returns the new session's address.
@@ -972,28 +981,53 @@ pub fn unpin(g: usize, mh: u64) -> Result<()> {
 /// `gdr_get_callback_flag`.
 #[inline(always)]
 pub fn callback_flag(g: usize, mh: u64) -> Result<bool> {
-    let (via, h) = query(g, mh)?;
-    match via {
-        Via::Driver(q) => q.callback_flag(h.pin_handle.load(Ordering::Acquire)),
-        Via::Session(open) => open.backend.callback_flag(&h.pin()),
+    match quick_query(g, mh) {
+        Ok((q, h)) => q.callback_flag(h.pin_handle.load(Ordering::Acquire)),
+        Err(held) => callback_flag_through_session(g, mh, held),
     }
 }
 
-/// `gdr_get_info_v2` (`legacy` = false) or the legacy v1 `gdr_get_info` (`legacy` = true).
+/// [`callback_flag`] outside the quick case (see [`query_through_session`]).
+#[cold]
+#[inline(never)]
+fn callback_flag_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<bool> {
+    let (open, h) = query_through_session(g, mh, held)?;
+    open.backend.callback_flag(&h.pin())
+}
+
+/// `gdr_get_info_v2` (`legacy` = false) or the legacy v1 `gdr_get_info` (`legacy` = true):
+/// what the driver reports for `mh`, passed to `store`. (Storing here rather than returning
+/// the `Info` keeps the quick case's result in registers, apart from the cold one's.)
 #[inline(always)]
-pub fn info(g: usize, mh: u64, legacy: bool) -> Result<Info> {
-    let (via, h) = query(g, mh)?;
-    let open = match via {
-        Via::Driver(q) => {
-            let handle = h.pin_handle.load(Ordering::Acquire);
-            return if legacy {
-                q.info_v1(handle)
-            } else {
-                q.info(handle)
-            };
+pub fn info(g: usize, mh: u64, legacy: bool, store: impl FnOnce(&Info)) -> Result<()> {
+    match quick_query(g, mh) {
+        Ok((q, h)) => match q.info_with(h.pin_handle.load(Ordering::Acquire), legacy, store) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(release_failed(h, e)),
+        },
+        Err(held) => {
+            cold_path();
+            let i = info_through_session(g, mh, held, legacy)?;
+            store(&i);
+            Ok(())
         }
-        Via::Session(open) => open,
-    };
+    }
+}
+
+/// Releases a query that the driver refused and returns its error. Out of line, so that
+/// the quick case's release is not shared with it.
+#[cold]
+#[inline(never)]
+fn release_failed(h: InUse, e: Error) -> Error {
+    drop(h);
+    e
+}
+
+/// [`info`] outside the quick case (see [`query_through_session`]).
+#[cold]
+#[inline(never)]
+fn info_through_session(g: usize, mh: u64, held: Option<InUse>, legacy: bool) -> Result<Info> {
+    let (open, h) = query_through_session(g, mh, held)?;
     let m = (h.state.load(Ordering::Acquire) == state::MAPPED).then(|| h.mapping());
     if legacy {
         open.backend.info_v1(&h.pin(), m.as_ref())
@@ -1113,7 +1147,7 @@ pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
 /// Lock-free (atomic loads only). `host` is only used to spot swapped arguments in the log
 /// line; `what` names the C function.
 ///
-/// The accepting path is inline and straight-line (the registry's newest-slab check, the
+/// The accepting path is inline and straight-line (the registry's first-slab check, the
 /// state, the mapping's bounds); anything else goes to an out-of-line path that checks
 /// again, logs and says why.
 #[cfg(test)]
@@ -1125,14 +1159,15 @@ fn copy_target(mh: u64, dev: usize, host: usize, n: usize, what: &str) -> Result
 }
 
 /// The quick accepting half of [`copy_target`]: the mapping type when the handle is live and
-/// mapped, lies in the handle registry's newest slab (where at least half of all handles
-/// live) and `[dev, dev+n)` lies inside its mapping; `None` for anything else, valid or not
-/// (the caller then goes through [`copy_target`], which decides and says why). Atomic loads, compares and wrapping arithmetic only: it
-/// cannot panic, log or allocate.
+/// mapped, lies in the handle registry's first slab (which holds more records than the
+/// quarantine, so a steady pin/unpin cycle stays in it) and `[dev, dev+n)` lies inside its
+/// mapping; `None` for anything else, valid or not (the caller then goes through
+/// [`copy_target`], which decides and says why). Atomic loads, compares and wrapping
+/// arithmetic only: it cannot panic, log or allocate.
 #[inline(always)]
 pub fn copy_target_accepted(mh: u64, dev: usize, n: usize) -> Option<MappingType> {
-    // Newest slab only (no call on this path); handles in older slabs take the full path.
-    let h = HANDLES.lookup_newest(usize::try_from(mh).ok()?)?;
+    // First slab only (no call on this path); handles in later slabs take the full path.
+    let h = HANDLES.lookup_first(usize::try_from(mh).ok()?)?;
     if h.state.load(Ordering::Acquire) != state::MAPPED {
         return None;
     }
@@ -1359,6 +1394,13 @@ mod tests {
         }
     }
 
+    /// [`super::info`], returning what it stored.
+    fn info(g: usize, mh: u64, legacy: bool) -> Result<Info> {
+        let mut out = None;
+        super::info(g, mh, legacy, |i| out = Some(*i))?;
+        Ok(out.expect("an Ok info stores its answer"))
+    }
+
     fn fake() -> (usize, Arc<Calls>) {
         let calls = Arc::new(Calls::default());
         let g = open_with(Opened::Other(Box::new(Fake {
@@ -1391,7 +1433,7 @@ mod tests {
         let last = *more.last().unwrap();
         let va_last = map(g, last, 0x10000, 0).unwrap();
         for (mh, va) in [(first, va), (last, va_last)] {
-            let newest = HANDLES.lookup_newest(mh as usize).is_some();
+            let first_slab = HANDLES.lookup_first(mh as usize).is_some();
             let cases = [
                 (va, 1, true),
                 (va, 0x10000, true),
@@ -1407,8 +1449,8 @@ mod tests {
                 let full = copy_target(mh, dev, 0, n, "t");
                 assert_eq!(full.is_ok(), ok, "{dev:#x}+{n}");
                 // The quick check never accepts what the full one refuses, and accepts
-                // every valid range of a handle in the newest slab.
-                assert_eq!(quick, if ok && newest { full.ok() } else { None });
+                // every valid range of a handle in the first slab.
+                assert_eq!(quick, if ok && first_slab { full.ok() } else { None });
             }
         }
         // A handle in an older slab (if the registry grew past `first`'s) is still accepted

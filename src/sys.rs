@@ -6,6 +6,7 @@
 //! would issue.
 
 use crate::error::{Error, Result};
+use crate::hint::cold_path;
 use std::ffi::CStr;
 use std::os::raw::{c_int, c_ulong, c_void};
 use std::sync::atomic::AtomicU64;
@@ -73,6 +74,7 @@ impl Ioctl {
         // driver writes back is a valid `T`; `self.0` is the C library's `ioctl`.
         let rc = unsafe { (self.0)(fd, request as _, arg as *mut T as *mut c_void) };
         if rc < 0 {
+            cold_path();
             Err(Error::last_os("ioctl"))
         } else {
             Ok(())

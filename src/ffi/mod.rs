@@ -17,6 +17,7 @@ mod boundary;
 
 use crate::backend::{Info, PinRequest};
 use crate::copy::{Direction, FromMapping, ToMapping};
+use crate::hint::cold_path;
 use crate::session;
 use boundary::{entry, null_arg, out, status, Out};
 use std::os::raw::{c_char, c_int, c_uint, c_ulong, c_void};
@@ -196,12 +197,12 @@ unsafe fn get_info<T: InfoOut>(func: &str, g: gdr_t, handle: gdr_mh_t, info: *mu
         Ok(info) => info,
         Err(e) => return e,
     };
-    match session::info(g as usize, handle.h, T::LEGACY) {
-        Ok(i) => {
-            T::store(&mut info, &i);
-            0
+    match session::info(g as usize, handle.h, T::LEGACY, |i| T::store(&mut info, i)) {
+        Ok(()) => 0,
+        Err(e) => {
+            cold_path();
+            e.errno()
         }
-        Err(e) => e.errno(),
     }
 }
 
