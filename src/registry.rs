@@ -222,7 +222,19 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
 
     /// The global slot index of `addr` if it is the exact address of a record of this
     /// registry.
+    #[inline(always)]
     fn index_of(&self, addr: usize) -> Option<usize> {
+        if let Some(r) = self.lookup_first(addr) {
+            let base = self.slabs[0].load(Ordering::Relaxed) as usize;
+            return Some((r as *const T as usize - base) / std::mem::size_of::<T>());
+        }
+        self.index_elsewhere(addr)
+    }
+
+    /// [`Registry::index_of`] outside the first slab.
+    #[cold]
+    #[inline(never)]
+    fn index_elsewhere(&self, addr: usize) -> Option<usize> {
         let n = self.nslabs.load(Ordering::Acquire);
         let size = std::mem::size_of::<T>();
         for k in 0..n {

@@ -284,6 +284,7 @@ impl HandleRecord {
         // Upstream keeps the kernel handle as a uint32_t (DMA-BUF: the fd, an int).
         self.driver_handle.store(p.handle as u32, Ordering::Release);
         if kind == BackendKind::DmaBuf {
+            cold_path();
             self.dmabuf_va.store(p.va, Ordering::Release);
             self.dmabuf_page_offset
                 .store(p.page_offset, Ordering::Release);
@@ -304,6 +305,7 @@ impl HandleRecord {
         self.map_kind.store(t as u32, Ordering::Release);
         self.mapping_type.store(t as u32, Ordering::Release);
         if kind == BackendKind::DmaBuf {
+            cold_path();
             let mut bits = 0;
             if m.is_some() {
                 bits |= INFO_MAPPED_BIT;
@@ -381,20 +383,6 @@ impl Open {
         mine
     }
 
-    /// The live record behind `mh`, owned by this session.
-    #[inline(always)]
-    fn handle(&self, mh: u64) -> Result<&'static HandleRecord> {
-        let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
-            gdr_err!(
-                "invalid gdr_mh_t 0x{:x}: not a handle issued by this library",
-                mh
-            );
-            return Err(Error::InvalidHandle);
-        };
-        check_live(h, self.serial, mh)?;
-        Ok(h)
-    }
-
     /// Unmaps (if mapped) and unpins `h`, then frees its record whatever the driver said.
     /// Returns the first error. If the mapping cannot be removed, `gdr_unpin_buffer`
     /// ([`Release::Unpin`]) leaves the handle pinned and mapped so the caller can retry;
@@ -422,6 +410,9 @@ impl Open {
         let pin = h.pin();
         let mut first = Ok(());
         if mapped {
+            // Users unmap first (UCX, NCCL, NVIDIA's tests): the unpin of an unmapped handle
+            // is the straight path.
+            cold_path();
             let m = h.mapping();
             gdr_dbg!("unmapping va: {:#x} before unpinning", m.addr);
             let mut r = self.backend.unmap(&pin, &m);
@@ -544,7 +535,7 @@ enum Release {
 }
 
 /// Checks, without taking any lock, that `rec` is open and owned by the calling process.
-/// `known_here` says the caller already proved the latter (see [`pinned_here`]), so the
+/// `known_here` says the caller already proved the latter (see [`session_and_handle`]), so the
 /// process token, a page of its own, is not read.
 #[inline(always)]
 fn check_opener(rec: &SessionRecord, g: usize, known_here: bool) -> Result<()> {
@@ -581,33 +572,66 @@ fn session(g: usize) -> Result<OpenRef> {
     locked(rec, g)
 }
 
-/// [`session`] for a call that names the handle `mh`. A live handle of this session already
-/// proves that the caller is the process that opened it (handle records read as free in
-/// every child, see [`crate::registry`]), so the process token is read only when the handle
-/// does not prove it.
+/// [`session`] for a call on the handle `mh`, and that handle: the live record behind `mh`,
+/// owned by this session. The record is looked up once. A live handle of this session
+/// already proves that the caller is the process that opened it (handle records read as
+/// free in every child, see [`crate::registry`]), so the process token is read only when the
+/// handle does not prove it.
 #[inline(always)]
-fn session_for(g: usize, mh: u64) -> Result<OpenRef> {
+fn session_and_handle(g: usize, mh: u64) -> Result<(OpenRef, &'static HandleRecord)> {
     let rec = session_record(g)?;
-    check_opener(rec, g, pinned_here(rec, mh))?;
-    locked(rec, g)
+    let h = find_handle(mh);
+    let here = HANDLES.wiped_by_the_kernel()
+        && h.is_some_and(|h| is_live(h, rec.serial.load(Ordering::Acquire)));
+    check_opener(rec, g, here)?;
+    let open = locked(rec, g)?;
+    let Some(h) = h else {
+        return Err(not_issued(mh));
+    };
+    check_live(h, open.serial, mh)?;
+    Ok((open, h))
 }
 
-/// Whether `mh` is a live handle of the session `rec`, in memory the kernel wipes in a
-/// child: true only in the process that pinned it, which is the session's opener.
+/// The handle record at `mh`, in the first slab inline and in any other out of line.
 #[inline(always)]
-fn pinned_here(rec: &SessionRecord, mh: u64) -> bool {
-    if !HANDLES.wiped_by_the_kernel() {
-        return false;
+fn find_handle(mh: u64) -> Option<&'static HandleRecord> {
+    let a = usize::try_from(mh).ok()?;
+    match HANDLES.lookup_first(a) {
+        Some(h) => Some(h),
+        None => find_handle_elsewhere(a),
     }
-    let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
-        return false;
-    };
-    is_live(h, rec.serial.load(Ordering::Acquire))
+}
+
+#[cold]
+#[inline(never)]
+fn find_handle_elsewhere(a: usize) -> Option<&'static HandleRecord> {
+    HANDLES.lookup(a)
+}
+
+/// Refuses `mh`, which is no handle record of this library.
+#[cold]
+#[inline(never)]
+fn not_issued(mh: u64) -> Error {
+    gdr_err!(
+        "invalid gdr_mh_t 0x{:x}: not a handle issued by this library",
+        mh
+    );
+    Error::InvalidHandle
 }
 
 /// The session record at `g`, or an error when `g` is not one.
 #[inline(always)]
 fn session_record(g: usize) -> Result<&'static SessionRecord> {
+    match SESSIONS.lookup_first(g) {
+        Some(rec) => Ok(rec),
+        None => session_record_elsewhere(g),
+    }
+}
+
+/// [`session_record`] outside the first slab, out of line.
+#[cold]
+#[inline(never)]
+fn session_record_elsewhere(g: usize) -> Result<&'static SessionRecord> {
     let Some(rec) = SESSIONS.lookup(g) else {
         gdr_err!("invalid gdr_t {:#x}: not opened by this library", g);
         return Err(Error::InvalidHandle);
@@ -637,8 +661,8 @@ fn locked(rec: &'static SessionRecord, g: usize) -> Result<OpenRef> {
 /// The quick case reads the handle record only: a pinned handle whose recorded session is
 /// `g` proves that `g` is an open session (one that closed released its handles first), and,
 /// in wipe-on-fork memory, that the caller is the process that opened it (see
-/// `pinned_here`); the record also keeps what the query needs of a gdrdrv backend. Every
-/// other case is cold, so that the quick one is laid out as one straight run of code.
+/// [`session_and_handle`]); the record also keeps what the query needs of a gdrdrv backend.
+/// Every other case is cold, so that the quick one is laid out as one straight run of code.
 #[inline(always)]
 fn quick_query(g: usize, mh: u64) -> std::result::Result<(gdrdrv::Queries, InUse), Option<InUse>> {
     let Some(h) = usize::try_from(mh)
@@ -675,8 +699,8 @@ fn counted(mh: u64) -> Option<InUse> {
 }
 
 /// A query that [`quick_query`] did not accept: a handle whose queries go through the
-/// session (DMA-BUF), or anything to refuse, with the checks and errors of [`session_for`]
-/// and [`Open::handle`]. `held` is the record at `mh`, already counted in its `users`.
+/// session (DMA-BUF), or anything to refuse, with the checks and errors of
+/// [`session_and_handle`]. `held` is the record at `mh`, already counted in its `users`.
 #[cold]
 #[inline(never)]
 fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(&'static Open, InUse)> {
@@ -688,7 +712,7 @@ fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(&'st
     }
     let live = held.as_ref().is_some_and(|h| is_live(h, serial));
     // A live handle in wipe-on-fork memory proves the caller is the opener (see
-    // `pinned_here`); otherwise the process token decides, before the handle's own error.
+    // `session_and_handle`); otherwise the process token decides, before the handle's own error.
     if !(live && HANDLES.wiped_by_the_kernel()) {
         check_opener(rec, g, false)?;
     }
@@ -973,8 +997,7 @@ fn free_reserved(h: &'static HandleRecord) {
 /// driver refuses.
 #[inline(always)]
 pub fn unpin(g: usize, mh: u64) -> Result<()> {
-    let open = session_for(g, mh)?;
-    let h = open.handle(mh)?;
+    let (open, h) = session_and_handle(g, mh)?;
     open.release(h, Release::Unpin)
 }
 
@@ -1040,8 +1063,7 @@ fn info_through_session(g: usize, mh: u64, held: Option<InUse>, legacy: bool) ->
 /// the mapping type `flags` asks for; returns the mapping's address.
 #[inline(always)]
 pub fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
-    let open = session_for(g, mh)?;
-    let h = open.handle(mh)?;
+    let (open, h) = session_and_handle(g, mh)?;
     let s = h.state.load(Ordering::Acquire);
     if s == state::MAPPED || s == state::MAPPING {
         gdr_err!("mh is mapped already");
@@ -1092,8 +1114,7 @@ pub fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
 /// given (compared after rounding to the host page).
 #[inline(always)]
 pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
-    let open = session_for(g, mh)?;
-    let h = open.handle(mh)?;
+    let (open, h) = session_and_handle(g, mh)?;
     let matches =
         |m: &Mapping| va == m.addr && sys::round_up(size, open.page_size) == Some(m.len);
     let refuse = |m: &Mapping| {

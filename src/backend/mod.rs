@@ -190,7 +190,8 @@ impl Opened {
     }
 }
 
-/// Forwards each listed [`Backend`] method to the backend inside an [`Opened`].
+/// Forwards each listed [`Backend`] method to the backend inside an [`Opened`]. gdrdrv's is
+/// laid out as the straight path.
 macro_rules! forward {
     ($(fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty;)*) => {
         impl Backend for Opened {
@@ -199,7 +200,10 @@ macro_rules! forward {
                 fn $name(&self $(, $arg: $ty)*) -> $ret {
                     match self {
                         Opened::Gdrdrv(b) => b.$name($($arg),*),
-                        Opened::DmaBuf(b) => b.$name($($arg),*),
+                        Opened::DmaBuf(b) => {
+                            crate::hint::cold_path();
+                            b.$name($($arg),*)
+                        }
                         #[cfg(test)]
                         Opened::Other(b) => b.$name($($arg),*),
                     }

@@ -106,7 +106,10 @@ fn caught(name: &'static str, payload: Box<dyn std::any::Any + Send>) {
 pub(crate) fn status(r: Result<()>) -> c_int {
     match r {
         Ok(()) => 0,
-        Err(e) => e.errno(),
+        Err(e) => {
+            crate::hint::cold_path();
+            e.errno()
+        }
     }
 }
 
