@@ -13,7 +13,7 @@
 //! threads cannot map, unmap or unpin the same handle at once; a query counts itself in the
 //! handle's `users` while it reads the handle, and an unpin (or `gdr_close`, which unpins
 //! first) waits for those to finish before it gives the pin back, so a query needs no lock
-//! (see [`query`]). Copies take no lock at all.
+//! (see [`quick_query`]). Copies take no lock at all.
 //!
 //! Processes: a session names the process that opened it by its [`process::token`], which
 //! differs in every child however it was created, so a child is refused (EACCES) before it
@@ -134,7 +134,7 @@ pub struct HandleRecord {
     dmabuf_cpu_va: AtomicUsize,
     dmabuf_cpu_len: AtomicUsize,
     // ---- end of upstream's 104 bytes ----
-    // What a query reads (see `query`) lies in this line and the next.
+    // What a query reads (see `quick_query`) lies in this line and the next.
     /// One of [`state`].
     state: AtomicU32,
     /// Queries reading this handle right now; an unpin waits for them to leave.
@@ -403,7 +403,7 @@ impl Open {
             }
         };
         // Queries that counted themselves in before the state changed finish with the pin
-        // they read; later ones see UNPINNING and refuse (see `query`).
+        // they read; later ones see UNPINNING and refuse (see `quick_query`).
         if h.users.load(Ordering::SeqCst) != 0 {
             wait_for_queries(h);
         }
@@ -511,7 +511,7 @@ fn wait_for_queries(h: &HandleRecord) {
     }
 }
 
-/// A query's hold on a handle (see [`query`]); released on drop.
+/// A query's hold on a handle (see [`quick_query`]); released on drop.
 struct InUse(&'static HandleRecord);
 
 impl std::ops::Deref for InUse {
@@ -844,7 +844,7 @@ pub fn close(g: usize) -> Result<()> {
     }
     let mut guard = rec.open.write();
     // Read through a shared reference until every handle is released: queries read the
-    // `Open` without the lock while they hold a handle of this session (see `query`).
+    // `Open` without the lock while they hold a handle of this session (see `quick_query`).
     let Some(open) = guard.as_ref() else {
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
         return Err(Error::InvalidHandle);
