@@ -41,8 +41,44 @@ pub trait Record: Sync + Send + 'static {
 struct Alloc {
     /// Slots handed out so far from the slabs, in order (next fresh slot index).
     fresh: usize,
+    /// Allocations made so far, fresh or from the quarantine.
+    allocations: u64,
     /// Freed slots, oldest first.
     quarantine: Quarantine,
+}
+
+impl Alloc {
+    /// The index of the slot [`Registry::allocate`] hands out: the oldest quarantined one once
+    /// the quarantine is full, else a fresh one (a new slab when the last is used up), else
+    /// the oldest quarantined one.
+    #[inline(always)]
+    fn slot_to_use<T: Record, const FIRST: usize>(
+        &mut self,
+        r: &Registry<T, FIRST>,
+    ) -> Option<usize> {
+        if self.quarantine.len() > QUARANTINE {
+            return self.quarantine.pop_front();
+        }
+        let i = self.fresh;
+        let (k, _) = locate(FIRST, i);
+        if k >= MAX_SLABS {
+            // Everything is handed out; fall back to the oldest freed slot if any.
+            return self.quarantine.pop_front();
+        }
+        if k >= r.nslabs.load(Ordering::Acquire) {
+            if k == 0 {
+                // Room for the whole quarantine now, so that the frees that fill it do not
+                // grow it step by step (a copy into new pages at every doubling).
+                let _ = self.quarantine.reserve(QUARANTINE + 1);
+            }
+            let slab = r.new_slab(slab_len(FIRST, k))?;
+            r.slabs[k].store(slab, Ordering::Release);
+            r.nslabs.store(k + 1, Ordering::Release);
+        }
+        self.fresh += 1;
+        r.handed_out.store(self.fresh, Ordering::Release);
+        Some(i)
+    }
 }
 
 /// A slab allocator of `T` records whose addresses can be validated without a lock; slab `k`
@@ -104,41 +140,22 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
                 held: AtomicBool::new(false),
                 alloc: UnsafeCell::new(Alloc {
                     fresh: 0,
+                    allocations: 0,
                     quarantine: Quarantine::new(),
                 }),
             },
         }
     }
 
-    /// A slot to use, as a record reference; `None` when memory is exhausted. The caller
-    /// moves the record out of its free state.
+    /// A slot to use, as a record reference, with its allocation number (1 for this
+    /// registry's first allocation, one more for each later one: their order); `None` when
+    /// memory is exhausted. The caller moves the record out of its free state.
     #[inline(always)]
-    pub fn allocate(&self) -> Option<&'static T> {
+    pub fn allocate(&self) -> Option<(&'static T, u64)> {
         let mut a = self.lock();
-        if a.quarantine.len() > QUARANTINE {
-            let i = a.quarantine.pop_front()?;
-            return Some(self.slot(i));
-        }
-        let i = a.fresh;
-        let (k, _) = locate(FIRST, i);
-        if k >= MAX_SLABS {
-            // Everything is handed out; fall back to the oldest freed slot if any.
-            let i = a.quarantine.pop_front()?;
-            return Some(self.slot(i));
-        }
-        if k >= self.nslabs.load(Ordering::Acquire) {
-            if k == 0 {
-                // Room for the whole quarantine now, so that the frees that fill it do not
-                // grow it step by step (a copy into new pages at every doubling).
-                let _ = a.quarantine.reserve(QUARANTINE + 1);
-            }
-            let slab = self.new_slab(slab_len(FIRST, k))?;
-            self.slabs[k].store(slab, Ordering::Release);
-            self.nslabs.store(k + 1, Ordering::Release);
-        }
-        a.fresh += 1;
-        self.handed_out.store(a.fresh, Ordering::Release);
-        Some(self.slot(i))
+        let i = a.slot_to_use(self)?;
+        a.allocations += 1;
+        Some((self.slot(i), a.allocations))
     }
 
     /// Whether every slab of this registry lies in wipe-on-fork pages (so that a child sees
@@ -452,7 +469,7 @@ mod tests {
     fn lookup_accepts_only_exact_record_addresses() {
         let r: Registry<Rec> = Registry::new();
         assert!(r.lookup(0x1000).is_none(), "empty registry knows nothing");
-        let a = r.allocate().unwrap();
+        let a = r.allocate().unwrap().0;
         let pa = a as *const Rec as usize;
         assert!(std::ptr::eq(r.lookup(pa).unwrap(), a));
         assert!(
@@ -464,7 +481,7 @@ mod tests {
         let forged = Rec::new_free();
         assert!(r.lookup(&forged as *const Rec as usize).is_none());
         // Many allocations span several slabs; each one resolves to itself.
-        let many: Vec<&Rec> = (0..500).map(|_| r.allocate().unwrap()).collect();
+        let many: Vec<&Rec> = (0..500).map(|_| r.allocate().unwrap().0).collect();
         for m in &many {
             assert!(std::ptr::eq(
                 r.lookup(*m as *const Rec as usize).unwrap(),
@@ -498,9 +515,23 @@ mod tests {
     }
 
     #[test]
+    fn allocation_numbers_count_every_allocation_fresh_or_reused() {
+        let r: &'static Registry<Rec> = Box::leak(Box::new(Registry::new()));
+        let mut last = 0;
+        // Past the quarantine, so that later allocations reuse freed slots.
+        for _ in 0..QUARANTINE + 10 {
+            let (rec, n) = r.allocate().unwrap();
+            assert_eq!(n, last + 1);
+            last = n;
+            r.release(rec);
+        }
+        assert!(r.handed_out.load(Ordering::Relaxed) < QUARANTINE + 10);
+    }
+
+    #[test]
     fn for_each_visits_every_record_handed_out() {
         let r: &'static Registry<Rec> = Box::leak(Box::new(Registry::new()));
-        let recs: Vec<_> = (0..70).map(|_| r.allocate().unwrap()).collect();
+        let recs: Vec<_> = (0..70).map(|_| r.allocate().unwrap().0).collect();
         let mut seen = Vec::new();
         r.for_each(|x| seen.push(x as *const Rec as usize));
         for x in recs {
@@ -515,7 +546,7 @@ mod tests {
     #[test]
     fn records_of_a_wiped_registry_read_as_free_in_a_child() {
         static R: Registry<Rec, FIRST_WIPED_SLAB> = Registry::wiped_in_children();
-        let rec = R.allocate().unwrap();
+        let rec = R.allocate().unwrap().0;
         rec.live.store(7, Ordering::SeqCst);
         // A raw fork system call: no fork handler runs in the child.
         // SAFETY: the child only reads the record and leaves with _exit.
@@ -536,12 +567,12 @@ mod tests {
     #[test]
     fn freed_slots_are_reused_only_after_the_quarantine() {
         let r: Registry<Rec> = Registry::new();
-        let first = r.allocate().unwrap();
+        let first = r.allocate().unwrap().0;
         first.live.store(7, Ordering::Relaxed);
         r.release(first);
         let mut seen_again = None;
         for n in 0..(QUARANTINE + 10) {
-            let x = r.allocate().unwrap();
+            let x = r.allocate().unwrap().0;
             if std::ptr::eq(x, first) {
                 seen_again = Some(n);
                 break;

@@ -98,9 +98,6 @@ struct Open {
     /// Unique per `gdr_open`; handle records name their owner by it.
     serial: u64,
     page_size: usize,
-    /// Pins made so far; a handle's `seq` is its place in that order, so that `gdr_close`
-    /// releases the newest first as upstream does.
-    pins: AtomicU64,
     /// Handles pinned and not yet released.
     live: AtomicUsize,
 }
@@ -156,7 +153,8 @@ pub struct HandleRecord {
     queries_ioctl: AtomicUsize,
     /// Serial of the owning session.
     owner: AtomicU64,
-    /// Pin sequence number within the owning session ([`Open::pins`]).
+    /// The allocation number of this pin ([`Registry::allocate`]): `gdr_close` releases a
+    /// session's handles newest first.
     seq: AtomicU64,
 }
 
@@ -797,7 +795,7 @@ fn register_fork_handlers() {
 /// `gdr_open` on a given backend.
 pub(crate) fn open_with(backend: Opened) -> Result<usize> {
     register_fork_handlers();
-    let Some(rec) = SESSIONS.allocate() else {
+    let Some((rec, _)) = SESSIONS.allocate() else {
         gdr_err!("error while allocating memory");
         let _ = backend.close();
         return Err(Error::NoMemory);
@@ -818,7 +816,6 @@ pub(crate) fn open_with(backend: Opened) -> Result<usize> {
         backend,
         serial,
         page_size,
-        pins: AtomicU64::new(0),
         live: AtomicUsize::new(0),
     });
     rec.opener_pid.store(sys::getpid(), Ordering::Relaxed);
@@ -927,7 +924,9 @@ fn close_foreign(rec: &'static SessionRecord, g: usize) -> Result<()> {
 #[inline(always)]
 pub fn pin(g: usize, req: &PinRequest) -> Result<u64> {
     let open = session(g)?;
-    let Some(h) = HANDLES.allocate() else {
+    // The allocation number orders the pins, so that `gdr_close` releases the newest first
+    // as upstream does.
+    let Some((h, seq)) = HANDLES.allocate() else {
         gdr_err!("error while allocating memory");
         return Err(Error::NoMemory);
     };
@@ -938,8 +937,7 @@ pub fn pin(g: usize, req: &PinRequest) -> Result<u64> {
     let h = reserved.keep();
     h.set_pin(&p, open.serial, open.backend.kind(), open.page_size);
     h.set_session(g, open.backend.queries());
-    h.seq
-        .store(open.pins.fetch_add(1, Ordering::Relaxed) + 1, Ordering::Relaxed);
+    h.seq.store(seq, Ordering::Relaxed);
     open.live.fetch_add(1, Ordering::Relaxed);
     h.state.store(state::PINNED, Ordering::Release);
     Ok(h.address())
