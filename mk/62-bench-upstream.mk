@@ -57,12 +57,16 @@ test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BEN
 	$(SIM_ENV) $(BENCH_UP_OUT)/apicost 20 8
 	$(SIM_ENV) $(BENCH_UP_OUT)/drivercalls > $(BENCH_UP_OUT)/drivercalls.out
 	diff -u bench/upstream/drivercalls.expected $(BENCH_UP_OUT)/drivercalls.out
-	python3 bench/upstream/compare.py --rounds 1 --quick --cpu auto --sim $(SIM_DIR) \
+	cd bench/upstream && python3 -m unittest -q test_compare
+	python3 bench/upstream/compare.py --rounds 1 --quick --cpu auto --sim $(SIM_DIR) --control \
 		--tests $(BIN_DIR) --ours $(LIB_DIR) --upstream $(LIB_DIR) --json $(BENCH_UP_OUT)/smoke.json
 	python3 -c 'import json,sys; rows=json.load(open(sys.argv[1]))["rows"]; \
 		tools={r["tool"] for r in rows}; \
-		sys.exit(0 if tools=={"copylat","copybw","apiperf"} and len(rows)>=30 else \
-		"test-bench-upstream: expected rows from all three tools, got %d rows from %s" % (len(rows), sorted(tools)))' \
+		verdicts={r.get("verdict") for r in rows}; \
+		sys.exit(0 if tools=={"copylat","copybw","apiperf"} and len(rows)>=30 \
+		and verdicts <= {"ahead","within A/A","BELOW A/A"} else \
+		"test-bench-upstream: expected rows with verdicts from all three tools, got %d rows from %s, verdicts %s" \
+		% (len(rows), sorted(tools), sorted(map(str, verdicts))))' \
 		$(BENCH_UP_OUT)/smoke.json
 
 TEST_TARGETS += test-bench-upstream

@@ -6,7 +6,9 @@ each process pinned to one CPU (near the GPU where sysfs says which CPUs are). P
 direction it prints each library's median over the rounds and the min / median / max of the
 per-round ratio, oriented so that a ratio above 1 means the first library ("ours") is faster.
 With --control, a third arm runs the second library again: its ratio spread is what identical
-code measures, the noise floor against which the other ratios are read.
+code measures, the noise floor against which the other ratios are read, and each row gets a
+verdict: "ahead" (median ratio at least 1.0), "within A/A" (below 1.0 but not below the lowest
+A/A ratio of the run) or "BELOW A/A"; a tally and the rows below follow the tables.
 
 The test programs are run unmodified; which library they load is chosen with LD_LIBRARY_PATH
 (programs that have their own RUNPATH still yield to it). On the emulator, --sim names the
@@ -251,6 +253,21 @@ def run_tool(tool, args, libdir, cpu):
     return values, higher_better, elapsed
 
 
+def verdict(row):
+    """The verdict on one row (see the module doc); None without an A/A arm."""
+    if row["ratio_median"] >= 1.0:
+        return "ahead"
+    if "aa_min" not in row:
+        return None
+    return "within A/A" if row["ratio_median"] >= row["aa_min"] else "BELOW A/A"
+
+
+def tally(rows):
+    """(rows ahead, rows within A/A, rows below A/A) of rows that have a verdict."""
+    v = [verdict(r) for r in rows]
+    return v.count("ahead"), v.count("within A/A"), v.count("BELOW A/A")
+
+
 def main():
     args = parse_args()
     tools = [t for t in args.tools.split(",") if t]
@@ -338,8 +355,18 @@ def main():
                 if aa:
                     row["aa_min"], row["aa_max"] = min(aa), max(aa)
                     line += f"  {min(aa):>5.2f}-{max(aa):<5.2f}"
+                row["verdict"] = verdict(row)
+                line += f"  {row['verdict'] or ''}"
             summary.append(row)
             print(line)
+    if args.control:
+        ahead, within, below = tally(summary)
+        print(f"\nverdict: {len(summary)} rows: {ahead} ahead (ratio at least 1.0), {within} "
+              f"below 1.0 within the A/A spread, {below} below it")
+        for r in summary:
+            if r.get("verdict") == "BELOW A/A":
+                print(f"  below A/A: {r['tool']} {r['metric']} {r['size']}: "
+                      f"{r['ratio_median']:.3f} against {r['aa_min']:.3f}-{r['aa_max']:.3f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"cpu": cpu, "placement": why, "rounds": args.rounds, "rows": summary}, f,

@@ -1,0 +1,34 @@
+"""Unit tests of compare.py's verdict on a row (run by make test-bench-upstream)."""
+
+import unittest
+
+import compare
+
+
+def row(median, aa_min=None):
+    r = {"tool": "copylat", "metric": "m", "size": 8, "ratio_median": median}
+    if aa_min is not None:
+        r["aa_min"], r["aa_max"] = aa_min, 1.2
+    return r
+
+
+class Verdict(unittest.TestCase):
+    def test_at_or_above_one_is_ahead_with_or_without_control(self):
+        self.assertEqual(compare.verdict(row(1.0, 0.95)), "ahead")
+        self.assertEqual(compare.verdict(row(1.3)), "ahead")
+
+    def test_below_one_is_judged_against_the_lowest_aa_ratio(self):
+        self.assertEqual(compare.verdict(row(0.96, 0.95)), "within A/A")
+        self.assertEqual(compare.verdict(row(0.95, 0.95)), "within A/A")
+        self.assertEqual(compare.verdict(row(0.94, 0.95)), "BELOW A/A")
+
+    def test_below_one_without_control_has_no_verdict(self):
+        self.assertIsNone(compare.verdict(row(0.5)))
+
+    def test_tally_counts_each_verdict(self):
+        rows = [row(1.1, 0.9), row(0.95, 0.9), row(0.8, 0.9), row(0.85, 0.9), row(0.7)]
+        self.assertEqual(compare.tally(rows), (1, 1, 2))
+
+
+if __name__ == "__main__":
+    unittest.main()
