@@ -49,12 +49,17 @@ bench-drivercalls: $(BENCH_UP_OUT)/drivercalls
 	done
 
 test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BENCH_UP_OUT)/apicost \
-		$(BENCH_UP_OUT)/footprint tools
+		$(BENCH_UP_OUT)/footprint $(BENCH_UP_OUT)/apiab tools
 	@if command -v valgrind >/dev/null; then \
 		$(FOOTPRINT) --check bench/upstream/footprint.expected $(LIB_DIR); \
 	else $(call skip_or_fail,test-bench-upstream footprint,valgrind (Debian package valgrind)); fi
 	$(SIM_ENV) $(BENCH_UP_OUT)/freshness 50
 	$(SIM_ENV) $(BENCH_UP_OUT)/apicost 20 8
+	@mkdir -p $(BENCH_UP_OUT)/aa && cp -L $(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2
+	$(SIM_ENV) $(BENCH_UP_OUT)/apiab 20 $(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 \
+		$(BENCH_UP_OUT)/aa/libgdrapi.so.2 > $(BENCH_UP_OUT)/apiab.out
+	@grep -Eq '^get_info +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+$$' $(BENCH_UP_OUT)/apiab.out \
+		|| { cat $(BENCH_UP_OUT)/apiab.out; echo "test-bench-upstream: apiab printed no get_info row"; exit 1; }
 	$(SIM_ENV) $(BENCH_UP_OUT)/drivercalls > $(BENCH_UP_OUT)/drivercalls.out
 	diff -u bench/upstream/drivercalls.expected $(BENCH_UP_OUT)/drivercalls.out
 	cd bench/upstream && python3 -m unittest -q test_compare
@@ -108,6 +113,24 @@ $(BENCH_UP_OUT)/apicost: bench/upstream/apicost.c bench/upstream/timing.h abi-te
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
 		-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda
 .PHONY: bench-apicost
+
+# make bench-apiab UPSTREAM_LIB_DIR=<dir>: apiperf's cycle for this library, the other one and a
+#   copy of the other one (the A/A control) in one process, interleaved cycle by cycle
+#   (bench/upstream/apiab.c): what differs between their times is their code, not the run.
+APIAB_ITERS ?= 2000
+bench-apiab: $(BENCH_UP_OUT)/apiab
+	@test -n "$(UPSTREAM_LIB_DIR)" || { echo "bench-apiab: set UPSTREAM_LIB_DIR=<dir of the other libgdrapi.so.2>"; exit 2; }
+	@mkdir -p $(BENCH_UP_OUT)/aa && cp -L $(abspath $(UPSTREAM_LIB_DIR))/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2
+	$(if $(filter 1,$(BENCH_SIM)),LD_PRELOAD=$(SIM_DIR)/libcuda.so.1) LD_LIBRARY_PATH=$(SIM_DIR) \
+		taskset -c $(if $(filter auto,$(BENCH_CPU)),1,$(BENCH_CPU)) $(BENCH_UP_OUT)/apiab $(APIAB_ITERS) \
+		$(LIB_DIR)/libgdrapi.so.2 $(abspath $(UPSTREAM_LIB_DIR))/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2
+
+$(BENCH_UP_OUT)/apiab: bench/upstream/apiab.c bench/upstream/timing.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
+	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
+		-L$(SIM_DIR) -lcuda -ldl
+.PHONY: bench-apiab
 
 # make bench-footprint [UPSTREAM_LIB_DIR=<dir>]: the code and data each API call touches (pages,
 #   cache lines, functions, instructions) under valgrind's lackey, for this library and the

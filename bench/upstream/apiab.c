@@ -1,0 +1,197 @@
+/*
+ * apiab.c - gdrcopy_apiperf's cycle (pin, map, get_info, unmap, unpin) for two or three
+ * libgdrapi.so.2 builds in one process, interleaved call cycle by call cycle.
+ *
+ * Separate processes, as gdrcopy_apiperf and compare.py run them, see the machine change
+ * between runs (which physical pages, which BAR offsets, what else runs on the host): over
+ * real VRAM, identical code moves by 10-20 % from one run to the next. Here every library
+ * runs in the same process, on the same device buffer, one cycle each in turn (the order
+ * rotating every iteration), so what differs between their times is their code. Each library
+ * is loaded with dlopen(RTLD_LOCAL) and has its own session; the third, optional path is a copy
+ * of the second under another name (an A/A control: the same code loaded twice).
+ *
+ * Usage: apiab ITERATIONS LIB_A LIB_B [LIB_B_COPY]
+ *   (paths to libgdrapi.so.2 files; ITERATIONS cycles per library). With APIAB_EVICT_MIB=N
+ *   in the environment, N MiB are streamed through before each timed call, so that every
+ *   call finds the caches cold, as it does after a slow map or unmap over real VRAM.
+ * Prints, per call, each library's median and mean in ns, and the median of the per-iteration
+ * ratio B/A (and B/B'): above 1 means A is faster.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gdrapi.h"
+#include "gpu.h"
+#include "timing.h"
+
+#define SIZE 65536
+#define MAX_LIBS 3
+
+static volatile uint64_t sink;
+static uint64_t *evict_buf;
+static size_t evict_words;
+
+/* Streams through evict_buf (nothing when it is empty). */
+static void evict(void)
+{
+    uint64_t s = 0;
+    for (size_t i = 0; i < evict_words; i += 8) {
+        evict_buf[i] += 1;
+        s += evict_buf[i];
+    }
+    sink = s;
+}
+
+enum { PIN, MAP, INFO, UNMAP, UNPIN, NCALLS };
+static const char *const names[NCALLS] = {"pin", "map", "get_info", "unmap", "unpin"};
+
+/* The entry points apiperf's cycle uses, as one library exports them. */
+struct lib {
+    const char *path;
+    gdr_t (*open)(void);
+    int (*close)(gdr_t);
+    int (*pin)(gdr_t, unsigned long, size_t, uint64_t, uint32_t, gdr_mh_t *);
+    int (*unpin)(gdr_t, gdr_mh_t);
+    int (*map)(gdr_t, gdr_mh_t, void **, size_t);
+    int (*unmap)(gdr_t, gdr_mh_t, void *, size_t);
+    int (*info)(gdr_t, gdr_mh_t, gdr_info_v2_t *);
+    gdr_t g;
+    double *t[NCALLS];
+};
+
+static int load(struct lib *l, const char *path, int iters)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        printf("apiab: %s\n", dlerror());
+        return -1;
+    }
+    l->path = path;
+#define SYM(field, name)                                                                           \
+    do {                                                                                           \
+        *(void **)&l->field = dlsym(h, name);                                                      \
+        if (!l->field) {                                                                           \
+            printf("apiab: %s has no %s\n", path, name);                                           \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+    SYM(open, "gdr_open");
+    SYM(close, "gdr_close");
+    SYM(pin, "gdr_pin_buffer");
+    SYM(unpin, "gdr_unpin_buffer");
+    SYM(map, "gdr_map");
+    SYM(unmap, "gdr_unmap");
+    SYM(info, "gdr_get_info_v2");
+#undef SYM
+    for (int k = 0; k < NCALLS; k++)
+        if (!(l->t[k] = malloc(sizeof(double) * (size_t)iters)))
+            return -1;
+    l->g = l->open();
+    if (!l->g) {
+        printf("apiab: gdr_open of %s failed\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* One timed pin/map/get_info/unmap/unpin cycle of `l` on `addr`, as apiperf times it. */
+static int cycle(struct lib *l, unsigned long addr, int i)
+{
+    gdr_mh_t mh;
+    gdr_info_v2_t info;
+    void *va = NULL;
+    int rc = 0;
+    double t0;
+#define TIMED(k, call)                                                                             \
+    do {                                                                                           \
+        evict();                                                                                   \
+        t0 = now_ns();                                                                             \
+        rc |= (call);                                                                              \
+        l->t[k][i] = now_ns() - t0;                                                                \
+    } while (0)
+    TIMED(PIN, l->pin(l->g, addr, SIZE, 0, 0, &mh));
+    if (rc)
+        return rc;
+    TIMED(MAP, l->map(l->g, mh, &va, SIZE));
+    TIMED(INFO, l->info(l->g, mh, &info));
+    TIMED(UNMAP, l->unmap(l->g, mh, va, SIZE));
+    TIMED(UNPIN, l->unpin(l->g, mh));
+#undef TIMED
+    return rc;
+}
+
+/* The median over iterations of b's time / a's time for call k. */
+static double ratio_median(const struct lib *a, const struct lib *b, int k, int iters, double *tmp)
+{
+    for (int i = 0; i < iters; i++)
+        tmp[i] = b->t[k][i] / a->t[k][i];
+    return median(tmp, (size_t)iters);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4 || argc > 3 + MAX_LIBS - 1) {
+        printf("usage: apiab ITERATIONS LIB_A LIB_B [LIB_B_COPY]\n");
+        return 2;
+    }
+    int iters = atoi(argv[1]);
+    int nlibs = argc - 2;
+    if (iters < 1) {
+        printf("apiab: ITERATIONS must be at least 1\n");
+        return 2;
+    }
+    const char *mib = getenv("APIAB_EVICT_MIB");
+    if (mib && *mib) {
+        evict_words = strtoul(mib, NULL, 0) * (1 << 20) / sizeof(uint64_t);
+        if (evict_words && !(evict_buf = calloc(evict_words, sizeof(uint64_t))))
+            return 2;
+    }
+    gpu_init();
+    CUdeviceptr raw = gpu_alloc(SIZE);
+    unsigned long addr = gpu_aligned(raw);
+    struct lib libs[MAX_LIBS];
+    memset(libs, 0, sizeof libs);
+    for (int j = 0; j < nlibs; j++)
+        if (load(&libs[j], argv[2 + j], iters))
+            return 2;
+    for (int i = 0; i < iters; i++) {
+        for (int s = 0; s < nlibs; s++) {
+            struct lib *l = &libs[(i + s) % nlibs];
+            if (cycle(l, addr, i)) {
+                printf("apiab: a call of %s failed in iteration %d\n", l->path, i);
+                return 1;
+            }
+        }
+    }
+    double *tmp = malloc(sizeof(double) * (size_t)iters);
+    if (!tmp)
+        return 2;
+    printf("apiab: %d interleaved cycles per library, %d bytes, %zu MiB evicted before each "
+           "call; A %s, B %s%s%s\n",
+           iters, SIZE, evict_words * sizeof(uint64_t) >> 20, argv[2], argv[3],
+           nlibs > 2 ? ", B' " : "", nlibs > 2 ? argv[4] : "");
+    printf("%-9s %10s %10s %10s %10s %9s%s\n", "call", "A median", "B median", "A mean",
+           "B mean", "B/A", nlibs > 2 ? "      B/B'" : "");
+    for (int k = 0; k < NCALLS; k++) {
+        double ba = ratio_median(&libs[0], &libs[1], k, iters, tmp);
+        double bb = nlibs > 2 ? ratio_median(&libs[2], &libs[1], k, iters, tmp) : 0;
+        double mean[2] = {0, 0};
+        for (int j = 0; j < 2; j++)
+            for (int i = 0; i < iters; i++)
+                mean[j] += libs[j].t[k][i] / iters;
+        double ma = median(libs[0].t[k], (size_t)iters);
+        double mb = median(libs[1].t[k], (size_t)iters);
+        printf("%-9s %10.0f %10.0f %10.0f %10.0f %9.3f", names[k], ma, mb, mean[0], mean[1], ba);
+        if (nlibs > 2)
+            printf(" %9.3f", bb);
+        printf("\n");
+    }
+    for (int j = 0; j < nlibs; j++)
+        libs[j].close(libs[j].g);
+    cuMemFree(raw);
+    return 0;
+}
