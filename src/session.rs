@@ -319,12 +319,14 @@ impl HandleRecord {
         }
     }
 
-    /// Returns the record to its free state and to the registry. Only the state changes: the
-    /// other fields are read only while the state says pinned or mapped, and the next pin sets
-    /// them again (zeroing them here would touch every line of the record, and its code more
-    /// lines of the library, in every unpin).
+    /// Returns the record to its free state and to the registry. Only the state and the owner
+    /// change: the other fields are read only while the state says pinned or mapped, and the
+    /// next pin sets them again (zeroing them here would touch every line of the record, and
+    /// its code more lines of the library, in every unpin). The owner goes to 0 so that a
+    /// record that another session reserves next never names this one.
     #[inline(always)]
     fn free(&'static self) {
+        self.owner.store(0, Ordering::Relaxed);
         self.state.store(state::FREE, Ordering::Release);
         HANDLES.release(self);
     }
@@ -337,9 +339,8 @@ impl Open {
     fn handles_newest_first(&self) -> Vec<&'static HandleRecord> {
         let mut mine = Vec::new();
         HANDLES.for_each(|h| {
-            if h.owner.load(Ordering::Acquire) == self.serial
-                && h.state.load(Ordering::Acquire) != state::FREE
-            {
+            // Pinned by this session: not a record that another session has reserved.
+            if is_live(h, self.serial) {
                 mine.push(h);
             }
         });
@@ -1647,6 +1648,23 @@ mod tests {
         assert_eq!(callback_flag(g, mh), Err(Error::InvalidHandle));
         assert_eq!(info(g, keep, true).unwrap().va, 0x7320_0000);
         close(g).unwrap();
+    }
+
+    #[test]
+    fn close_leaves_a_record_that_another_pin_has_reserved() {
+        let (g, _calls) = fake();
+        let serial = SESSIONS.lookup(g).unwrap().serial.load(Ordering::Relaxed);
+        // A record that another session's pin has just reserved, still naming this session
+        // as its owner (what a free that kept the owner would leave).
+        let (h, _) = HANDLES.allocate().unwrap();
+        h.owner.store(serial, Ordering::Relaxed);
+        h.state.store(state::RESERVED, Ordering::Release);
+        close(g).unwrap();
+        assert_eq!(h.state.load(Ordering::Acquire), state::RESERVED);
+        // Freeing clears the owner, so a reserved record never names a session.
+        h.free();
+        assert_eq!(h.owner.load(Ordering::Relaxed), 0);
+        assert_eq!(h.state.load(Ordering::Acquire), state::FREE);
     }
 
     #[test]
