@@ -11,18 +11,15 @@
 use core::ptr;
 
 use super::kernels::Bulk;
-use crate::backend::MappingType;
 
-/// One direction of copy: the whole fenced copy, what a single device access does, and how a
-/// bulk kernel is called.
+/// One direction of copy: which way it goes, what a single device access does, and how a
+/// bulk kernel is called. (The whole fenced copy is [`super::copy`], not a method: rustc
+/// treats every trait method as reachable from other crates, so one that reached the copy
+/// engine's statics would make them visible outside the shared object, and every copy would
+/// then reach them through the GOT.)
 pub(crate) trait Direction {
-    /// Copies `n` bytes between a mapping of type `kind` at `dev` and host memory at `host`,
-    /// then fences ([`super::to_mapping`] or [`super::from_mapping`]).
-    ///
-    /// # Safety
-    /// `[dev, +n)` lies inside a live mapping of type `kind`; `[host, +n)` is host memory
-    /// valid for this direction's access (read for [`ToMapping`], write for [`FromMapping`]).
-    unsafe fn copy(kind: MappingType, dev: *mut u8, host: *mut u8, n: usize);
+    /// True for host to device ([`ToMapping`]).
+    const TO_DEVICE: bool;
 
     /// Moves one `T` between the device address `dev` and the host address `host`.
     ///
@@ -44,11 +41,7 @@ pub(crate) struct ToMapping;
 pub(crate) struct FromMapping;
 
 impl Direction for ToMapping {
-    #[inline(always)]
-    unsafe fn copy(kind: MappingType, dev: *mut u8, host: *mut u8, n: usize) {
-        // SAFETY: the caller's contract, with the host range readable.
-        unsafe { super::to_mapping(kind, dev, host, n) }
-    }
+    const TO_DEVICE: bool = true;
 
     #[inline(always)]
     unsafe fn unit<T: Copy>(dev: *mut u8, host: *mut u8) {
@@ -67,11 +60,7 @@ impl Direction for ToMapping {
 }
 
 impl Direction for FromMapping {
-    #[inline(always)]
-    unsafe fn copy(kind: MappingType, dev: *mut u8, host: *mut u8, n: usize) {
-        // SAFETY: the caller's contract, with the host range writable.
-        unsafe { super::from_mapping(kind, host, dev, n) }
-    }
+    const TO_DEVICE: bool = false;
 
     #[inline(always)]
     unsafe fn unit<T: Copy>(dev: *mut u8, host: *mut u8) {

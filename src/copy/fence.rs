@@ -118,11 +118,13 @@ pub(crate) fn destroyed(kind: MappingType) {
 
 /// True when live mappings of more than one type exist.
 #[inline(always)]
-pub fn mixed() -> bool {
+pub(crate) fn mixed() -> bool {
     COUNTERS.flags() & MIXED != 0
 }
 
-/// True when the load fence after reads from write-combining mappings is on.
+/// True when the load fence after reads from write-combining mappings is on. Out of line, as
+/// the public functions of `copy` are (see `copy::mapping_created`).
+#[inline(never)]
 pub fn read_fence() -> bool {
     COUNTERS.flags() & READ_FENCE != 0
 }

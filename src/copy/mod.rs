@@ -57,9 +57,14 @@ pub use wc::CopyFn;
 use crate::backend::MappingType;
 pub(crate) use access::{Direction, FromMapping, ToMapping};
 
+// The public functions of this module that reach the copy engine's statics (the fence
+// counters, the chosen kernels) are out of line: were one inlinable, the statics would be
+// visible to other crates, and in the shared object every access to them, each copy's
+// included, would go through the GOT. The library's own copies call [`copy`].
+
 /// Records that a mapping of `kind` now exists (drives the mixed-mapping fence), and makes
 /// the process-wide kernel choice if it is not made yet.
-#[inline(always)]
+#[inline(never)]
 pub fn mapping_created(kind: MappingType) {
     fence::created(kind);
     if kind == MappingType::WriteCombining {
@@ -68,7 +73,7 @@ pub fn mapping_created(kind: MappingType) {
 }
 
 /// Records that a mapping of `kind` is gone; extra calls never take a count below zero.
-#[inline(always)]
+#[inline(never)]
 pub fn mapping_destroyed(kind: MappingType) {
     fence::destroyed(kind);
 }
@@ -77,7 +82,7 @@ pub fn mapping_destroyed(kind: MappingType) {
 ///
 /// # Safety
 /// `dev..dev+n` must lie in a live mapping and `host..host+n` must be readable.
-#[inline]
+#[inline(never)]
 pub unsafe fn to_mapping(kind: MappingType, dev: *mut u8, host: *const u8, n: usize) {
     // SAFETY: forwarded caller contract; `select::store_fn` holds a kernel this CPU runs.
     unsafe { to_mapping_via(select::store_fn, kind, dev, host, n) }
@@ -87,10 +92,28 @@ pub unsafe fn to_mapping(kind: MappingType, dev: *mut u8, host: *const u8, n: us
 ///
 /// # Safety
 /// `dev..dev+n` must lie in a live mapping and `host..host+n` must be writable.
-#[inline]
+#[inline(never)]
 pub unsafe fn from_mapping(kind: MappingType, host: *mut u8, dev: *const u8, n: usize) {
     // SAFETY: as in `to_mapping`.
     unsafe { from_mapping_via(select::load_fn, select::inline_loads, kind, host, dev, n) }
+}
+
+/// [`to_mapping`] (`D` is [`ToMapping`]) or [`from_mapping`] inline, for the library's C
+/// entries.
+///
+/// # Safety
+/// `[dev, +n)` lies inside a live mapping of type `kind`; `[host, +n)` is host memory valid
+/// for `D`'s access (read for [`ToMapping`], write for [`FromMapping`]).
+#[inline(always)]
+pub(crate) unsafe fn copy<D: Direction>(kind: MappingType, dev: *mut u8, host: *mut u8, n: usize) {
+    // SAFETY: the caller's contract; the selected kernels are ones this CPU runs.
+    unsafe {
+        if D::TO_DEVICE {
+            to_mapping_via(select::store_fn, kind, dev, host, n)
+        } else {
+            from_mapping_via(select::load_fn, select::inline_loads, kind, host, dev, n)
+        }
+    }
 }
 
 /// The device-bound copy; `store` gives the write-combining copy, asked only when the inline
@@ -176,6 +199,7 @@ impl Engine {
     }
 
     /// The engine the process-wide table uses.
+    #[inline(never)]
     pub fn chosen() -> Engine {
         Engine { kernels: *chosen() }
     }
@@ -189,7 +213,7 @@ impl Engine {
     ///
     /// # Safety
     /// As [`to_mapping`].
-    #[inline]
+    #[inline(never)]
     pub unsafe fn to_mapping(&self, kind: MappingType, dev: *mut u8, host: *const u8, n: usize) {
         // SAFETY: forwarded; the kernels were checked supported in `Engine::new`.
         unsafe { to_mapping_via(|| self.kernels.store, kind, dev, host, n) }
@@ -199,7 +223,7 @@ impl Engine {
     ///
     /// # Safety
     /// As [`from_mapping`].
-    #[inline]
+    #[inline(never)]
     pub unsafe fn from_mapping(&self, kind: MappingType, host: *mut u8, dev: *const u8, n: usize) {
         let inline = || self.kernels.load_impl.inline_loads();
         // SAFETY: as in `to_mapping`; `inline` only where the load family is AVX2 or wider.

@@ -301,7 +301,7 @@ unsafe fn copy<D: Direction>(
             // SAFETY: `[dev, +size)` lies inside the handle's live mapping (checked just
             // above); `host` is non-NULL and valid for `size` bytes of `D`'s access (the
             // caller's contract).
-            unsafe { D::copy(kind, dev as *mut u8, host as *mut u8, size) };
+            unsafe { crate::copy::copy::<D>(kind, dev as *mut u8, host as *mut u8, size) };
             return 0;
         }
     }
@@ -337,7 +337,7 @@ unsafe fn copy_checked<D: Direction>(
         // SAFETY: `[dev, +size)` lies inside the handle's live mapping (checked just above);
         // `host` is non-NULL and valid for `size` bytes of `D`'s access (the caller's
         // contract).
-        unsafe { D::copy(kind, dev as *mut u8, host as *mut u8, size) };
+        unsafe { crate::copy::copy::<D>(kind, dev as *mut u8, host as *mut u8, size) };
         0
     })
 }
