@@ -107,7 +107,7 @@ bench-apicost: $(BENCH_UP_OUT)/apicost
 			$(BENCH_UP_OUT)/apicost $(APICOST_ARGS) || exit 1; \
 	done
 
-$(BENCH_UP_OUT)/apicost: bench/upstream/apicost.c bench/upstream/timing.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
+$(BENCH_UP_OUT)/apicost: bench/upstream/apicost.c bench/upstream/timing.h bench/upstream/evict.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
@@ -125,7 +125,7 @@ bench-apiab: $(BENCH_UP_OUT)/apiab
 		taskset -c $(if $(filter auto,$(BENCH_CPU)),1,$(BENCH_CPU)) $(BENCH_UP_OUT)/apiab $(APIAB_ITERS) \
 		$(LIB_DIR)/libgdrapi.so.2 $(abspath $(UPSTREAM_LIB_DIR))/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2
 
-$(BENCH_UP_OUT)/apiab: bench/upstream/apiab.c bench/upstream/timing.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
+$(BENCH_UP_OUT)/apiab: bench/upstream/apiab.c bench/upstream/timing.h bench/upstream/evict.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \

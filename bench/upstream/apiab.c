@@ -26,25 +26,11 @@
 
 #include "gdrapi.h"
 #include "gpu.h"
+#include "evict.h"
 #include "timing.h"
 
 #define SIZE 65536
 #define MAX_LIBS 3
-
-static volatile uint64_t sink;
-static uint64_t *evict_buf;
-static size_t evict_words;
-
-/* Streams through evict_buf (nothing when it is empty). */
-static void evict(void)
-{
-    uint64_t s = 0;
-    for (size_t i = 0; i < evict_words; i += 8) {
-        evict_buf[i] += 1;
-        s += evict_buf[i];
-    }
-    sink = s;
-}
 
 enum { PIN, MAP, INFO, UNMAP, UNPIN, NCALLS };
 static const char *const names[NCALLS] = {"pin", "map", "get_info", "unmap", "unpin"};
@@ -145,11 +131,8 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *mib = getenv("APIAB_EVICT_MIB");
-    if (mib && *mib) {
-        evict_words = strtoul(mib, NULL, 0) * (1 << 20) / sizeof(uint64_t);
-        if (evict_words && !(evict_buf = calloc(evict_words, sizeof(uint64_t))))
-            return 2;
-    }
+    if (evict_init(mib && *mib ? strtoul(mib, NULL, 0) : 0))
+        return 2;
     gpu_init();
     CUdeviceptr raw = gpu_alloc(SIZE);
     unsigned long addr = gpu_aligned(raw);

@@ -22,23 +22,10 @@
 
 #include "gdrapi.h"
 #include "gpu.h"
+#include "evict.h"
 #include "timing.h"
 
 #define SIZE 65536
-
-static volatile uint64_t sink;
-static uint64_t *evict_buf;
-static size_t evict_words;
-
-static void evict(void)
-{
-    uint64_t s = 0;
-    for (size_t i = 0; i < evict_words; i += 8) {
-        evict_buf[i] += 1;
-        s += evict_buf[i];
-    }
-    sink = s;
-}
 
 enum { PIN, INFO, MAP, UNMAP, UNPIN, NCALLS };
 static const char *const names[NCALLS] = {"pin", "get_info", "map", "unmap", "unpin"};
@@ -49,14 +36,12 @@ int main(int argc, char **argv)
     size_t evict_mib = argc > 2 ? strtoul(argv[2], NULL, 0) : 128;
     if (iters < 1)
         iters = 1;
-    evict_words = evict_mib * (1 << 20) / sizeof(uint64_t);
-    evict_buf = calloc(evict_words, sizeof(uint64_t));
+    if (evict_init(evict_mib))
+        return 2;
     double *t[2][NCALLS];
     for (int c = 0; c < 2; c++)
         for (int k = 0; k < NCALLS; k++)
             t[c][k] = malloc(sizeof(double) * (size_t)iters);
-    if (!evict_buf)
-        return 2;
 
     gpu_init();
     CUdeviceptr raw = gpu_alloc(SIZE);
