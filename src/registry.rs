@@ -270,29 +270,19 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
     /// The record at `addr`, if `addr` is exactly the address of one of this registry's
     /// records (live or not). Never dereferences `addr` otherwise. Lock-free.
     ///
-    /// The newest slab, which holds at least half of all records, is checked inline with one
-    /// subtraction, one compare and one mask (records of a power-of-two size, such as the
-    /// 256-byte handle records); older slabs are searched out of line.
-    #[inline]
+    /// The first slab, where a steady pin/unpin cycle stays (see [`FIRST_WIPED_SLAB`]), is
+    /// checked inline ([`Registry::lookup_first`]); later slabs are searched out of line.
+    #[inline(always)]
     pub fn lookup(&self, addr: usize) -> Option<&'static T> {
-        let n = self.nslabs.load(Ordering::Acquire);
-        let Some(k) = n.checked_sub(1) else {
-            cold_path();
-            return None;
-        };
-        match self.probe(k, addr) {
-            Probe::Hit(r) => Some(r),
-            Probe::Misaligned => {
-                cold_path();
-                None
-            }
-            Probe::Outside => self.lookup_older(k, addr),
+        match self.lookup_first(addr) {
+            Some(r) => Some(r),
+            None => self.lookup_later(addr),
         }
     }
 
     /// [`Registry::lookup`] in the first slab only: `None` for any other address, including
-    /// records of later slabs. For fast paths that fall back to [`Registry::lookup`]: one
-    /// load, one subtraction and one test of the offset, and no call.
+    /// records of later slabs. For paths that must make no call (the copies): one load, one
+    /// subtraction and one test of the offset.
     #[inline(always)]
     pub fn lookup_first(&self, addr: usize) -> Option<&'static T> {
         let size = std::mem::size_of::<T>();
@@ -310,12 +300,12 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
         Some(unsafe { &*base.add(off / size) })
     }
 
-    /// [`Registry::lookup`] in slabs `0..k`, newest first.
+    /// [`Registry::lookup`] in the slabs after the first, newest first.
     #[cold]
     #[inline(never)]
-    fn lookup_older(&self, k: usize, addr: usize) -> Option<&'static T> {
-        for j in (0..k).rev() {
-            match self.probe(j, addr) {
+    fn lookup_later(&self, addr: usize) -> Option<&'static T> {
+        for k in (1..self.nslabs.load(Ordering::Acquire)).rev() {
+            match self.probe(k, addr) {
                 Probe::Hit(r) => return Some(r),
                 Probe::Misaligned => return None,
                 Probe::Outside => {}
@@ -489,9 +479,8 @@ mod tests {
             ));
         }
         assert!(r.nslabs.load(Ordering::Relaxed) >= 3);
-        // Records of older slabs (searched out of line) still resolve, exactly; the
-        // first-slab fast check resolves those of slab 0 and leaves the others to the full
-        // lookup.
+        // Records of every slab resolve, exactly (the first slab's inline, later ones out of
+        // line); the first-slab check alone resolves those of slab 0 and no others.
         assert!(std::ptr::eq(r.lookup(pa).unwrap(), a));
         assert!(std::ptr::eq(r.lookup_first(pa).unwrap(), a));
         assert!(r.lookup_first(pa + 8).is_none());

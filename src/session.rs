@@ -545,7 +545,7 @@ fn session(g: usize) -> Result<OpenRef> {
 #[inline(always)]
 fn session_and_handle(g: usize, mh: u64) -> Result<(OpenRef, &'static HandleRecord)> {
     let rec = session_record(g)?;
-    let h = find_handle(mh);
+    let h = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a));
     let here = HANDLES.wiped_by_the_kernel()
         && h.is_some_and(|h| is_live(h, rec.serial.load(Ordering::Acquire)));
     check_opener(rec, g, here)?;
@@ -555,22 +555,6 @@ fn session_and_handle(g: usize, mh: u64) -> Result<(OpenRef, &'static HandleReco
     };
     check_live(h, open.serial, mh)?;
     Ok((open, h))
-}
-
-/// The handle record at `mh`, in the first slab inline and in any other out of line.
-#[inline(always)]
-fn find_handle(mh: u64) -> Option<&'static HandleRecord> {
-    let a = usize::try_from(mh).ok()?;
-    match HANDLES.lookup_first(a) {
-        Some(h) => Some(h),
-        None => find_handle_elsewhere(a),
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn find_handle_elsewhere(a: usize) -> Option<&'static HandleRecord> {
-    HANDLES.lookup(a)
 }
 
 /// Refuses `mh`, which is no handle record of this library.
@@ -587,21 +571,15 @@ fn not_issued(mh: u64) -> Error {
 /// The session record at `g`, or an error when `g` is not one.
 #[inline(always)]
 fn session_record(g: usize) -> Result<&'static SessionRecord> {
-    match SESSIONS.lookup_first(g) {
-        Some(rec) => Ok(rec),
-        None => session_record_elsewhere(g),
-    }
+    SESSIONS.lookup(g).ok_or_else(|| not_opened(g))
 }
 
-/// [`session_record`] outside the first slab, out of line.
+/// Refuses `g`, which is no session record of this library.
 #[cold]
 #[inline(never)]
-fn session_record_elsewhere(g: usize) -> Result<&'static SessionRecord> {
-    let Some(rec) = SESSIONS.lookup(g) else {
-        gdr_err!("invalid gdr_t {:#x}: not opened by this library", g);
-        return Err(Error::InvalidHandle);
-    };
-    Ok(rec)
+fn not_opened(g: usize) -> Error {
+    gdr_err!("invalid gdr_t {:#x}: not opened by this library", g);
+    Error::InvalidHandle
 }
 
 /// A session's open state, held shared.
@@ -630,12 +608,9 @@ fn locked(rec: &'static SessionRecord, g: usize) -> Result<OpenRef> {
 /// Every other case is cold, so that the quick one is laid out as one straight run of code.
 #[inline(always)]
 fn quick_query(g: usize, mh: u64) -> std::result::Result<(gdrdrv::Queries, InUse), Option<InUse>> {
-    let Some(h) = usize::try_from(mh)
-        .ok()
-        .and_then(|a| HANDLES.lookup_first(a))
-    else {
+    let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
         cold_path();
-        return Err(counted(mh));
+        return Err(None);
     };
     // Counted before the state is read (both SeqCst), so that an unpin that moved the state
     // on after this read sees the count and waits (see `Open::release`).
@@ -651,16 +626,6 @@ fn quick_query(g: usize, mh: u64) -> std::result::Result<(gdrdrv::Queries, InUse
     }
     cold_path();
     Err(Some(held))
-}
-
-/// The handle record at `mh` in any slab, counted in its `users`, for
-/// [`query_through_session`].
-#[cold]
-#[inline(never)]
-fn counted(mh: u64) -> Option<InUse> {
-    let h = HANDLES.lookup(usize::try_from(mh).ok()?)?;
-    h.users.fetch_add(1, Ordering::SeqCst);
-    Some(InUse(h))
 }
 
 /// A query that [`quick_query`] did not accept: a handle whose queries go through the
@@ -682,11 +647,7 @@ fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(&'st
         check_opener(rec, g, false)?;
     }
     let Some(held) = held else {
-        gdr_err!(
-            "invalid gdr_mh_t 0x{:x}: not a handle issued by this library",
-            mh
-        );
-        return Err(Error::InvalidHandle);
+        return Err(not_issued(mh));
     };
     if !live {
         return Err(refuse_handle(&held, mh));
@@ -794,10 +755,7 @@ pub(crate) fn open_with(backend: Opened) -> Result<usize> {
 /// `gdr_close`: unmaps and unpins every handle the session still owns (going on past
 /// failures), closes the backend and frees the session. Returns the first error.
 pub fn close(g: usize) -> Result<()> {
-    let Some(rec) = SESSIONS.lookup(g) else {
-        gdr_err!("invalid gdr_t {:#x}: not opened by this library", g);
-        return Err(Error::InvalidHandle);
-    };
+    let rec = session_record(g)?;
     let opener = rec.opener.load(Ordering::Acquire);
     if opener == 0 {
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
