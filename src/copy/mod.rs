@@ -84,8 +84,8 @@ pub fn mapping_destroyed(kind: MappingType) {
 /// `dev..dev+n` must lie in a live mapping and `host..host+n` must be readable.
 #[inline(never)]
 pub unsafe fn to_mapping(kind: MappingType, dev: *mut u8, host: *const u8, n: usize) {
-    // SAFETY: forwarded caller contract; `select::store_fn` holds a kernel this CPU runs.
-    unsafe { to_mapping_via(select::store_fn, kind, dev, host, n) }
+    // SAFETY: forwarded caller contract; the host range is only read.
+    unsafe { copy::<ToMapping>(kind, dev, host.cast_mut(), n) }
 }
 
 /// Copies `n` bytes from a mapping of type `kind` to host memory, then fences.
@@ -94,19 +94,20 @@ pub unsafe fn to_mapping(kind: MappingType, dev: *mut u8, host: *const u8, n: us
 /// `dev..dev+n` must lie in a live mapping and `host..host+n` must be writable.
 #[inline(never)]
 pub unsafe fn from_mapping(kind: MappingType, host: *mut u8, dev: *const u8, n: usize) {
-    // SAFETY: as in `to_mapping`.
-    unsafe { from_mapping_via(select::load_fn, select::inline_loads, kind, host, dev, n) }
+    // SAFETY: forwarded caller contract; the device range is only read.
+    unsafe { copy::<FromMapping>(kind, dev.cast_mut(), host, n) }
 }
 
-/// [`to_mapping`] (`D` is [`ToMapping`]) or [`from_mapping`] inline, for the library's C
-/// entries.
+/// [`to_mapping`] (`D` is [`ToMapping`]) or [`from_mapping`], inline: the library's C entries
+/// call it directly.
 ///
 /// # Safety
 /// `[dev, +n)` lies inside a live mapping of type `kind`; `[host, +n)` is host memory valid
 /// for `D`'s access (read for [`ToMapping`], write for [`FromMapping`]).
 #[inline(always)]
 pub(crate) unsafe fn copy<D: Direction>(kind: MappingType, dev: *mut u8, host: *mut u8, n: usize) {
-    // SAFETY: the caller's contract; the selected kernels are ones this CPU runs.
+    // SAFETY: the caller's contract; `select::store_fn` and `select::load_fn` hold kernels
+    // this CPU runs.
     unsafe {
         if D::TO_DEVICE {
             to_mapping_via(select::store_fn, kind, dev, host, n)
