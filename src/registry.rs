@@ -1,11 +1,14 @@
 //! The library's own record of every `gdr_t` and `gdr_mh_t` it handed out.
 //!
-//! Records live in slabs that are allocated once and never returned to the system, so any
-//! address inside a slab stays readable forever. Checking a pointer from C is then a range
-//! check plus a slot-boundary check ([`Registry::lookup`]), lock-free; whether the slot is
-//! *live*, and whose it is, is then read from the record's own atomics. A freed slot goes to
-//! the back of a FIFO quarantine and is reused only after [`QUARANTINE`] later frees, so a
-//! stale handle almost never aliases a new one.
+//! Records live in slabs that are never returned to the system, so any address inside a slab
+//! stays readable forever. Checking a pointer from C is then a range check plus a
+//! slot-boundary check ([`Registry::lookup`]), lock-free; whether the slot is *live*, and
+//! whose it is, is then read from the record's own atomics. The first slab lies inside the
+//! registry itself (a registry is a `static`, so its records are in the library's
+//! zero-initialised memory): a lookup there computes the record's address from the
+//! registry's and loads nothing else. Later slabs are anonymous pages of their own. A freed
+//! slot goes to the back of a FIFO quarantine and is reused only after [`QUARANTINE`] later
+//! frees, so a stale handle almost never aliases a new one.
 //!
 //! A registry made with [`Registry::wiped_in_children`] keeps its slabs in pages marked
 //! `MADV_WIPEONFORK`: in a child process, however it was created, every record reads as
@@ -17,6 +20,7 @@ mod quarantine;
 use crate::hint::cold_path;
 use quarantine::Quarantine;
 use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 /// Slots that must be freed after a slot before that slot is reused.
@@ -30,6 +34,9 @@ pub const FIRST_SLAB: usize = 64;
 /// than [`QUARANTINE`], so that a steady pin/unpin cycle stays in one slab, which lookups
 /// check inline.
 pub const FIRST_WIPED_SLAB: usize = 2048;
+
+/// A registry whose records read as free in a child process ([`Registry::wiped_in_children`]).
+pub type WipedRegistry<T> = Registry<T, FIRST_WIPED_SLAB, true>;
 
 /// A record type kept in a [`Registry`]: constructible in its idle state, shareable.
 pub trait Record: Sync + Send + 'static {
@@ -52,9 +59,9 @@ impl Alloc {
     /// the quarantine is full, else a fresh one (a new slab when the last is used up), else
     /// the oldest quarantined one.
     #[inline(always)]
-    fn slot_to_use<T: Record, const FIRST: usize>(
+    fn slot_to_use<T: Record, const FIRST: usize, const WIPED: bool>(
         &mut self,
-        r: &Registry<T, FIRST>,
+        r: &'static Registry<T, FIRST, WIPED>,
     ) -> Option<usize> {
         if self.quarantine.len() > QUARANTINE {
             return self.quarantine.pop_front();
@@ -71,7 +78,11 @@ impl Alloc {
                 // grow it step by step (a copy into new pages at every doubling).
                 let _ = self.quarantine.reserve(QUARANTINE + 1);
             }
-            let slab = r.new_slab(slab_len(FIRST, k))?;
+            let slab = if k == 0 {
+                r.first_slab()
+            } else {
+                r.new_slab(slab_len(FIRST, k))?
+            };
             r.slabs[k].store(slab, Ordering::Release);
             r.nslabs.store(k + 1, Ordering::Release);
         }
@@ -82,24 +93,72 @@ impl Alloc {
 }
 
 /// A slab allocator of `T` records whose addresses can be validated without a lock; slab `k`
-/// holds `FIRST << k` records.
+/// holds `FIRST << k` records, slab 0 inline. `WIPED`: its records read as free in a child
+/// process (see [`Registry::wiped_in_children`]).
 ///
-/// A lookup reads only the first cache line: the slab count, the flags and the addresses of
-/// the first slabs.
+/// A lookup in the first slab of a wiped registry reads nothing but the record; in that of
+/// another registry, the slab count too, in the registry's first cache line, beside the
+/// allocation state.
 #[repr(C, align(64))]
-pub struct Registry<T: Record, const FIRST: usize = FIRST_SLAB> {
+pub struct Registry<T: Record, const FIRST: usize = FIRST_SLAB, const WIPED: bool = false> {
+    /// First, so that an allocation or a release in the first slab, and a lookup, touch one
+    /// line of the registry.
+    alloc: AllocLock,
     /// Number of slabs published in `slabs`.
     nslabs: AtomicUsize,
-    /// Slabs go to `MADV_WIPEONFORK` pages where the kernel offers them.
-    wipe_in_children: bool,
-    /// True while every slab of a registry that asks for wipe-on-fork pages got them (false
-    /// for the others, and once a slab had to go to ordinary memory).
-    kernel_wipes: AtomicBool,
-    slabs: [AtomicPtr<T>; MAX_SLABS],
+    /// Set once a slab of a wiped registry could not get wipe-on-fork pages.
+    kernel_refused: AtomicBool,
     /// Slots handed out so far (a copy of `Alloc::fresh` readable without the lock).
     handed_out: AtomicUsize,
-    alloc: AllocLock,
+    slabs: [AtomicPtr<T>; MAX_SLABS],
+    /// Slab 0: zero bytes until the first allocation publishes it.
+    first: FirstSlab<T, FIRST>,
 }
+
+/// A page size that every page size of the target divides: the first slab of a wiped
+/// registry starts on such a boundary, so that `MADV_WIPEONFORK` can cover it.
+const WIPE_ALIGN: usize = if cfg!(target_arch = "x86_64") {
+    4096
+} else {
+    65536
+};
+
+/// A registry's inline first slab: `N` records from [`FirstSlab::base`], aligned for `T`
+/// only, so that the registry's own fields share a page with the library's other data.
+#[repr(C)]
+struct FirstSlab<T, const N: usize> {
+    records: UnsafeCell<MaybeUninit<[T; N]>>,
+    /// Room to start the records of a wiped registry on a [`WIPE_ALIGN`] boundary.
+    slack: UnsafeCell<MaybeUninit<[u8; WIPE_ALIGN]>>,
+}
+
+impl<T, const N: usize> FirstSlab<T, N> {
+    const fn new() -> Self {
+        FirstSlab {
+            records: UnsafeCell::new(MaybeUninit::zeroed()),
+            slack: UnsafeCell::new(MaybeUninit::zeroed()),
+        }
+    }
+
+    /// The first record: the start of `records`, or for a wiped registry the first
+    /// [`WIPE_ALIGN`] boundary in it (at most `WIPE_ALIGN - align_of::<T>()` bytes on, so the
+    /// `N` records end inside `slack`). Arithmetic on the slab's address only.
+    #[inline(always)]
+    fn base(&self, wiped: bool) -> *mut T {
+        let start = self.records.get().cast::<T>();
+        if wiped {
+            start.map_addr(|a| (a + (WIPE_ALIGN - 1)) & !(WIPE_ALIGN - 1))
+        } else {
+            start
+        }
+    }
+}
+
+// SAFETY: the records are `Sync`; the registry writes them through raw pointers only before
+// publishing them (under the allocation lock, while no reference to them exists), and a
+// wiped registry's records are valid as zero bytes before that (its constructor's contract).
+// The rest of the registry is atomics, and the allocation state is behind `AllocLock`.
+unsafe impl<T: Record, const FIRST: usize, const WIPED: bool> Sync for Registry<T, FIRST, WIPED> {}
 
 /// Records in slab `k` of a registry whose first slab holds `first`.
 const fn slab_len(first: usize, k: usize) -> usize {
@@ -116,25 +175,33 @@ fn locate(first: usize, i: usize) -> (usize, usize) {
 impl<T: Record> Registry<T> {
     /// An empty registry (usable in a `static`).
     pub const fn new() -> Self {
-        Self::with_wipe(false)
+        Self::empty()
     }
 }
 
-impl<T: Record> Registry<T, FIRST_WIPED_SLAB> {
-    /// An empty registry whose records all read as free (zero) in a child process. `T`'s
-    /// free state must be all zero bytes.
-    pub const fn wiped_in_children() -> Self {
-        Self::with_wipe(true)
+impl<T: Record> WipedRegistry<T> {
+    /// An empty registry whose records all read as free in a child process.
+    ///
+    /// # Safety
+    /// All-zero bytes are a valid `T` in its free state (its fields are atomic integers and
+    /// pointers, free at 0): its first slab is read as records before anything is written to
+    /// it, and a child process reads its records as zero bytes.
+    pub const unsafe fn wiped_in_children() -> Self {
+        const {
+            assert!((FIRST_WIPED_SLAB * size_of::<T>()).is_multiple_of(WIPE_ALIGN));
+        };
+        Self::empty()
     }
 }
 
-impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
-    const fn with_wipe(wipe_in_children: bool) -> Self {
+impl<T: Record, const FIRST: usize, const WIPED: bool> Registry<T, FIRST, WIPED> {
+    /// All zero bytes, so that a `static` registry and its first slab take no room in the
+    /// library file.
+    const fn empty() -> Self {
         Registry {
-            wipe_in_children,
-            kernel_wipes: AtomicBool::new(wipe_in_children),
             slabs: [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_SLABS],
             nslabs: AtomicUsize::new(0),
+            kernel_refused: AtomicBool::new(false),
             handed_out: AtomicUsize::new(0),
             alloc: AllocLock {
                 held: AtomicBool::new(false),
@@ -144,6 +211,7 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
                     quarantine: Quarantine::new(),
                 }),
             },
+            first: FirstSlab::new(),
         }
     }
 
@@ -151,7 +219,7 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
     /// registry's first allocation, one more for each later one: their order); `None` when
     /// memory is exhausted. The caller moves the record out of its free state.
     #[inline(always)]
-    pub fn allocate(&self) -> Option<(&'static T, u64)> {
+    pub fn allocate(&'static self) -> Option<(&'static T, u64)> {
         let mut a = self.lock();
         let i = a.slot_to_use(self)?;
         a.allocations += 1;
@@ -162,16 +230,48 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
     /// only free records without help).
     #[inline(always)]
     pub fn wiped_by_the_kernel(&self) -> bool {
-        self.kernel_wipes.load(Ordering::Relaxed)
+        WIPED && !self.kernel_refused.load(Ordering::Relaxed)
     }
 
     /// Every record of this registry handed out so far, live or not (for `gdr_close`, which
     /// finds a session's handles among them, and for a fork handler that must reset them
     /// where the kernel does not). Lock-free.
-    pub fn for_each(&self, mut f: impl FnMut(&'static T)) {
+    pub fn for_each(&'static self, mut f: impl FnMut(&'static T)) {
         for i in 0..self.handed_out.load(Ordering::Acquire) {
             f(self.slot(i));
         }
+    }
+
+    /// Publishes slab 0, the inline one: marked wipe-on-fork in a wiped registry (where the
+    /// kernel has the advice; its records are zero bytes, already free), its records written
+    /// free in another. Called once, under the allocation lock.
+    #[cold]
+    fn first_slab(&'static self) -> *mut T {
+        let p = self.first.base(WIPED);
+        let bytes = FIRST * std::mem::size_of::<T>();
+        if WIPED {
+            // SAFETY: the slab is this registry's own memory, whole pages (it starts on a
+            // `WIPE_ALIGN` boundary and `wiped_in_children` checks its size) that a child may
+            // read as zero bytes, free records (the constructor's contract); the advice
+            // changes only what a child sees.
+            if unsafe { crate::sys::advise_wipe_on_fork(p.cast(), bytes) }.is_err() {
+                self.kernel_refused.store(true, Ordering::Relaxed);
+            }
+            // The records a steady pin/unpin cycle goes through (the quarantine's, plus one)
+            // are faulted in now, once, rather than a page every few pins.
+            let cycled = FIRST.min(QUARANTINE + 1) * std::mem::size_of::<T>();
+            // SAFETY: the first `cycled` bytes lie in the slab, which reads as zero bytes
+            // (nothing was written to it before publication).
+            unsafe { crate::sys::populate_zeroed(p.cast(), cycled) };
+        } else {
+            for i in 0..FIRST {
+                // SAFETY: the slab holds `FIRST` records; it is not yet published, so no
+                // reference to any of them exists ([`Registry::lookup_first`] of a registry
+                // that is not wiped reads nothing before publication).
+                unsafe { p.add(i).write(T::new_free()) };
+            }
+        }
+        p
     }
 
     /// A never-freed slab of `len` free records, in anonymous pages of its own: wipe-on-fork
@@ -179,20 +279,14 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
     #[cold]
     fn new_slab(&self, len: usize) -> Option<*mut T> {
         let bytes = len.checked_mul(std::mem::size_of::<T>())?;
-        if self.wipe_in_children {
+        if WIPED {
             if let Ok(p) = crate::sys::wipe_on_fork_pages(bytes) {
-                // The records a steady pin/unpin cycle goes through (the quarantine's, plus
-                // one) are faulted in now, once, rather than a page every few pins.
-                let cycled = len.min(QUARANTINE + 1) * std::mem::size_of::<T>();
-                // SAFETY: the first `cycled` bytes lie in the mapping just made, which
-                // nothing else refers to yet.
-                unsafe { crate::sys::populate_zeroed(p, cycled) };
                 // A fresh anonymous mapping reads as zero bytes, which is `T`'s free state
                 // (the contract of `wiped_in_children`): the records are initialised without
                 // a write, and the kernel backs only the pages that get used.
                 return Some(p.cast::<T>());
             }
-            self.kernel_wipes.store(false, Ordering::Relaxed);
+            self.kernel_refused.store(true, Ordering::Relaxed);
         }
         // Pages of their own, not the heap: the records then share no page with the
         // program's (or an interposer's) heap objects, and leave the heap's layout as it
@@ -209,7 +303,7 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
     /// Puts `rec` (a record of this registry, already back in its free state) into the
     /// quarantine.
     #[inline(always)]
-    pub fn release(&self, rec: &'static T) {
+    pub fn release(&'static self, rec: &'static T) {
         if let Some(i) = self.index_of(rec as *const T as usize) {
             let _ = self.lock().quarantine.push_back(i);
         }
@@ -229,9 +323,13 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
         ForkGuard(self.lock())
     }
 
-    fn slot(&self, i: usize) -> &'static T {
+    fn slot(&'static self, i: usize) -> &'static T {
         let (k, j) = locate(FIRST, i);
-        let base = self.slabs[k].load(Ordering::Acquire);
+        let base = if k == 0 {
+            self.first.base(WIPED)
+        } else {
+            self.slabs[k].load(Ordering::Acquire)
+        };
         // SAFETY: slot `i` was handed out, so slab `k` is published and holds more than `j`
         // initialised records; slabs are never freed, so the reference is valid for 'static.
         unsafe { &*base.add(j) }
@@ -240,9 +338,9 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
     /// The global slot index of `addr` if it is the exact address of a record of this
     /// registry.
     #[inline(always)]
-    fn index_of(&self, addr: usize) -> Option<usize> {
+    fn index_of(&'static self, addr: usize) -> Option<usize> {
         if let Some(r) = self.lookup_first(addr) {
-            let base = self.slabs[0].load(Ordering::Relaxed) as usize;
+            let base = self.first.base(WIPED) as usize;
             return Some((r as *const T as usize - base) / std::mem::size_of::<T>());
         }
         self.index_elsewhere(addr)
@@ -273,7 +371,7 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
     /// The first slab, where a steady pin/unpin cycle stays (see [`FIRST_WIPED_SLAB`]), is
     /// checked inline ([`Registry::lookup_first`]); later slabs are searched out of line.
     #[inline(always)]
-    pub fn lookup(&self, addr: usize) -> Option<&'static T> {
+    pub fn lookup(&'static self, addr: usize) -> Option<&'static T> {
         match self.lookup_first(addr) {
             Some(r) => Some(r),
             None => self.lookup_later(addr),
@@ -281,29 +379,33 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
     }
 
     /// [`Registry::lookup`] in the first slab only: `None` for any other address, including
-    /// records of later slabs. For paths that must make no call (the copies): one load, one
-    /// subtraction and one test of the offset.
+    /// records of later slabs. For paths that must make no call (the copies): in a wiped
+    /// registry, one subtraction from a constant address and one test of the offset.
     #[inline(always)]
-    pub fn lookup_first(&self, addr: usize) -> Option<&'static T> {
+    pub fn lookup_first(&'static self, addr: usize) -> Option<&'static T> {
         let size = std::mem::size_of::<T>();
         const { assert!(size_of::<T>().is_power_of_two() && FIRST.is_power_of_two()) };
-        let base = self.slabs[0].load(Ordering::Acquire);
+        let base = self.first.base(WIPED);
         // Inside the slab and at a record boundary: no bit of the offset outside the slab's
         // record-index bits (a wrapping offset below the slab sets the top ones).
         let off = addr.wrapping_sub(base as usize);
-        if base.is_null() || off & !((FIRST * size - 1) & !(size - 1)) != 0 {
+        if (!WIPED && self.nslabs.load(Ordering::Acquire) == 0)
+            || off & !((FIRST * size - 1) & !(size - 1)) != 0
+        {
             cold_path();
             return None;
         }
-        // SAFETY: `off` is a multiple of `size` below `FIRST * size`; slab 0, once published
-        // (non-NULL), holds `FIRST` records and is never freed.
+        // SAFETY: `off` is a multiple of `size` below `FIRST * size`, a record of slab 0,
+        // which lives as long as the registry ('static). It is a valid `T`: slab 0 of a
+        // registry that is not wiped is published (its records written) before `nslabs`
+        // leaves 0; that of a wiped one holds zero bytes, free records, until written.
         Some(unsafe { &*base.add(off / size) })
     }
 
     /// [`Registry::lookup`] in the slabs after the first, newest first.
     #[cold]
     #[inline(never)]
-    fn lookup_later(&self, addr: usize) -> Option<&'static T> {
+    fn lookup_later(&'static self, addr: usize) -> Option<&'static T> {
         for k in (1..self.nslabs.load(Ordering::Acquire)).rev() {
             match self.probe(k, addr) {
                 Probe::Hit(r) => return Some(r),
@@ -316,7 +418,7 @@ impl<T: Record, const FIRST: usize> Registry<T, FIRST> {
 
     /// Where `addr` falls relative to published slab `k`.
     #[inline(always)]
-    fn probe(&self, k: usize, addr: usize) -> Probe<T> {
+    fn probe(&'static self, k: usize, addr: usize) -> Probe<T> {
         let Some(slab) = self.slabs.get(k) else {
             return Probe::Outside;
         };
@@ -444,6 +546,11 @@ mod tests {
         }
     }
 
+    /// A registry for one test (registries live as long as the process, as their records).
+    fn leaked() -> &'static Registry<Rec> {
+        Box::leak(Box::new(Registry::new()))
+    }
+
     #[test]
     fn locate_maps_global_slots_to_slabs() {
         assert_eq!(locate(64, 0), (0, 0));
@@ -457,7 +564,7 @@ mod tests {
 
     #[test]
     fn lookup_accepts_only_exact_record_addresses() {
-        let r: Registry<Rec> = Registry::new();
+        let r = leaked();
         assert!(r.lookup(0x1000).is_none(), "empty registry knows nothing");
         let a = r.allocate().unwrap().0;
         let pa = a as *const Rec as usize;
@@ -505,7 +612,7 @@ mod tests {
 
     #[test]
     fn allocation_numbers_count_every_allocation_fresh_or_reused() {
-        let r: &'static Registry<Rec> = Box::leak(Box::new(Registry::new()));
+        let r = leaked();
         let mut last = 0;
         // Past the quarantine, so that later allocations reuse freed slots.
         for _ in 0..QUARANTINE + 10 {
@@ -519,7 +626,7 @@ mod tests {
 
     #[test]
     fn for_each_visits_every_record_handed_out() {
-        let r: &'static Registry<Rec> = Box::leak(Box::new(Registry::new()));
+        let r = leaked();
         let recs: Vec<_> = (0..70).map(|_| r.allocate().unwrap().0).collect();
         let mut seen = Vec::new();
         r.for_each(|x| seen.push(x as *const Rec as usize));
@@ -527,14 +634,41 @@ mod tests {
             assert!(seen.contains(&(x as *const Rec as usize)));
         }
         assert!(!r.wiped_by_the_kernel(), "an ordinary registry");
-        static W: Registry<Rec, FIRST_WIPED_SLAB> = Registry::wiped_in_children();
+        // SAFETY: a `Rec` is atomic integers, free at zero.
+        static W: WipedRegistry<Rec> = unsafe { WipedRegistry::wiped_in_children() };
         W.allocate().unwrap();
         assert!(W.wiped_by_the_kernel(), "MADV_WIPEONFORK (Linux 4.14+)");
     }
 
     #[test]
+    fn the_first_slab_is_inline_and_a_wiped_one_reads_as_free_records_from_the_start() {
+        // SAFETY: a `Rec` is atomic integers, free at zero.
+        static E: WipedRegistry<Rec> = unsafe { WipedRegistry::wiped_in_children() };
+        let size = std::mem::size_of::<Rec>();
+        let base = E.first.base(true) as usize;
+        assert_eq!(base % WIPE_ALIGN, 0, "whole pages, for MADV_WIPEONFORK");
+        let r = E.lookup_first(base + 5 * size).expect("a record of slab 0");
+        assert_eq!(r.live.load(Ordering::Relaxed), 0, "free at first");
+        assert!(E.lookup_first(base + 5 * size + 8).is_none());
+        assert!(E.lookup_first(base + FIRST_WIPED_SLAB * size).is_none());
+        assert!(E.lookup_first(base.wrapping_sub(size)).is_none());
+        let (a, n) = E.allocate().unwrap();
+        assert_eq!((a as *const Rec as usize, n), (base, 1));
+        assert!(std::ptr::eq(E.slot(0), a));
+        // A registry that is not wiped answers only once its slab is published.
+        let plain = leaked();
+        let first = plain.first.base(false) as usize;
+        assert!(plain.lookup(first).is_none());
+        let (b, _) = plain.allocate().unwrap();
+        assert_eq!(b as *const Rec as usize, first);
+        assert!(std::ptr::eq(plain.lookup(first).unwrap(), b));
+        assert_eq!(plain.index_of(first + size), Some(1));
+    }
+
+    #[test]
     fn records_of_a_wiped_registry_read_as_free_in_a_child() {
-        static R: Registry<Rec, FIRST_WIPED_SLAB> = Registry::wiped_in_children();
+        // SAFETY: a `Rec` is atomic integers, free at zero.
+        static R: WipedRegistry<Rec> = unsafe { WipedRegistry::wiped_in_children() };
         let rec = R.allocate().unwrap().0;
         rec.live.store(7, Ordering::SeqCst);
         // A raw fork system call: no fork handler runs in the child.
@@ -555,7 +689,7 @@ mod tests {
 
     #[test]
     fn freed_slots_are_reused_only_after_the_quarantine() {
-        let r: Registry<Rec> = Registry::new();
+        let r = leaked();
         let first = r.allocate().unwrap().0;
         first.live.store(7, Ordering::Relaxed);
         r.release(first);

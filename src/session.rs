@@ -27,7 +27,7 @@ use crate::backend::{
 use crate::error::{Error, Result};
 use crate::ffi::types::{INFO_MAPPED_BIT, INFO_WC_MAPPING_BIT};
 use crate::hint::cold_path;
-use crate::registry::{Record, Registry, FIRST_WIPED_SLAB};
+use crate::registry::{Record, Registry, WipedRegistry};
 use crate::{copy, process, sys};
 use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -54,7 +54,9 @@ pub mod state {
 static SESSIONS: Registry<SessionRecord> = Registry::new();
 /// Every handle record ever handed out; all of them read as free in a child process, so that
 /// a child's copy through an inherited handle is refused without a check on the copy path.
-static HANDLES: Registry<HandleRecord, FIRST_WIPED_SLAB> = Registry::wiped_in_children();
+// SAFETY: a `HandleRecord` is atomic integers only, and all of them are 0 in its free state
+// (`state::FREE`; see `HandleRecord::new_free`).
+static HANDLES: WipedRegistry<HandleRecord> = unsafe { WipedRegistry::wiped_in_children() };
 /// Source of session serial numbers (never 0 for a live session).
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
@@ -84,12 +86,13 @@ pub struct SessionRecord {
     /// lock that a thread of its parent may have held at fork time (that thread does not
     /// exist in the child).
     opener: AtomicU64,
-    /// The pid of that process, for log lines.
-    opener_pid: AtomicI32,
     /// [`Open::serial`] while open (0 when free), readable without the lock.
     serial: AtomicU64,
-    /// The open state; `None` when the slot is free.
+    /// The open state; `None` when the slot is free. The lock and the state fill the second
+    /// cache line, so that a call reads two lines of the record.
     open: RwLock<Option<Open>>,
+    /// The pid of the process that opened the session, for log lines.
+    opener_pid: AtomicI32,
 }
 
 /// A live session.
@@ -247,13 +250,23 @@ impl HandleRecord {
         }
     }
 
-    /// Records the owning session (its address `g`) and what a query needs of its backend.
+    /// Records the owning session (its address `g`) and what a query needs of its backend
+    /// (`None`: queries go through the session).
     #[inline(always)]
     fn set_session(&self, g: usize, queries: Option<gdrdrv::Queries>) {
         let (word, ioctl) = queries.map_or((0, 0), gdrdrv::Queries::to_words);
         self.session.store(g, Ordering::Release);
         self.queries_ioctl.store(ioctl, Ordering::Release);
         self.queries.store(word, Ordering::Release);
+    }
+
+    /// Whether this record, when live, proves that the caller is the process that pinned it:
+    /// it lies in wipe-on-fork memory, where a child reads it as free. A pin records that by
+    /// keeping its session's queries (see [`pin`]), so this reads no line but the record's;
+    /// for a DMA-BUF session, whose queries go through the session, it is always false.
+    #[inline(always)]
+    fn proves_caller(&self) -> bool {
+        self.queries.load(Ordering::Acquire) != 0
     }
 
     /// The owning session's driver, when its queries need not go through the session.
@@ -403,7 +416,7 @@ impl Open {
                 }
             }
             first = r;
-            copy::mapping_destroyed(m.kind);
+            copy::destroyed(m.kind);
             h.set_mapping(None, self.backend.kind());
         }
         let r = self.backend.unpin(&pin);
@@ -538,16 +551,17 @@ fn session(g: usize) -> Result<OpenRef> {
 }
 
 /// [`session`] for a call on the handle `mh`, and that handle: the live record behind `mh`,
-/// owned by this session. The record is looked up once. A live handle of this session
-/// already proves that the caller is the process that opened it (handle records read as
-/// free in every child, see [`crate::registry`]), so the process token is read only when the
-/// handle does not prove it.
+/// owned by this session. The record is looked up once. A live handle of this session in
+/// wipe-on-fork memory already proves that the caller is the process that opened it (such
+/// records read as free in every child, see [`crate::registry`] and
+/// [`HandleRecord::proves_caller`]), so the process token is read only when the handle does
+/// not prove it.
 #[inline(always)]
 fn session_and_handle(g: usize, mh: u64) -> Result<(OpenRef, &'static HandleRecord)> {
     let rec = session_record(g)?;
     let h = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a));
-    let here = HANDLES.wiped_by_the_kernel()
-        && h.is_some_and(|h| is_live(h, rec.serial.load(Ordering::Acquire)));
+    let here =
+        h.is_some_and(|h| h.proves_caller() && is_live(h, rec.serial.load(Ordering::Acquire)));
     check_opener(rec, g, here)?;
     let open = locked(rec, g)?;
     let Some(h) = h else {
@@ -604,7 +618,8 @@ fn locked(rec: &'static SessionRecord, g: usize) -> Result<OpenRef> {
 /// The quick case reads the handle record only: a pinned handle whose recorded session is
 /// `g` proves that `g` is an open session (one that closed released its handles first), and,
 /// in wipe-on-fork memory, that the caller is the process that opened it (see
-/// [`session_and_handle`]); the record also keeps what the query needs of a gdrdrv backend.
+/// [`session_and_handle`]); the record also keeps what the query needs of a gdrdrv backend,
+/// which a pin stores only in wipe-on-fork memory.
 /// Every other case is cold, so that the quick one is laid out as one straight run of code.
 #[inline(always)]
 fn quick_query(g: usize, mh: u64) -> std::result::Result<(gdrdrv::Queries, InUse), Option<InUse>> {
@@ -616,10 +631,7 @@ fn quick_query(g: usize, mh: u64) -> std::result::Result<(gdrdrv::Queries, InUse
     // on after this read sees the count and waits (see `Open::release`).
     h.users.fetch_add(1, Ordering::SeqCst);
     let held = InUse(h);
-    if is_pinned(h.state.load(Ordering::SeqCst))
-        && h.session.load(Ordering::Acquire) == g
-        && HANDLES.wiped_by_the_kernel()
-    {
+    if is_pinned(h.state.load(Ordering::SeqCst)) && h.session.load(Ordering::Acquire) == g {
         if let Some(q) = h.queries() {
             return Ok((q, held));
         }
@@ -643,7 +655,7 @@ fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(&'st
     let live = held.as_ref().is_some_and(|h| is_live(h, serial));
     // A live handle in wipe-on-fork memory proves the caller is the opener (see
     // `session_and_handle`); otherwise the process token decides, before the handle's own error.
-    if !(live && HANDLES.wiped_by_the_kernel()) {
+    if !(live && held.as_ref().is_some_and(|h| h.proves_caller())) {
         check_opener(rec, g, false)?;
     }
     let Some(held) = held else {
@@ -861,7 +873,14 @@ pub fn pin(g: usize, req: &PinRequest) -> Result<u64> {
     let p = open.backend.pin(req)?;
     let h = reserved.keep();
     h.set_pin(&p, open.serial, open.backend.kind(), open.page_size);
-    h.set_session(g, open.backend.queries());
+    // A record outside wipe-on-fork memory does not prove its caller: its queries go
+    // through the session, which checks the process.
+    h.set_session(
+        g,
+        open.backend
+            .queries()
+            .filter(|_| HANDLES.wiped_by_the_kernel()),
+    );
     h.seq.store(seq, Ordering::Relaxed);
     open.live.fetch_add(1, Ordering::Relaxed);
     h.state.store(state::PINNED, Ordering::Release);
@@ -1026,7 +1045,7 @@ pub fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
     };
     let m = open.backend.map(&h.pin(), rounded, request)?;
     h.set_mapping(Some(&m), open.backend.kind());
-    copy::mapping_created(m.kind);
+    copy::created(m.kind);
     busy.finish(state::MAPPED);
     gdr_dbg!("ptr_va: {:#x}", m.addr);
     gdr_dbg!("mapping_type={}", m.kind as u32);
@@ -1080,7 +1099,7 @@ pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
         back_to: state::MAPPED,
     };
     open.backend.unmap(&h.pin(), &m)?;
-    copy::mapping_destroyed(m.kind);
+    copy::destroyed(m.kind);
     h.set_mapping(None, open.backend.kind());
     busy.finish(state::PINNED);
     Ok(())
@@ -1858,5 +1877,15 @@ mod tests {
         assert_eq!(offset_of!(HandleRecord, dmabuf_cpu_len), 96);
         assert!(offset_of!(HandleRecord, state) >= 104);
         assert_eq!(std::mem::size_of::<HandleRecord>(), 256);
+    }
+
+    #[test]
+    fn a_sessions_checks_and_open_state_take_two_lines_of_its_record() {
+        assert_eq!(offset_of!(SessionRecord, fd), 0);
+        assert_eq!(offset_of!(SessionRecord, cache_backend), 40);
+        assert!(offset_of!(SessionRecord, opener) < 64);
+        assert!(offset_of!(SessionRecord, serial) < 64);
+        assert_eq!(offset_of!(SessionRecord, open), 64);
+        assert!(std::mem::size_of::<RwLock<Option<Open>>>() <= 64);
     }
 }

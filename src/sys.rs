@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::hint::cold_path;
 use std::ffi::CStr;
 use std::os::raw::{c_int, c_ulong, c_void};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicU8};
 
 /// A struct that may be handed to [`ioctl`] as the argument of a request.
 ///
@@ -169,9 +169,8 @@ pub fn anonymous_pages(len: usize) -> Result<*mut u8> {
 pub fn wipe_on_fork_pages(len: usize) -> Result<*mut u8> {
     let p = anonymous_pages(len)?;
     let len = round_up(len.max(1), page_size()).ok_or(Error::NoMemory)?;
-    // SAFETY: `p` is the mapping made just above; the advice changes only what a child sees.
-    if unsafe { libc::madvise(p.cast(), len, libc::MADV_WIPEONFORK) } < 0 {
-        let e = Error::last_os("madvise");
+    // SAFETY: `p` is the mapping made just above, which a child may read as zeros.
+    if let Err(e) = unsafe { advise_wipe_on_fork(p, len) } {
         // SAFETY: the mapping was made above and nothing refers to it.
         unsafe { libc::munmap(p.cast(), len) };
         return Err(e);
@@ -179,23 +178,39 @@ pub fn wipe_on_fork_pages(len: usize) -> Result<*mut u8> {
     Ok(p)
 }
 
-/// Faults in, for writing, the pages of `[p, p + len)`, so that their first use later costs
-/// no page fault: `MADV_POPULATE_WRITE` where the kernel has it (Linux 5.14), else a zero
-/// byte written to each page.
+/// Marks the pages of `[p, p + len)` `MADV_WIPEONFORK`: they read as zeros in every child
+/// process. Fails where the kernel does not know the advice, and for memory that is not
+/// private and anonymous (a library's zero-initialised data beyond its file's last page is).
 ///
 /// # Safety
-/// `[p, p + len)` lies in a private anonymous mapping of this process that reads as zero and
-/// that no other thread uses yet.
+/// `[p, p + len)` is whole pages of this process's memory whose content a child may see as
+/// zero bytes.
+pub unsafe fn advise_wipe_on_fork(p: *mut u8, len: usize) -> Result<()> {
+    // SAFETY: the caller's contract; the advice changes only what a child sees.
+    if unsafe { libc::madvise(p.cast(), len, libc::MADV_WIPEONFORK) } < 0 {
+        return Err(Error::last_os("madvise"));
+    }
+    Ok(())
+}
+
+/// Faults in, for writing, the pages of `[p, p + len)`, so that their first use later costs
+/// no page fault: `MADV_POPULATE_WRITE` where the kernel has it (Linux 5.14), else a zero
+/// byte stored (atomically, as other threads may read it) to each page.
+///
+/// # Safety
+/// `[p, p + len)` lies in private anonymous memory of this process that reads as zero bytes
+/// and that nothing writes yet.
 pub unsafe fn populate_zeroed(p: *mut u8, len: usize) {
-    // SAFETY: the range is this process's own mapping (the caller's contract); the advice
+    // SAFETY: the range is this process's own memory (the caller's contract); the advice
     // only allocates its pages.
     if len == 0 || unsafe { libc::madvise(p.cast(), len, libc::MADV_POPULATE_WRITE) } == 0 {
         return;
     }
     for off in (0..len).step_by(page_size()) {
-        // SAFETY: `off < len`, inside the range; it reads as zero and nothing else uses it,
-        // so writing a zero changes no value.
-        unsafe { p.add(off).write_volatile(0) };
+        // SAFETY: `off < len`, inside the range, valid and aligned for a byte; it reads as
+        // zero and nothing else writes it, so storing a zero changes no value, and the store
+        // is atomic, so readers race with nothing.
+        unsafe { AtomicU8::from_ptr(p.add(off)) }.store(0, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

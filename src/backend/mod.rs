@@ -172,7 +172,9 @@ pub trait Backend: Send + Sync {
 /// no vtable and no heap allocation to reach.
 pub enum Opened {
     Gdrdrv(gdrdrv::GdrDrv),
-    DmaBuf(dmabuf::DmaBuf),
+    /// Boxed, so that an `Opened` is the size of the gdrdrv backend and a session's open
+    /// state fits in one cache line of its record.
+    DmaBuf(Box<dmabuf::DmaBuf>),
     /// A test's own backend.
     #[cfg(test)]
     Other(Box<dyn Backend>),
@@ -252,7 +254,7 @@ pub fn open() -> Result<Opened> {
         }
     }
     match dmabuf::DmaBuf::open() {
-        Ok(b) => Ok(Opened::DmaBuf(b)),
+        Ok(b) => Ok(Opened::DmaBuf(Box::new(b))),
         Err(e) => {
             crate::gdr_err!(
                 "Error: gdrcopy requires gdrdrv or CUDA driver with dmabuf mmap support (at least one is required)"

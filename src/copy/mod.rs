@@ -66,15 +66,28 @@ pub(crate) use access::{Direction, FromMapping, ToMapping};
 /// the process-wide kernel choice if it is not made yet.
 #[inline(never)]
 pub fn mapping_created(kind: MappingType) {
+    created(kind);
+}
+
+/// Records that a mapping of `kind` is gone; extra calls never take a count below zero.
+#[inline(never)]
+pub fn mapping_destroyed(kind: MappingType) {
+    destroyed(kind);
+}
+
+/// [`mapping_created`] for the library's own calls. Not public, so that it stays internal to
+/// the shared object and its callers reach it without the GOT.
+#[inline(never)]
+pub(crate) fn created(kind: MappingType) {
     fence::created(kind);
     if kind == MappingType::WriteCombining {
         select::prepare();
     }
 }
 
-/// Records that a mapping of `kind` is gone; extra calls never take a count below zero.
+/// [`mapping_destroyed`] for the library's own calls (see [`created`]).
 #[inline(never)]
-pub fn mapping_destroyed(kind: MappingType) {
+pub(crate) fn destroyed(kind: MappingType) {
     fence::destroyed(kind);
 }
 
