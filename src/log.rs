@@ -28,7 +28,12 @@ impl Level {
 }
 
 /// The cached logging configuration: `None` when logging is off, else the threshold.
-static CONFIG: OnceLock<Option<i32>> = OnceLock::new();
+static CONFIG: Config = Config(OnceLock::new());
+
+/// [`CONFIG`]'s cell, aligned so that it never straddles two cache lines: every API call that
+/// can log reads it.
+#[repr(align(16))]
+struct Config(OnceLock<Option<i32>>);
 
 /// C `atoi`: optional whitespace and sign, then leading digits; 0 when there are none.
 pub(crate) fn atoi(s: &str) -> i32 {
@@ -52,7 +57,7 @@ fn threshold_from(enable: Option<&str>, level: Option<&str>) -> Option<i32> {
 }
 
 fn config() -> Option<i32> {
-    *CONFIG.get_or_init(|| {
+    *CONFIG.0.get_or_init(|| {
         let enable = std::env::var_os("GDRCOPY_ENABLE_LOGGING");
         let level = std::env::var("GDRCOPY_LOG_LEVEL").ok();
         threshold_from(enable.as_ref().map(|_| ""), level.as_deref())

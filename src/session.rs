@@ -30,7 +30,9 @@ use crate::hint::cold_path;
 use crate::registry::{Record, Registry, WipedRegistry};
 use crate::{copy, process, sys};
 use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 
 /// The states of a [`HandleRecord`].
 pub mod state {
@@ -134,7 +136,12 @@ pub struct HandleRecord {
     dmabuf_cpu_va: AtomicUsize,
     dmabuf_cpu_len: AtomicUsize,
     // ---- end of upstream's 104 bytes ----
-    // What a query reads (see `quick_query`) lies in this line and the next.
+    /// Serial of the owning session.
+    owner: AtomicU64,
+    pin_va: AtomicU64,
+    pin_size: AtomicU64,
+    // The third line (128-191) holds all that a query (see `quick_query`) and a copy (see
+    // `copy_target_accepted`) read, so that each reads one line of the record.
     /// One of [`state`].
     state: AtomicU32,
     /// Queries reading this handle right now; an unpin waits for them to leave.
@@ -142,20 +149,17 @@ pub struct HandleRecord {
     /// The address (`gdr_t`) of the owning session.
     session: AtomicUsize,
     /// [`gdrdrv::Queries::to_words`] of the owning session's driver, first word; 0 when its
-    /// queries go through the session (DMA-BUF).
+    /// queries go through the session (DMA-BUF) or the record is outside wipe-on-fork memory.
     queries: AtomicU64,
-    pin_handle: AtomicU64,
-    pin_va: AtomicU64,
-    pin_size: AtomicU64,
-    pin_offset: AtomicU64,
-    pin_fixed: AtomicU32,
-    map_kind: AtomicU32,
-    map_addr: AtomicUsize,
-    map_len: AtomicUsize,
     /// [`gdrdrv::Queries::to_words`], second word.
     queries_ioctl: AtomicUsize,
-    /// Serial of the owning session.
-    owner: AtomicU64,
+    pin_handle: AtomicU64,
+    map_addr: AtomicUsize,
+    map_len: AtomicUsize,
+    /// Offset of the pinned address in its first page (below a page, so below 2^32).
+    pin_offset: AtomicU32,
+    map_kind: AtomicU16,
+    pin_fixed: AtomicU16,
     /// The allocation number of this pin ([`Registry::allocate`]): `gdr_close` releases a
     /// session's handles newest first.
     seq: AtomicU64,
@@ -211,9 +215,9 @@ impl Record for HandleRecord {
             pin_handle: AtomicU64::new(0),
             pin_va: AtomicU64::new(0),
             pin_size: AtomicU64::new(0),
-            pin_offset: AtomicU64::new(0),
-            pin_fixed: AtomicU32::new(0),
-            map_kind: AtomicU32::new(0),
+            pin_offset: AtomicU32::new(0),
+            pin_fixed: AtomicU16::new(0),
+            map_kind: AtomicU16::new(0),
             map_addr: AtomicUsize::new(0),
             map_len: AtomicUsize::new(0),
         }
@@ -236,8 +240,8 @@ impl HandleRecord {
             handle: self.pin_handle.load(Ordering::Acquire),
             va: self.pin_va.load(Ordering::Acquire),
             mapped_size: self.pin_size.load(Ordering::Acquire),
-            page_offset: self.pin_offset.load(Ordering::Acquire),
-            fixed_type: kind_of(self.pin_fixed.load(Ordering::Acquire)),
+            page_offset: u64::from(self.pin_offset.load(Ordering::Acquire)),
+            fixed_type: kind_of(self.pin_fixed.load(Ordering::Acquire).into()),
         }
     }
 
@@ -246,7 +250,7 @@ impl HandleRecord {
         Mapping {
             addr: self.map_addr.load(Ordering::Acquire),
             len: self.map_len.load(Ordering::Acquire),
-            kind: kind_of(self.map_kind.load(Ordering::Acquire)),
+            kind: kind_of(self.map_kind.load(Ordering::Acquire).into()),
         }
     }
 
@@ -287,8 +291,12 @@ impl HandleRecord {
         self.pin_handle.store(p.handle, Ordering::Release);
         self.pin_va.store(p.va, Ordering::Release);
         self.pin_size.store(p.mapped_size, Ordering::Release);
-        self.pin_offset.store(p.page_offset, Ordering::Release);
-        self.pin_fixed.store(p.fixed_type as u32, Ordering::Release);
+        // Both backends pin from the start of a page (a GPU page for gdrdrv, a host page for
+        // DMA-BUF), so the offset is below a page.
+        debug_assert!(p.page_offset < 1 << 32);
+        self.pin_offset
+            .store(p.page_offset as u32, Ordering::Release);
+        self.pin_fixed.store(p.fixed_type as u16, Ordering::Release);
         self.owner.store(owner, Ordering::Release);
         self.mapping_type
             .store(MappingType::None as u32, Ordering::Release);
@@ -315,7 +323,7 @@ impl HandleRecord {
         let (addr, len, t) = m.map_or((0, 0, MappingType::None), |m| (m.addr, m.len, m.kind));
         self.map_addr.store(addr, Ordering::Release);
         self.map_len.store(len, Ordering::Release);
-        self.map_kind.store(t as u32, Ordering::Release);
+        self.map_kind.store(t as u16, Ordering::Release);
         self.mapping_type.store(t as u32, Ordering::Release);
         if kind == BackendKind::DmaBuf {
             cold_path();
@@ -1139,7 +1147,7 @@ pub fn copy_target_accepted(mh: u64, dev: usize, n: usize) -> Option<MappingType
     // `dev - addr` wraps for `dev < addr`; `addr + len` never exceeds the address space.
     let off = dev.wrapping_sub(addr);
     if off <= len && n <= len - off {
-        Some(kind_of(h.map_kind.load(Ordering::Acquire)))
+        Some(kind_of(h.map_kind.load(Ordering::Acquire).into()))
     } else {
         None
     }
@@ -1849,7 +1857,7 @@ mod tests {
             r.pin_handle.load(Ordering::Relaxed),
             r.pin_va.load(Ordering::Relaxed),
             r.pin_size.load(Ordering::Relaxed),
-            r.pin_offset.load(Ordering::Relaxed),
+            u64::from(r.pin_offset.load(Ordering::Relaxed)),
             u64::from(r.pin_fixed.load(Ordering::Relaxed)),
             u64::from(r.map_kind.load(Ordering::Relaxed)),
             r.map_addr.load(Ordering::Relaxed) as u64,
@@ -1875,8 +1883,40 @@ mod tests {
         assert_eq!(offset_of!(HandleRecord, dmabuf_backend_type), 80);
         assert_eq!(offset_of!(HandleRecord, dmabuf_cpu_va), 88);
         assert_eq!(offset_of!(HandleRecord, dmabuf_cpu_len), 96);
-        assert!(offset_of!(HandleRecord, state) >= 104);
+        assert!(offset_of!(HandleRecord, owner) >= 104);
         assert_eq!(std::mem::size_of::<HandleRecord>(), 256);
+    }
+
+    #[test]
+    fn what_a_query_or_a_copy_reads_of_a_handle_is_one_line() {
+        let line = offset_of!(HandleRecord, state) / 64;
+        for off in [
+            offset_of!(HandleRecord, state),
+            offset_of!(HandleRecord, users),
+            offset_of!(HandleRecord, session),
+            offset_of!(HandleRecord, queries),
+            offset_of!(HandleRecord, queries_ioctl),
+            offset_of!(HandleRecord, pin_handle),
+            offset_of!(HandleRecord, map_addr),
+            offset_of!(HandleRecord, map_len) + 7,
+            offset_of!(HandleRecord, map_kind),
+        ] {
+            assert_eq!(off / 64, line, "offset {off}");
+        }
+        // What map, unmap and unpin read besides: one more line.
+        for off in [
+            offset_of!(HandleRecord, owner),
+            offset_of!(HandleRecord, pin_va),
+            offset_of!(HandleRecord, pin_size) + 7,
+        ] {
+            assert_eq!(off / 64, line - 1, "offset {off}");
+        }
+        for off in [
+            offset_of!(HandleRecord, pin_offset),
+            offset_of!(HandleRecord, pin_fixed) + 1,
+        ] {
+            assert_eq!(off / 64, line, "offset {off}");
+        }
     }
 
     #[test]
