@@ -335,13 +335,14 @@ impl<T: Record, const FIRST: usize, const WIPED: bool> Registry<T, FIRST, WIPED>
         unsafe { &*base.add(j) }
     }
 
-    /// The global slot index of `addr` if it is the exact address of a record of this
-    /// registry.
+    /// The global slot index of `addr`, the address of a record of this registry (`None`
+    /// for any other address outside the first slab).
     #[inline(always)]
     fn index_of(&'static self, addr: usize) -> Option<usize> {
-        if let Some(r) = self.lookup_first(addr) {
-            let base = self.first.base(WIPED) as usize;
-            return Some((r as *const T as usize - base) / std::mem::size_of::<T>());
+        let size = std::mem::size_of::<T>();
+        let off = addr.wrapping_sub(self.first.base(WIPED) as usize);
+        if off < FIRST * size {
+            return Some(off / size);
         }
         self.index_elsewhere(addr)
     }

@@ -375,17 +375,17 @@ impl Open {
     /// `gdr_close` ([`Release::Close`]) tries once more and then goes on without it.
     #[inline(always)]
     fn release(&self, h: &'static HandleRecord, how: Release) -> Result<()> {
-        let mapped = loop {
-            let s = h.state.load(Ordering::Acquire);
-            // Compares rather than a `match`, which becomes a jump table in a page of its own.
-            if s != state::PINNED && s != state::MAPPED {
-                return Err(refuse_release(h, s));
-            }
-            if h.state
-                .compare_exchange(s, state::UNPINNING, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok()
-            {
-                break s == state::MAPPED;
+        // Pinned and not mapped: the straight path, one compare-and-swap.
+        let mapped = match h.state.compare_exchange(
+            state::PINNED,
+            state::UNPINNING,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        ) {
+            Ok(_) => false,
+            Err(_) => {
+                cold_path();
+                start_release_mapped(h)?
             }
         };
         // Queries that counted themselves in before the state changed finish with the pin
@@ -393,44 +393,77 @@ impl Open {
         if h.users.load(Ordering::SeqCst) != 0 {
             wait_for_queries(h);
         }
-        let pin = h.pin();
-        let mut first = Ok(());
         if mapped {
             // Users unmap first (UCX, NCCL, NVIDIA's tests): the unpin of an unmapped handle
             // is the straight path.
             cold_path();
-            let m = h.mapping();
-            gdr_dbg!("unmapping va: {:#x} before unpinning", m.addr);
-            let mut r = self.backend.unmap(&pin, &m);
-            if let Err(e) = r {
-                if how == Release::Unpin {
-                    gdr_err!(
-                        "cannot unmap gdr_mh_t 0x{:x} before unpinning it ({}): it stays pinned and mapped",
-                        h.address(),
-                        e
-                    );
-                    h.state.store(state::MAPPED, Ordering::Release);
-                    return Err(e);
-                }
-                r = self.backend.unmap(&pin, &m);
-                if let Err(e) = r {
-                    gdr_err!(
-                        "cannot unmap {:#x}+{} of gdr_mh_t 0x{:x} ({}): the address range stays reserved until the process exits",
-                        m.addr,
-                        m.len,
-                        h.address(),
-                        e
-                    );
-                }
-            }
-            first = r;
-            copy::destroyed(m.kind);
-            h.set_mapping(None, self.backend.kind());
+            return self.release_mapped(h, how);
         }
-        let r = self.backend.unpin(&pin);
+        self.unpin_and_free(h, &h.pin())
+    }
+
+    /// [`Open::release`] of a handle that is still mapped: unmaps it first.
+    #[cold]
+    #[inline(never)]
+    fn release_mapped(&self, h: &'static HandleRecord, how: Release) -> Result<()> {
+        let pin = h.pin();
+        let m = h.mapping();
+        gdr_dbg!("unmapping va: {:#x} before unpinning", m.addr);
+        let mut r = self.backend.unmap(&pin, &m);
+        if let Err(e) = r {
+            if how == Release::Unpin {
+                gdr_err!(
+                    "cannot unmap gdr_mh_t 0x{:x} before unpinning it ({}): it stays pinned and mapped",
+                    h.address(),
+                    e
+                );
+                h.state.store(state::MAPPED, Ordering::Release);
+                return Err(e);
+            }
+            r = self.backend.unmap(&pin, &m);
+            if let Err(e) = r {
+                gdr_err!(
+                    "cannot unmap {:#x}+{} of gdr_mh_t 0x{:x} ({}): the address range stays reserved until the process exits",
+                    m.addr,
+                    m.len,
+                    h.address(),
+                    e
+                );
+            }
+        }
+        copy::destroyed(m.kind);
+        h.set_mapping(None, self.backend.kind());
+        let unpinned = self.unpin_and_free(h, &pin);
+        r.and(unpinned)
+    }
+
+    /// The end of [`Open::release`]: unpins and frees the record whatever the driver said.
+    #[inline(always)]
+    fn unpin_and_free(&self, h: &'static HandleRecord, pin: &Pin) -> Result<()> {
+        let r = self.backend.unpin(pin);
         self.live.fetch_sub(1, Ordering::Relaxed);
         h.free();
-        first.and(r)
+        r
+    }
+}
+
+/// Moves `h`, found not simply pinned by [`Open::release`], from pinned or mapped to
+/// unpinning; returns whether it was mapped, or refuses it.
+#[cold]
+#[inline(never)]
+fn start_release_mapped(h: &'static HandleRecord) -> Result<bool> {
+    loop {
+        let s = h.state.load(Ordering::Acquire);
+        // Compares rather than a `match`, which becomes a jump table in a page of its own.
+        if s != state::PINNED && s != state::MAPPED {
+            return Err(refuse_release(h, s));
+        }
+        if h.state
+            .compare_exchange(s, state::UNPINNING, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            return Ok(s == state::MAPPED);
+        }
     }
 }
 
@@ -450,10 +483,15 @@ fn is_live(h: &HandleRecord, serial: u64) -> bool {
     is_pinned(h.state.load(Ordering::SeqCst)) && h.owner.load(Ordering::Acquire) == serial
 }
 
-/// Whether a handle in state `s` holds a pin that is not being released.
+/// Whether a handle in state `s` holds a pin that is not being released: one of the states
+/// from `PINNED` to `UNMAPPING`, which are numbered in a row (one compare).
 #[inline(always)]
 fn is_pinned(s: u32) -> bool {
-    s != state::FREE && s != state::RESERVED && s != state::UNPINNING
+    const {
+        assert!(state::MAPPING == state::PINNED + 1 && state::MAPPED == state::PINNED + 2);
+        assert!(state::UNMAPPING == state::PINNED + 3);
+    };
+    s.wrapping_sub(state::PINNED) <= state::UNMAPPING - state::PINNED
 }
 
 /// Says why `h`, found not live by [`is_live`], is refused.
@@ -520,17 +558,27 @@ enum Release {
     Close,
 }
 
-/// Checks, without taking any lock, that `rec` is open and owned by the calling process.
-/// `known_here` says the caller already proved the latter (see [`session_and_handle`]), so the
-/// process token, a page of its own, is not read.
+/// [`check_opener`] where the caller is known to be the opener (see [`session_and_handle`]):
+/// refuses a closed session without reading the process token, a page of its own.
 #[inline(always)]
-fn check_opener(rec: &SessionRecord, g: usize, known_here: bool) -> Result<()> {
+fn check_open(rec: &SessionRecord, g: usize) -> Result<()> {
+    if rec.opener.load(Ordering::Acquire) == 0 {
+        cold_path();
+        gdr_err!("invalid gdr_t {:#x}: already closed", g);
+        return Err(Error::InvalidHandle);
+    }
+    Ok(())
+}
+
+/// Checks, without taking any lock, that `rec` is open and owned by the calling process.
+#[inline(always)]
+fn check_opener(rec: &SessionRecord, g: usize) -> Result<()> {
     let opener = rec.opener.load(Ordering::Acquire);
     if opener == 0 {
         gdr_err!("invalid gdr_t {:#x}: already closed", g);
         return Err(Error::InvalidHandle);
     }
-    if !known_here && opener != process::token() {
+    if opener != process::token() {
         log_foreign(rec, g);
         return Err(Error::ForeignProcess);
     }
@@ -554,7 +602,7 @@ fn log_foreign(rec: &SessionRecord, g: usize) {
 #[inline(always)]
 fn session(g: usize) -> Result<OpenRef> {
     let rec = session_record(g)?;
-    check_opener(rec, g, false)?;
+    check_opener(rec, g)?;
     locked(rec, g)
 }
 
@@ -570,7 +618,12 @@ fn session_and_handle(g: usize, mh: u64) -> Result<(OpenRef, &'static HandleReco
     let h = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a));
     let here =
         h.is_some_and(|h| h.proves_caller() && is_live(h, rec.serial.load(Ordering::Acquire)));
-    check_opener(rec, g, here)?;
+    if here {
+        check_open(rec, g)?;
+    } else {
+        cold_path();
+        check_opener(rec, g)?;
+    }
     let open = locked(rec, g)?;
     let Some(h) = h else {
         return Err(not_issued(mh));
@@ -664,7 +717,7 @@ fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(&'st
     // A live handle in wipe-on-fork memory proves the caller is the opener (see
     // `session_and_handle`); otherwise the process token decides, before the handle's own error.
     if !(live && held.as_ref().is_some_and(|h| h.proves_caller())) {
-        check_opener(rec, g, false)?;
+        check_opener(rec, g)?;
     }
     let Some(held) = held else {
         return Err(not_issued(mh));
