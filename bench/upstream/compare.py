@@ -8,7 +8,12 @@ per-round ratio, oriented so that a ratio above 1 means the first library ("ours
 With --control, a third arm runs the second library again: its ratio spread is what identical
 code measures, the noise floor against which the other ratios are read, and each row gets a
 verdict: "ahead" (median ratio at least 1.0), "within A/A" (below 1.0 but not below the lowest
-A/A ratio of the run) or "BELOW A/A"; a tally and the rows below follow the tables.
+A/A ratio of the run) or "BELOW A/A"; a tally and the rows below follow the tables. That rule
+flags identical code too: the median of one arm's ratios falls below the lowest of the other's
+in several rows of a run by chance (run with --ours naming a copy of the second library to see
+how many). The rank test beside it is stricter: a row below A/A is also behind "in every round"
+when each of its ratios is below each A/A ratio, which identical code does by chance in 1 row
+of C(2n, n) (1 in 252 with 5 rounds).
 
 The test programs are run unmodified; which library they load is chosen with LD_LIBRARY_PATH
 (programs that have their own RUNPATH still yield to it). On the emulator, --sim names the
@@ -23,6 +28,7 @@ typical latency.
 
 import argparse
 import json
+import math
 import os
 import re
 import statistics
@@ -262,6 +268,17 @@ def verdict(row):
     return "within A/A" if row["ratio_median"] >= row["aa_min"] else "BELOW A/A"
 
 
+def below_every_round(row):
+    """Whether every per-round ratio of the row lies below every A/A ratio (see the module doc):
+    False without an A/A arm."""
+    return "aa_min" in row and row["ratio_max"] < row["aa_min"]
+
+
+def chance_every_round(rounds):
+    """The chance that identical code is behind in every round of one row: 1 / C(2n, n)."""
+    return 1 / math.comb(2 * rounds, rounds)
+
+
 def tally(rows):
     """(rows ahead, rows within A/A, rows below A/A) of rows that have a verdict."""
     v = [verdict(r) for r in rows]
@@ -356,7 +373,10 @@ def main():
                     row["aa_min"], row["aa_max"] = min(aa), max(aa)
                     line += f"  {min(aa):>5.2f}-{max(aa):<5.2f}"
                 row["verdict"] = verdict(row)
+                row["below_every_round"] = below_every_round(row)
                 line += f"  {row['verdict'] or ''}"
+                if row["below_every_round"]:
+                    line += ", every round"
             summary.append(row)
             print(line)
     if args.control:
@@ -366,7 +386,12 @@ def main():
         for r in summary:
             if r.get("verdict") == "BELOW A/A":
                 print(f"  below A/A: {r['tool']} {r['metric']} {r['size']}: "
-                      f"{r['ratio_median']:.3f} against {r['aa_min']:.3f}-{r['aa_max']:.3f}")
+                      f"{r['ratio_median']:.3f} against {r['aa_min']:.3f}-{r['aa_max']:.3f}"
+                      + (" (every round)" if r["below_every_round"] else ""))
+        every = sum(1 for r in summary if r.get("below_every_round"))
+        p = chance_every_round(args.rounds)
+        print(f"rank test: {every} rows behind in every round; identical code is, by chance, "
+              f"in 1 row of {round(1 / p)} ({len(summary) * p:.2f} of {len(summary)} expected)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"cpu": cpu, "placement": why, "rounds": args.rounds, "rows": summary}, f,
