@@ -101,13 +101,11 @@ impl Alloc {
 /// allocation state.
 #[repr(C, align(64))]
 pub struct Registry<T: Record, const FIRST: usize = FIRST_SLAB, const WIPED: bool = false> {
-    /// First, so that an allocation or a release in the first slab, and a lookup, touch one
-    /// line of the registry.
+    /// First, with the slab count, so that an allocation or a release in the first slab, and
+    /// a lookup, touch one line of the registry (`AllocLock::kernel_refused` is there too).
     alloc: AllocLock,
     /// Number of slabs published in `slabs`.
     nslabs: AtomicUsize,
-    /// Set once a slab of a wiped registry could not get wipe-on-fork pages.
-    kernel_refused: AtomicBool,
     /// Slots handed out so far (a copy of `Alloc::fresh` readable without the lock).
     handed_out: AtomicUsize,
     slabs: [AtomicPtr<T>; MAX_SLABS],
@@ -201,10 +199,10 @@ impl<T: Record, const FIRST: usize, const WIPED: bool> Registry<T, FIRST, WIPED>
         Registry {
             slabs: [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_SLABS],
             nslabs: AtomicUsize::new(0),
-            kernel_refused: AtomicBool::new(false),
             handed_out: AtomicUsize::new(0),
             alloc: AllocLock {
                 held: AtomicBool::new(false),
+                kernel_refused: AtomicBool::new(false),
                 alloc: UnsafeCell::new(Alloc {
                     fresh: 0,
                     allocations: 0,
@@ -230,7 +228,7 @@ impl<T: Record, const FIRST: usize, const WIPED: bool> Registry<T, FIRST, WIPED>
     /// only free records without help).
     #[inline(always)]
     pub fn wiped_by_the_kernel(&self) -> bool {
-        WIPED && !self.kernel_refused.load(Ordering::Relaxed)
+        WIPED && !self.alloc.kernel_refused.load(Ordering::Relaxed)
     }
 
     /// Every record of this registry handed out so far, live or not (for `gdr_close`, which
@@ -255,7 +253,7 @@ impl<T: Record, const FIRST: usize, const WIPED: bool> Registry<T, FIRST, WIPED>
             // read as zero bytes, free records (the constructor's contract); the advice
             // changes only what a child sees.
             if unsafe { crate::sys::advise_wipe_on_fork(p.cast(), bytes) }.is_err() {
-                self.kernel_refused.store(true, Ordering::Relaxed);
+                self.alloc.kernel_refused.store(true, Ordering::Relaxed);
             }
             // The records a steady pin/unpin cycle goes through (the quarantine's, plus one)
             // are faulted in now, once, rather than a page every few pins.
@@ -286,7 +284,7 @@ impl<T: Record, const FIRST: usize, const WIPED: bool> Registry<T, FIRST, WIPED>
                 // a write, and the kernel backs only the pages that get used.
                 return Some(p.cast::<T>());
             }
-            self.kernel_refused.store(true, Ordering::Relaxed);
+            self.alloc.kernel_refused.store(true, Ordering::Relaxed);
         }
         // Pages of their own, not the heap: the records then share no page with the
         // program's (or an interposer's) heap objects, and leave the heap's layout as it
@@ -324,12 +322,20 @@ impl<T: Record, const FIRST: usize, const WIPED: bool> Registry<T, FIRST, WIPED>
     }
 
     fn slot(&'static self, i: usize) -> &'static T {
+        if i < FIRST {
+            // SAFETY: slot `i` of slab 0, which was handed out, so slab 0 is published; it is
+            // part of the registry, which lives as long as the process.
+            return unsafe { &*self.first.base(WIPED).add(i) };
+        }
+        self.slot_later(i)
+    }
+
+    /// [`Registry::slot`] in the slabs after the first.
+    #[cold]
+    #[inline(never)]
+    fn slot_later(&'static self, i: usize) -> &'static T {
         let (k, j) = locate(FIRST, i);
-        let base = if k == 0 {
-            self.first.base(WIPED)
-        } else {
-            self.slabs[k].load(Ordering::Acquire)
-        };
+        let base = self.slabs[k].load(Ordering::Acquire);
         // SAFETY: slot `i` was handed out, so slab `k` is published and holds more than `j`
         // initialised records; slabs are never freed, so the reference is valid for 'static.
         unsafe { &*base.add(j) }
@@ -458,8 +464,13 @@ pub struct ForkGuard(#[allow(dead_code)] AllocGuard<'static>);
 /// `Mutex` it reads no global state (poisoning reads the process's panic count, in another
 /// page, through the GOT), so a pin or unpin touches only the registry's own line; nothing
 /// panics while it is held, so there is nothing to poison. Released by one store.
+#[repr(C)]
 struct AllocLock {
     held: AtomicBool,
+    /// The registry's, not the lock's: set once a slab of a wiped registry could not get
+    /// wipe-on-fork pages; read without the lock. Here, beside `held`, it shares the
+    /// registry's first line (a pin reads it) at no cost in size.
+    kernel_refused: AtomicBool,
     alloc: UnsafeCell<Alloc>,
 }
 
@@ -639,6 +650,15 @@ mod tests {
         static W: WipedRegistry<Rec> = unsafe { WipedRegistry::wiped_in_children() };
         W.allocate().unwrap();
         assert!(W.wiped_by_the_kernel(), "MADV_WIPEONFORK (Linux 4.14+)");
+    }
+
+    #[test]
+    fn an_allocation_and_a_lookup_read_the_registrys_first_line_only() {
+        use std::mem::offset_of;
+        type R = WipedRegistry<Rec>;
+        assert!(offset_of!(R, nslabs) + 8 <= 64);
+        assert!(offset_of!(R, alloc) + std::mem::size_of::<AllocLock>() <= 64);
+        assert!(offset_of!(AllocLock, kernel_refused) < 8);
     }
 
     #[test]
