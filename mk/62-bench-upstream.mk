@@ -10,6 +10,9 @@
 #   emulator (its GDRSIM_* settings pass through, GDRSIM_BACKING=vulkan gives real VRAM);
 #   BENCH_SIM=0 runs on a machine with the real gdrdrv and CUDA. BENCH_UPSTREAM_ARGS adds
 #   options (--quick, --tools copylat,apiperf, --json FILE; compare.py --help).
+# make bench-upstream-aa UPSTREAM_TESTS=<dir> UPSTREAM_LIB_DIR=<dir>: the same run with a copy
+#   of the upstream library in place of this one: how many rows identical code puts below the
+#   A/A spread, and behind in every round, by chance (the calibration of the verdicts).
 # make bench-drivercalls UPSTREAM_LIB_DIR=<dir>: the open/ioctl/mmap/munmap/close calls each
 #   API function makes, for both libraries side by side.
 # make test-bench-upstream: the harness itself on the emulator, with this project's tools (they
@@ -39,6 +42,15 @@ bench-upstream: lib $(if $(filter 1,$(BENCH_SIM)),sim)
 		echo "  and UPSTREAM_LIB_DIR=<folder holding gdrcopy 2.6's libgdrapi.so.2>, both built from gdrcopy's source"; \
 		exit 2; }
 	$(BENCH_COMPARE) --control --tests $(abspath $(UPSTREAM_TESTS)) --ours $(LIB_DIR) \
+		--upstream $(abspath $(UPSTREAM_LIB_DIR)) $(BENCH_UPSTREAM_ARGS)
+
+bench-upstream-aa: $(if $(filter 1,$(BENCH_SIM)),sim)
+	@test -n "$(UPSTREAM_TESTS)" -a -n "$(UPSTREAM_LIB_DIR)" || { \
+		echo "bench-upstream-aa: set UPSTREAM_TESTS and UPSTREAM_LIB_DIR as for bench-upstream"; \
+		exit 2; }
+	@rm -rf $(BENCH_UP_OUT)/aa && mkdir -p $(BENCH_UP_OUT)/aa
+	cp -L $(abspath $(UPSTREAM_LIB_DIR))/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2
+	$(BENCH_COMPARE) --control --tests $(abspath $(UPSTREAM_TESTS)) --ours $(BENCH_UP_OUT)/aa \
 		--upstream $(abspath $(UPSTREAM_LIB_DIR)) $(BENCH_UPSTREAM_ARGS)
 
 bench-drivercalls: $(BENCH_UP_OUT)/drivercalls
@@ -75,7 +87,7 @@ test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BEN
 		$(BENCH_UP_OUT)/smoke.json
 
 TEST_TARGETS += test-bench-upstream
-.PHONY: bench-upstream bench-drivercalls test-bench-upstream
+.PHONY: bench-upstream bench-upstream-aa bench-drivercalls test-bench-upstream
 
 # make bench-freshness [UPSTREAM_LIB_DIR=<dir>]: does a read through the mapping return what
 #   the GPU wrote last (bench/upstream/freshness.c)? Meaningful on device memory behind a BAR
