@@ -1182,12 +1182,12 @@ fn copy_target(mh: u64, dev: usize, host: usize, n: usize, what: &str) -> Result
     }
 }
 
-/// The quick accepting half of [`copy_target`]: the mapping type when the handle is live and
+/// The quick accepting half of a copy's checks: the mapping type when the handle is live and
 /// mapped, lies in the handle registry's first slab (which holds more records than the
 /// quarantine, so a steady pin/unpin cycle stays in it) and `[dev, dev+n)` lies inside its
 /// mapping; `None` for anything else, valid or not (the caller then goes through
-/// [`copy_target`], which decides and says why). Atomic loads, compares and wrapping
-/// arithmetic only: it cannot panic, log or allocate.
+/// [`copy_target_refused`], which decides and says why). Atomic loads, compares and wrapping
+/// arithmetic only: it cannot panic, log or allocate. One line of the handle record.
 #[inline(always)]
 pub fn copy_target_accepted(mh: u64, dev: usize, n: usize) -> Option<MappingType> {
     // First slab only (no call on this path); handles in later slabs take the full path.
@@ -1206,7 +1206,8 @@ pub fn copy_target_accepted(mh: u64, dev: usize, n: usize) -> Option<MappingType
     }
 }
 
-/// [`copy_target`] when its inline checks failed: the full checks with their log lines.
+/// A copy's checks when [`copy_target_accepted`] did not accept: the full checks with their
+/// log lines.
 #[cold]
 #[inline(never)]
 pub(crate) fn copy_target_refused(
