@@ -18,64 +18,98 @@
 //! that poll a flag in device memory and then read the data it guards should set it, or
 //! order the two reads themselves.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
-
-use parking_lot::Mutex;
 
 use crate::backend::MappingType;
 
 /// The environment variable that turns on the load fence after reads from WC mappings.
 pub const READ_FENCE_ENV: &str = "GDRAPI_READ_FENCE";
 
+/// Bits of a count in [`Counters`]' word: a lane that reaches its maximum (a million live
+/// mappings of one type, far past the kernel's default limit of mappings per process) stays
+/// there, so it never reads as zero while mappings are live.
+const LANE_BITS: u32 = 20;
+const LANE_MAX: u64 = (1 << LANE_BITS) - 1;
+/// The lanes: write-combining, caching, device (the type's number less one).
+const LANES: u32 = 3;
 /// Flag bit: mappings of more than one type are live.
-const MIXED: u8 = 1;
+const MIXED: u64 = 1 << (LANES * LANE_BITS);
 /// Flag bit: `GDRAPI_READ_FENCE=1`.
-const READ_FENCE: u8 = 2;
+const READ_FENCE: u64 = MIXED << 1;
 
-/// Live mappings per type, and the flag word every copy reads once to pick its fence.
+/// Live mappings per type and the flags every copy reads once to pick its fence, in one word,
+/// so that a map or an unmap updates counts and flags with one compare-and-swap and a copy
+/// reads them with one load.
 struct Counters {
-    live: Mutex<[usize; 4]>,
-    flags: AtomicU8,
+    word: AtomicU64,
 }
 
 impl Counters {
     const fn new() -> Counters {
         Counters {
-            live: Mutex::new([0; 4]),
-            flags: AtomicU8::new(0),
+            word: AtomicU64::new(0),
         }
     }
 
-    fn update(&self, kind: MappingType, f: impl FnOnce(usize) -> usize) {
-        let mut live = self.live.lock();
-        let slot = &mut live[kind as usize];
-        *slot = f(*slot);
-        let types = live.iter().filter(|&&c| c > 0).count();
-        // Under the lock, so concurrent updates cannot interleave their read and write.
-        if types > 1 {
-            self.flags.fetch_or(MIXED, Ordering::Release);
-        } else {
-            self.flags.fetch_and(!MIXED, Ordering::Release);
+    /// Adds one to `kind`'s count (`down`: takes one off, never below zero), recomputes the
+    /// mixed flag and sets `extra`, in one compare-and-swap. A mapping of no type is not
+    /// counted. The lane is the type's number less one: arithmetic, not a jump table.
+    fn update(&self, kind: MappingType, down: bool, extra: u64) {
+        const {
+            assert!(MappingType::None as u32 == 0 && MappingType::WriteCombining as u32 == 1);
+            assert!(MappingType::Caching as u32 == 2 && MappingType::Device as u32 == 3);
+        };
+        let Some(lane) = (kind as u32).checked_sub(1) else {
+            return;
+        };
+        let shift = lane * LANE_BITS;
+        let live = |w: u64, l: u32| u32::from((w >> (l * LANE_BITS)) & LANE_MAX != 0);
+        let mut cur = self.word.load(Ordering::Relaxed);
+        loop {
+            let count = match (cur >> shift) & LANE_MAX {
+                LANE_MAX => LANE_MAX,
+                c if down => c.saturating_sub(1),
+                c => c + 1,
+            };
+            let mut new = (cur & !(LANE_MAX << shift) & !MIXED) | (count << shift) | extra;
+            if live(new, 0) + live(new, 1) + live(new, 2) > 1 {
+                new |= MIXED;
+            }
+            match self
+                .word
+                .compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
         }
     }
 
     #[inline(always)]
     fn created(&self, kind: MappingType) {
-        if read_fence_requested() {
-            self.flags.fetch_or(READ_FENCE, Ordering::Release);
-        }
-        self.update(kind, |c| c.saturating_add(1));
+        let extra = if read_fence_requested() {
+            READ_FENCE
+        } else {
+            0
+        };
+        self.update(kind, false, extra);
     }
 
     #[inline(always)]
     fn destroyed(&self, kind: MappingType) {
-        self.update(kind, |c| c.saturating_sub(1));
+        self.update(kind, true, 0);
     }
 
     #[inline(always)]
-    fn flags(&self) -> u8 {
-        self.flags.load(Ordering::Acquire)
+    fn flags(&self) -> u64 {
+        self.word.load(Ordering::Acquire)
+    }
+
+    #[cfg(test)]
+    fn count(&self, kind: MappingType) -> u64 {
+        let lane = kind as u32 - 1;
+        (self.flags() >> (lane * LANE_BITS)) & LANE_MAX
     }
 }
 
@@ -225,8 +259,74 @@ mod tests {
         assert!(c.flags() & MIXED == 0);
         c.destroyed(MappingType::Caching);
         assert!(c.flags() & MIXED == 0);
-        assert_eq!(*c.live.lock(), [0; 4]);
-        assert_eq!(c.flags() & MIXED, 0);
+        for kind in [
+            MappingType::WriteCombining,
+            MappingType::Caching,
+            MappingType::Device,
+        ] {
+            assert_eq!(c.count(kind), 0);
+        }
+        assert_eq!(c.flags(), 0);
+    }
+
+    #[test]
+    fn a_full_lane_stays_full_and_flags_survive_updates() {
+        let c = Counters::new();
+        c.word.store(LANE_MAX << LANE_BITS, Ordering::Relaxed); // caching (lane 1) at its maximum
+        c.destroyed(MappingType::Caching);
+        assert_eq!(
+            c.count(MappingType::Caching),
+            LANE_MAX,
+            "never counted down to zero"
+        );
+        c.created(MappingType::WriteCombining);
+        assert!(c.flags() & MIXED != 0);
+        c.created(MappingType::Device);
+        c.update(MappingType::Device, true, READ_FENCE);
+        c.destroyed(MappingType::WriteCombining);
+        assert_eq!(
+            c.flags() & READ_FENCE,
+            READ_FENCE,
+            "the read-fence flag stays set"
+        );
+        assert_eq!(c.count(MappingType::WriteCombining), 0);
+        c.created(MappingType::None); // not counted
+        assert_eq!(c.flags() & !READ_FENCE, LANE_MAX << LANE_BITS);
+    }
+
+    #[test]
+    fn concurrent_maps_and_unmaps_leave_counts_and_mixed_exact() {
+        let c = Counters::new();
+        let kinds = [
+            MappingType::WriteCombining,
+            MappingType::Caching,
+            MappingType::Device,
+        ];
+        c.created(MappingType::WriteCombining);
+        std::thread::scope(|s| {
+            for (t, &kind) in kinds.iter().cycle().take(6).enumerate() {
+                let c = &c;
+                s.spawn(move || {
+                    for i in 0..20_000 {
+                        c.created(kind);
+                        if (i + t) % 2 == 0 {
+                            c.destroyed(kind);
+                        }
+                    }
+                });
+            }
+        });
+        // Each thread leaves 10 000 of its kind; two threads per kind.
+        assert_eq!(c.count(MappingType::WriteCombining), 20_001);
+        assert_eq!(c.count(MappingType::Caching), 20_000);
+        assert_eq!(c.count(MappingType::Device), 20_000);
+        assert!(c.flags() & MIXED != 0);
+        for kind in [MappingType::Caching, MappingType::Device] {
+            for _ in 0..20_000 {
+                c.destroyed(kind);
+            }
+        }
+        assert_eq!(c.flags() & MIXED, 0, "one type left: not mixed");
     }
 
     #[test]
