@@ -558,27 +558,23 @@ enum Release {
     Close,
 }
 
-/// [`check_opener`] where the caller is known to be the opener (see [`session_and_handle`]):
-/// refuses a closed session without reading the process token, a page of its own.
+/// Refuses a closed session without reading the process token, a page of its own (enough
+/// where the caller is known to be the opener, see [`session_and_handle`]); returns the
+/// opener's token.
 #[inline(always)]
-fn check_open(rec: &SessionRecord, g: usize) -> Result<()> {
-    if rec.opener.load(Ordering::Acquire) == 0 {
+fn check_open(rec: &SessionRecord, g: usize) -> Result<u64> {
+    let opener = rec.opener.load(Ordering::Acquire);
+    if opener == 0 {
         cold_path();
-        gdr_err!("invalid gdr_t {:#x}: already closed", g);
-        return Err(Error::InvalidHandle);
+        return Err(already_closed(g));
     }
-    Ok(())
+    Ok(opener)
 }
 
 /// Checks, without taking any lock, that `rec` is open and owned by the calling process.
 #[inline(always)]
 fn check_opener(rec: &SessionRecord, g: usize) -> Result<()> {
-    let opener = rec.opener.load(Ordering::Acquire);
-    if opener == 0 {
-        gdr_err!("invalid gdr_t {:#x}: already closed", g);
-        return Err(Error::InvalidHandle);
-    }
-    if opener != process::token() {
+    if check_open(rec, g)? != process::token() {
         log_foreign(rec, g);
         return Err(Error::ForeignProcess);
     }
@@ -643,6 +639,14 @@ fn not_issued(mh: u64) -> Error {
     Error::InvalidHandle
 }
 
+/// Refuses `g`, a session that was closed.
+#[cold]
+#[inline(never)]
+fn already_closed(g: usize) -> Error {
+    gdr_err!("invalid gdr_t {:#x}: already closed", g);
+    Error::InvalidHandle
+}
+
 /// The session record at `g`, or an error when `g` is not one.
 #[inline(always)]
 fn session_record(g: usize) -> Result<&'static SessionRecord> {
@@ -663,10 +667,7 @@ type OpenRef = MappedRwLockReadGuard<'static, Open>;
 /// The open state of `rec`, held shared.
 #[inline(always)]
 fn locked(rec: &'static SessionRecord, g: usize) -> Result<OpenRef> {
-    RwLockReadGuard::try_map(rec.open.read(), Option::as_ref).map_err(|_| {
-        gdr_err!("invalid gdr_t {:#x}: already closed", g);
-        Error::InvalidHandle
-    })
+    RwLockReadGuard::try_map(rec.open.read(), Option::as_ref).map_err(|_| already_closed(g))
 }
 
 /// Validates `g` and `mh` for a query (get_info, callback flag) in the quick case, without
@@ -710,8 +711,7 @@ fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(&'st
     let rec = session_record(g)?;
     let serial = rec.serial.load(Ordering::Acquire);
     if rec.opener.load(Ordering::Acquire) == 0 || serial == 0 {
-        gdr_err!("invalid gdr_t {:#x}: already closed", g);
-        return Err(Error::InvalidHandle);
+        return Err(already_closed(g));
     }
     let live = held.as_ref().is_some_and(|h| is_live(h, serial));
     // A live handle in wipe-on-fork memory proves the caller is the opener (see
@@ -732,8 +732,7 @@ fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(&'st
     // take the `Open` out. So the `Option` is `Some` and stays unchanged while `held` lives.
     let open = unsafe { (*rec.open.data_ptr()).as_ref() };
     let Some(open) = open else {
-        gdr_err!("invalid gdr_t {:#x}: already closed", g);
-        return Err(Error::InvalidHandle);
+        return Err(already_closed(g));
     };
     Ok((open, held))
 }
@@ -829,20 +828,14 @@ pub(crate) fn open_with(backend: Opened) -> Result<usize> {
 /// failures), closes the backend and frees the session. Returns the first error.
 pub fn close(g: usize) -> Result<()> {
     let rec = session_record(g)?;
-    let opener = rec.opener.load(Ordering::Acquire);
-    if opener == 0 {
-        gdr_err!("invalid gdr_t {:#x}: already closed", g);
-        return Err(Error::InvalidHandle);
-    }
-    if opener != process::token() {
+    if check_open(rec, g)? != process::token() {
         return close_foreign(rec, g);
     }
     let mut guard = rec.open.write();
     // Read through a shared reference until every handle is released: queries read the
     // `Open` without the lock while they hold a handle of this session (see `quick_query`).
     let Some(open) = guard.as_ref() else {
-        gdr_err!("invalid gdr_t {:#x}: already closed", g);
-        return Err(Error::InvalidHandle);
+        return Err(already_closed(g));
     };
     let mut first: Result<()> = Ok(());
     // Most recently pinned first, as upstream walks its list.
@@ -890,8 +883,7 @@ fn close_foreign(rec: &'static SessionRecord, g: usize) -> Result<()> {
         return Err(Error::ForeignProcess);
     };
     let Some(open) = guard.take() else {
-        gdr_err!("invalid gdr_t {:#x}: already closed", g);
-        return Err(Error::InvalidHandle);
+        return Err(already_closed(g));
     };
     let owned = open.live.load(Ordering::Relaxed);
     let fd = open.backend.fd();
@@ -1953,7 +1945,9 @@ mod tests {
             offset_of!(HandleRecord, pin_handle),
             offset_of!(HandleRecord, map_addr),
             offset_of!(HandleRecord, map_len) + 7,
+            offset_of!(HandleRecord, pin_offset),
             offset_of!(HandleRecord, map_kind),
+            offset_of!(HandleRecord, pin_fixed) + 1,
         ] {
             assert_eq!(off / 64, line, "offset {off}");
         }
@@ -1964,12 +1958,6 @@ mod tests {
             offset_of!(HandleRecord, pin_size) + 7,
         ] {
             assert_eq!(off / 64, line - 1, "offset {off}");
-        }
-        for off in [
-            offset_of!(HandleRecord, pin_offset),
-            offset_of!(HandleRecord, pin_fixed) + 1,
-        ] {
-            assert_eq!(off / 64, line, "offset {off}");
         }
     }
 
