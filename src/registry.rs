@@ -158,6 +158,17 @@ impl<T, const N: usize> FirstSlab<T, N> {
 // The rest of the registry is atomics, and the allocation state is behind `AllocLock`.
 unsafe impl<T: Record, const FIRST: usize, const WIPED: bool> Sync for Registry<T, FIRST, WIPED> {}
 
+/// Writes `len` free records from `p`.
+///
+/// # Safety
+/// `p` is valid and aligned for `len` records of `T`, and no reference to any of them exists.
+unsafe fn write_free<T: Record>(p: *mut T, len: usize) {
+    for i in 0..len {
+        // SAFETY: `i < len`, inside the range the caller vouches for.
+        unsafe { p.add(i).write(T::new_free()) };
+    }
+}
+
 /// Records in slab `k` of a registry whose first slab holds `first`.
 const fn slab_len(first: usize, k: usize) -> usize {
     first << k
@@ -262,12 +273,10 @@ impl<T: Record, const FIRST: usize, const WIPED: bool> Registry<T, FIRST, WIPED>
             // (nothing was written to it before publication).
             unsafe { crate::sys::populate_zeroed(p.cast(), cycled) };
         } else {
-            for i in 0..FIRST {
-                // SAFETY: the slab holds `FIRST` records; it is not yet published, so no
-                // reference to any of them exists ([`Registry::lookup_first`] of a registry
-                // that is not wiped reads nothing before publication).
-                unsafe { p.add(i).write(T::new_free()) };
-            }
+            // SAFETY: the slab holds `FIRST` records; it is not yet published, so no reference
+            // to any of them exists ([`Registry::lookup_first`] of a registry that is not
+            // wiped reads nothing before publication).
+            unsafe { write_free(p, FIRST) };
         }
         p
     }
@@ -290,11 +299,9 @@ impl<T: Record, const FIRST: usize, const WIPED: bool> Registry<T, FIRST, WIPED>
         // program's (or an interposer's) heap objects, and leave the heap's layout as it
         // would be without this library.
         let p = crate::sys::anonymous_pages(bytes).ok()?.cast::<T>();
-        for i in 0..len {
-            // SAFETY: the mapping holds `len` records (page aligned, so aligned for `T`,
-            // whose alignment is at most a page) and nothing else refers to it yet.
-            unsafe { p.add(i).write(T::new_free()) };
-        }
+        // SAFETY: the mapping holds `len` records (page aligned, so aligned for `T`, whose
+        // alignment is at most a page) and nothing else refers to it yet.
+        unsafe { write_free(p, len) };
         Some(p)
     }
 
@@ -356,17 +363,16 @@ impl<T: Record, const FIRST: usize, const WIPED: bool> Registry<T, FIRST, WIPED>
     /// [`Registry::index_of`] outside the first slab.
     #[cold]
     #[inline(never)]
-    fn index_elsewhere(&self, addr: usize) -> Option<usize> {
-        let n = self.nslabs.load(Ordering::Acquire);
-        let size = std::mem::size_of::<T>();
-        for k in 0..n {
-            let base = self.slabs[k].load(Ordering::Acquire) as usize;
-            let end = base + slab_len(FIRST, k) * size;
-            if addr >= base && addr < end {
-                let off = addr - base;
-                return off
-                    .is_multiple_of(size)
-                    .then(|| FIRST * ((1 << k) - 1) + off / size);
+    fn index_elsewhere(&'static self, addr: usize) -> Option<usize> {
+        for k in 1..self.nslabs.load(Ordering::Acquire) {
+            match self.probe(k, addr) {
+                Probe::Hit(r) => {
+                    let base = self.slabs[k].load(Ordering::Acquire) as usize;
+                    let off = r as *const T as usize - base;
+                    return Some(FIRST * ((1 << k) - 1) + off / std::mem::size_of::<T>());
+                }
+                Probe::Misaligned => return None,
+                Probe::Outside => {}
             }
         }
         None
@@ -592,10 +598,10 @@ mod tests {
         // Many allocations span several slabs; each one resolves to itself.
         let many: Vec<&Rec> = (0..500).map(|_| r.allocate().unwrap().0).collect();
         for m in &many {
-            assert!(std::ptr::eq(
-                r.lookup(*m as *const Rec as usize).unwrap(),
-                *m
-            ));
+            let addr = *m as *const Rec as usize;
+            assert!(std::ptr::eq(r.lookup(addr).unwrap(), *m));
+            // The slot index of a record of any slab leads back to it.
+            assert!(std::ptr::eq(r.slot(r.index_of(addr).unwrap()), *m));
         }
         assert!(r.nslabs.load(Ordering::Relaxed) >= 3);
         // Records of every slab resolve, exactly (the first slab's inline, later ones out of
