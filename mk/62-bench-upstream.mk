@@ -36,22 +36,27 @@ $(BENCH_UP_OUT)/drivercalls: bench/upstream/drivercalls.c abi-tests/c/gpu.h incl
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
 		-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda -ldl
 
-bench-upstream: lib $(if $(filter 1,$(BENCH_SIM)),sim)
+# The recipe lines bench-upstream and bench-upstream-aa share: the check of their variables,
+# and NVIDIA's tools with the library in folder $(1) as "ours".
+define bench_compare_against_upstream
 	@test -n "$(UPSTREAM_TESTS)" -a -n "$(UPSTREAM_LIB_DIR)" || { \
-		echo "bench-upstream: set UPSTREAM_TESTS=<folder of gdrcopy 2.6's gdrcopy_copylat, _copybw, _apiperf>"; \
+		echo "$@: set UPSTREAM_TESTS=<folder of gdrcopy 2.6's gdrcopy_copylat, _copybw, _apiperf>"; \
 		echo "  and UPSTREAM_LIB_DIR=<folder holding gdrcopy 2.6's libgdrapi.so.2>, both built from gdrcopy's source"; \
 		exit 2; }
-	$(BENCH_COMPARE) --control --tests $(abspath $(UPSTREAM_TESTS)) --ours $(LIB_DIR) \
+	$(if $(2),$(2))
+	$(BENCH_COMPARE) --control --tests $(abspath $(UPSTREAM_TESTS)) --ours $(1) \
 		--upstream $(abspath $(UPSTREAM_LIB_DIR)) $(BENCH_UPSTREAM_ARGS)
+endef
+
+# $(call aa_copy,<folder holding a libgdrapi.so.2>): a copy of that library in
+# $(BENCH_UP_OUT)/aa, a second file that the loader takes for another library (an A/A arm).
+aa_copy = mkdir -p $(BENCH_UP_OUT)/aa && cp -L $(1)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2
+
+bench-upstream: lib $(if $(filter 1,$(BENCH_SIM)),sim)
+	$(call bench_compare_against_upstream,$(LIB_DIR))
 
 bench-upstream-aa: $(if $(filter 1,$(BENCH_SIM)),sim)
-	@test -n "$(UPSTREAM_TESTS)" -a -n "$(UPSTREAM_LIB_DIR)" || { \
-		echo "bench-upstream-aa: set UPSTREAM_TESTS and UPSTREAM_LIB_DIR as for bench-upstream"; \
-		exit 2; }
-	@rm -rf $(BENCH_UP_OUT)/aa && mkdir -p $(BENCH_UP_OUT)/aa
-	cp -L $(abspath $(UPSTREAM_LIB_DIR))/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2
-	$(BENCH_COMPARE) --control --tests $(abspath $(UPSTREAM_TESTS)) --ours $(BENCH_UP_OUT)/aa \
-		--upstream $(abspath $(UPSTREAM_LIB_DIR)) $(BENCH_UPSTREAM_ARGS)
+	$(call bench_compare_against_upstream,$(BENCH_UP_OUT)/aa,$(call aa_copy,$(abspath $(UPSTREAM_LIB_DIR))))
 
 bench-drivercalls: $(BENCH_UP_OUT)/drivercalls
 	@for d in $(LIB_DIR) $(if $(UPSTREAM_LIB_DIR),$(abspath $(UPSTREAM_LIB_DIR))); do \
@@ -67,7 +72,7 @@ test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BEN
 	else $(call skip_or_fail,test-bench-upstream footprint,valgrind (Debian package valgrind)); fi
 	$(SIM_ENV) $(BENCH_UP_OUT)/freshness 50
 	$(SIM_ENV) $(BENCH_UP_OUT)/apicost 20 8
-	@mkdir -p $(BENCH_UP_OUT)/aa && cp -L $(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2
+	@$(call aa_copy,$(LIB_DIR))
 	$(SIM_ENV) $(BENCH_UP_OUT)/apiab 20 $(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 \
 		$(BENCH_UP_OUT)/aa/libgdrapi.so.2 > $(BENCH_UP_OUT)/apiab.out
 	@grep -Eq '^get_info +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+$$' $(BENCH_UP_OUT)/apiab.out \
@@ -132,7 +137,7 @@ $(BENCH_UP_OUT)/apicost: bench/upstream/apicost.c bench/upstream/timing.h bench/
 APIAB_ITERS ?= 2000
 bench-apiab: $(BENCH_UP_OUT)/apiab
 	@test -n "$(UPSTREAM_LIB_DIR)" || { echo "bench-apiab: set UPSTREAM_LIB_DIR=<dir of the other libgdrapi.so.2>"; exit 2; }
-	@mkdir -p $(BENCH_UP_OUT)/aa && cp -L $(abspath $(UPSTREAM_LIB_DIR))/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2
+	@$(call aa_copy,$(abspath $(UPSTREAM_LIB_DIR)))
 	$(if $(filter 1,$(BENCH_SIM)),LD_PRELOAD=$(SIM_DIR)/libcuda.so.1) LD_LIBRARY_PATH=$(SIM_DIR) \
 		taskset -c $(if $(filter auto,$(BENCH_CPU)),1,$(BENCH_CPU)) $(BENCH_UP_OUT)/apiab $(APIAB_ITERS) \
 		$(LIB_DIR)/libgdrapi.so.2 $(abspath $(UPSTREAM_LIB_DIR))/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2
