@@ -318,6 +318,20 @@ impl HandleRecord {
         }
     }
 
+    /// Records `m` as this handle's mapping and counts it for the copy path's fences.
+    #[inline(always)]
+    fn record_mapping(&self, m: &Mapping, kind: BackendKind) {
+        self.set_mapping(Some(m), kind);
+        copy::created(m.kind);
+    }
+
+    /// Undoes [`HandleRecord::record_mapping`] once the mapping, of type `t`, is gone.
+    #[inline(always)]
+    fn forget_mapping(&self, t: MappingType, kind: BackendKind) {
+        copy::destroyed(t);
+        self.set_mapping(None, kind);
+    }
+
     #[inline(always)]
     fn set_mapping(&self, m: Option<&Mapping>, kind: BackendKind) {
         let (addr, len, t) = m.map_or((0, 0, MappingType::None), |m| (m.addr, m.len, m.kind));
@@ -431,8 +445,7 @@ impl Open {
                 );
             }
         }
-        copy::destroyed(m.kind);
-        h.set_mapping(None, self.backend.kind());
+        h.forget_mapping(m.kind, self.backend.kind());
         let unpinned = self.unpin_and_free(h, &pin);
         r.and(unpinned)
     }
@@ -1097,8 +1110,7 @@ pub fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
         back_to: state::PINNED,
     };
     let m = open.backend.map(&h.pin(), rounded, request)?;
-    h.set_mapping(Some(&m), open.backend.kind());
-    copy::created(m.kind);
+    h.record_mapping(&m, open.backend.kind());
     busy.finish(state::MAPPED);
     gdr_dbg!("ptr_va: {:#x}", m.addr);
     gdr_dbg!("mapping_type={}", m.kind as u32);
@@ -1110,8 +1122,8 @@ pub fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
 #[inline(always)]
 pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
     let (open, h) = session_and_handle(g, mh)?;
-    let matches =
-        |m: &Mapping| va == m.addr && sys::round_up(size, open.page_size) == Some(m.len);
+    let rounded = sys::round_up(size, open.page_size);
+    let matches = |addr: usize, len: usize| va == addr && rounded == Some(len);
     let refuse = |m: &Mapping| {
         gdr_err!(
             "gdr_unmap: va {:#x} size {} do not match the mapping of this handle (va {:#x}, rounded size {})",
@@ -1124,7 +1136,12 @@ pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
     };
     // Refuse a mismatch before touching the state, so that concurrent copies through
     // the (still valid) mapping are not disturbed by a bad call.
-    if h.state.load(Ordering::Acquire) == state::MAPPED && !matches(&h.mapping()) {
+    if h.state.load(Ordering::Acquire) == state::MAPPED
+        && !matches(
+            h.map_addr.load(Ordering::Acquire),
+            h.map_len.load(Ordering::Acquire),
+        )
+    {
         return refuse(&h.mapping());
     }
     if h.state
@@ -1140,7 +1157,7 @@ pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
         return Err(Error::NotMapped);
     }
     let m = h.mapping();
-    if !matches(&m) {
+    if !matches(m.addr, m.len) {
         // Remapped by another thread in between.
         h.state.store(state::MAPPED, Ordering::Release);
         return refuse(&m);
@@ -1152,8 +1169,7 @@ pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
         back_to: state::MAPPED,
     };
     open.backend.unmap(&h.pin(), &m)?;
-    copy::destroyed(m.kind);
-    h.set_mapping(None, open.backend.kind());
+    h.forget_mapping(m.kind, open.backend.kind());
     busy.finish(state::PINNED);
     Ok(())
 }
