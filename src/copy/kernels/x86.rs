@@ -51,6 +51,75 @@ unsafe fn vstream_load16(p: *const u8) -> __m128i {
     r
 }
 
+/// `MOVNTDQA xmm` from `p + OFF`: `_mm_stream_load_si128`, whose core::arch version is
+/// inline assembly that takes the address in a register, costs an `LEA` for each load at an
+/// offset; here the offset is the instruction's displacement. Legacy SSE, as the SSE4.1
+/// kernel must be.
+///
+/// # Safety
+/// `p + OFF` must be 16-byte aligned and readable for 16 bytes; the CPU must support SSE4.1.
+#[target_feature(enable = "sse4.1")]
+#[inline]
+unsafe fn stream_load16<const OFF: usize>(p: *const u8) -> __m128i {
+    let r: __m128i;
+    // SAFETY: the caller guarantees an aligned, readable range; the instruction only reads
+    // memory and writes the output register.
+    unsafe {
+        asm!(
+            "movntdqa {r}, xmmword ptr [{p} + {off}]",
+            r = out(xmm_reg) r,
+            p = in(reg) p,
+            off = const OFF,
+            options(nostack, preserves_flags, readonly),
+        )
+    };
+    r
+}
+
+/// `VMOVNTDQA ymm` from `p + OFF`, with the offset as the displacement (see
+/// [`stream_load16`]).
+///
+/// # Safety
+/// `p + OFF` must be 32-byte aligned and readable for 32 bytes; the CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn vstream_load32<const OFF: usize>(p: *const u8) -> __m256i {
+    let r: __m256i;
+    // SAFETY: as in `stream_load16`.
+    unsafe {
+        asm!(
+            "vmovntdqa {r}, ymmword ptr [{p} + {off}]",
+            r = out(ymm_reg) r,
+            p = in(reg) p,
+            off = const OFF,
+            options(nostack, preserves_flags, readonly),
+        )
+    };
+    r
+}
+
+/// `VMOVNTDQA zmm` from `p + OFF`, with the offset as the displacement (see
+/// [`stream_load16`]).
+///
+/// # Safety
+/// `p + OFF` must be 64-byte aligned and readable for 64 bytes; the CPU must support AVX-512F.
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn vstream_load64<const OFF: usize>(p: *const u8) -> __m512i {
+    let r: __m512i;
+    // SAFETY: as in `stream_load16`.
+    unsafe {
+        asm!(
+            "vmovntdqa {r}, zmmword ptr [{p} + {off}]",
+            r = out(zmm_reg) r,
+            p = in(reg) p,
+            off = const OFF,
+            options(nostack, preserves_flags, readonly),
+        )
+    };
+    r
+}
+
 /// SSE4.1 stores (`MOVNTDQ`, 4 per line).
 ///
 /// # Safety
@@ -101,13 +170,13 @@ pub unsafe fn load_sse41(dst: *mut u8, src: *const u8, n: usize) {
     // SAFETY: (whole body) as in `store_sse41`, with the device range `src..src+n`.
     unsafe {
         units16!(d, s, n, (s as usize) & 63 != 0, {
-            _mm_storeu_si128(d.cast(), _mm_stream_load_si128(s.cast()));
+            _mm_storeu_si128(d.cast(), stream_load16::<0>(s));
         });
         while n >= 64 {
-            let a = _mm_stream_load_si128(s.cast());
-            let b = _mm_stream_load_si128(s.add(16).cast());
-            let c = _mm_stream_load_si128(s.add(32).cast());
-            let e = _mm_stream_load_si128(s.add(48).cast());
+            let a = stream_load16::<0>(s);
+            let b = stream_load16::<16>(s);
+            let c = stream_load16::<32>(s);
+            let e = stream_load16::<48>(s);
             _mm_storeu_si128(d.cast(), a);
             _mm_storeu_si128(d.add(16).cast(), b);
             _mm_storeu_si128(d.add(32).cast(), c);
@@ -117,7 +186,7 @@ pub unsafe fn load_sse41(dst: *mut u8, src: *const u8, n: usize) {
             n -= 64;
         }
         units16!(d, s, n, true, {
-            _mm_storeu_si128(d.cast(), _mm_stream_load_si128(s.cast()));
+            _mm_storeu_si128(d.cast(), stream_load16::<0>(s));
         });
     }
 }
@@ -188,10 +257,10 @@ pub unsafe fn load_avx2(dst: *mut u8, src: *const u8, n: usize) {
             _mm_storeu_si128(d.cast(), vstream_load16(s));
         });
         while n >= 128 {
-            let a = _mm256_stream_load_si256(s.cast());
-            let b = _mm256_stream_load_si256(s.add(32).cast());
-            let c = _mm256_stream_load_si256(s.add(64).cast());
-            let e = _mm256_stream_load_si256(s.add(96).cast());
+            let a = vstream_load32::<0>(s);
+            let b = vstream_load32::<32>(s);
+            let c = vstream_load32::<64>(s);
+            let e = vstream_load32::<96>(s);
             _mm256_storeu_si256(d.cast(), a);
             _mm256_storeu_si256(d.add(32).cast(), b);
             _mm256_storeu_si256(d.add(64).cast(), c);
@@ -201,8 +270,8 @@ pub unsafe fn load_avx2(dst: *mut u8, src: *const u8, n: usize) {
             n -= 128;
         }
         if n >= 64 {
-            let a = _mm256_stream_load_si256(s.cast());
-            let b = _mm256_stream_load_si256(s.add(32).cast());
+            let a = vstream_load32::<0>(s);
+            let b = vstream_load32::<32>(s);
             _mm256_storeu_si256(d.cast(), a);
             _mm256_storeu_si256(d.add(32).cast(), b);
             d = d.add(64);
@@ -300,10 +369,10 @@ pub unsafe fn load_avx512(dst: *mut u8, src: *const u8, n: usize) {
             _mm_storeu_si128(d.cast(), vstream_load16(s));
         });
         while n >= 256 {
-            let a = _mm512_stream_load_si512(s.cast());
-            let b = _mm512_stream_load_si512(s.add(64).cast());
-            let c = _mm512_stream_load_si512(s.add(128).cast());
-            let e = _mm512_stream_load_si512(s.add(192).cast());
+            let a = vstream_load64::<0>(s);
+            let b = vstream_load64::<64>(s);
+            let c = vstream_load64::<128>(s);
+            let e = vstream_load64::<192>(s);
             _mm512_storeu_si512(d.cast(), a);
             _mm512_storeu_si512(d.add(64).cast(), b);
             _mm512_storeu_si512(d.add(128).cast(), c);
@@ -313,7 +382,7 @@ pub unsafe fn load_avx512(dst: *mut u8, src: *const u8, n: usize) {
             n -= 256;
         }
         while n >= 64 {
-            _mm512_storeu_si512(d.cast(), _mm512_stream_load_si512(s.cast()));
+            _mm512_storeu_si512(d.cast(), vstream_load64::<0>(s));
             d = d.add(64);
             s = s.add(64);
             n -= 64;
