@@ -13,10 +13,11 @@ pub mod x86;
 pub mod neon;
 
 /// Smallest device-bound bulk copy that uses streaming (non-temporal) stores for whole lines;
-/// smaller ones use ordinary stores. On write-combining memory both kinds take the same path;
-/// on cacheable memory that a mapping may really be (the emulator, a benchmark) ordinary
-/// stores are faster below this size (figures in PERFORMANCE.md).
-pub const STREAM_MIN: usize = 2 << 20;
+/// smaller ones use ordinary stores. On write-combining memory both kinds take the same path.
+/// On cacheable memory that a mapping may really be (the emulator, a benchmark), ordinary
+/// stores are faster for small copies, but a large copy made with them leaves its lines dirty
+/// in the cache, and later copies pay for their write-back (figures in PERFORMANCE.md).
+pub const STREAM_MIN: usize = 1 << 20;
 
 /// A bulk copy `fn(dst, src, n)`; see the module docs for the contract.
 pub type Bulk = unsafe fn(*mut u8, *const u8, usize);
