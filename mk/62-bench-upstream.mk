@@ -19,8 +19,8 @@
 #   take upstream's flags and print its result lines) as the test programs and this library on
 #   both arms, one quick round; and the driver-call counts of this library against
 #   bench/upstream/drivercalls.expected, so that an extra driver call fails the suite; and the
-#   freshness check (bench-freshness) and the API cost program (bench-apicost) on the emulator;
-#   and the footprint of each API call against bench/upstream/footprint.expected.
+#   freshness check (bench-freshness), the API cost program (bench-apicost) and the reads after
+#   writes (bench-readafter) on the emulator; and the footprint of each API call against bench/upstream/footprint.expected.
 
 BENCH_ROUNDS ?= 5
 BENCH_CPU ?= auto
@@ -66,12 +66,15 @@ bench-drivercalls: $(BENCH_UP_OUT)/drivercalls
 	done
 
 test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BENCH_UP_OUT)/apicost \
-		$(BENCH_UP_OUT)/footprint $(BENCH_UP_OUT)/apiab tools
+		$(BENCH_UP_OUT)/footprint $(BENCH_UP_OUT)/apiab $(BENCH_UP_OUT)/readafter tools
 	@if command -v valgrind >/dev/null; then \
 		$(FOOTPRINT) --check bench/upstream/footprint.expected $(LIB_DIR); \
 	else $(call skip_or_fail,test-bench-upstream footprint,valgrind (Debian package valgrind)); fi
 	$(SIM_ENV) $(BENCH_UP_OUT)/freshness 50
 	$(SIM_ENV) $(BENCH_UP_OUT)/apicost 20 8
+	$(SIM_ENV) $(BENCH_UP_OUT)/readafter 20 10 > $(BENCH_UP_OUT)/readafter.out
+	@grep -Eq '^131072 +[0-9]+ +[0-9]+ +[0-9.]+$$' $(BENCH_UP_OUT)/readafter.out \
+		|| { cat $(BENCH_UP_OUT)/readafter.out; echo "test-bench-upstream: readafter printed no 128 KiB row"; exit 1; }
 	@$(call aa_copy,$(LIB_DIR))
 	$(SIM_ENV) $(BENCH_UP_OUT)/apiab 20 $(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 \
 		$(BENCH_UP_OUT)/aa/libgdrapi.so.2 > $(BENCH_UP_OUT)/apiab.out
@@ -130,6 +133,25 @@ $(BENCH_UP_OUT)/apicost: bench/upstream/apicost.c bench/upstream/timing.h bench/
 	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
 		-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda
 .PHONY: bench-apicost
+
+# make bench-readafter [UPSTREAM_LIB_DIR=<dir>]: reads through a mapping on a fresh mapping
+#   and after copylat's write pass, one process per library (bench/upstream/readafter.c): on
+#   memory the CPU caches, the lines a library's writes leave dirty slow the reads that follow.
+READAFTER_ARGS ?= 1000 10000
+bench-readafter: $(BENCH_UP_OUT)/readafter
+	@for d in $(LIB_DIR) $(if $(UPSTREAM_LIB_DIR),$(abspath $(UPSTREAM_LIB_DIR))); do \
+		echo "== $$d/libgdrapi.so.2"; \
+		$(if $(filter 1,$(BENCH_SIM)),LD_PRELOAD=$(SIM_DIR)/libcuda.so.1) LD_LIBRARY_PATH=$(SIM_DIR):$$d \
+			taskset -c $(if $(filter auto,$(BENCH_CPU)),1,$(BENCH_CPU)) \
+			$(BENCH_UP_OUT)/readafter $(READAFTER_ARGS) || exit 1; \
+	done
+
+$(BENCH_UP_OUT)/readafter: bench/upstream/readafter.c bench/upstream/timing.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
+	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
+		-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda
+.PHONY: bench-readafter
 
 # make bench-apiab UPSTREAM_LIB_DIR=<dir>: apiperf's cycle for this library, the other one and a
 #   copy of the other one (the A/A control) in one process, interleaved cycle by cycle
