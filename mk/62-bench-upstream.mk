@@ -30,11 +30,30 @@ BENCH_UP_OUT := $(BUILD_DIR)/bench-upstream
 BENCH_COMPARE := python3 bench/upstream/compare.py --rounds $(BENCH_ROUNDS) --cpu $(BENCH_CPU) \
 	$(if $(filter 1,$(BENCH_SIM)),--sim $(SIM_DIR))
 
-$(BENCH_UP_OUT)/drivercalls: bench/upstream/drivercalls.c abi-tests/c/gpu.h include/gdrapi.h | lib sim
+# $(call bench_program,<link flags>): the recipe of a program of bench/upstream/ (the target,
+# from its .c file, the first prerequisite) built against cuda.h.
+define bench_program
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
-		-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda -ldl
+	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ $(1)
+endef
+
+# $(call each_library,<command>,<on failure: exit 1 or true>): the command with this library,
+# then with the one in UPSTREAM_LIB_DIR when it is set, each first named, on the emulator
+# unless BENCH_SIM=0.
+define each_library
+	@for d in $(LIB_DIR) $(if $(UPSTREAM_LIB_DIR),$(abspath $(UPSTREAM_LIB_DIR))); do \
+		echo "== $$d/libgdrapi.so.2"; \
+		$(if $(filter 1,$(BENCH_SIM)),LD_PRELOAD=$(SIM_DIR)/libcuda.so.1) LD_LIBRARY_PATH=$(SIM_DIR):$$d \
+			$(1) || $(2); \
+	done
+endef
+
+# The one CPU a benchmark in one process runs on (BENCH_CPU, CPU 1 for auto).
+BENCH_TASKSET = taskset -c $(if $(filter auto,$(BENCH_CPU)),1,$(BENCH_CPU))
+
+$(BENCH_UP_OUT)/drivercalls: bench/upstream/drivercalls.c abi-tests/c/gpu.h include/gdrapi.h | lib sim
+	$(call bench_program,-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda -ldl)
 
 # The recipe lines bench-upstream and bench-upstream-aa share: the check of their variables,
 # and NVIDIA's tools with the library in folder $(1) as "ours".
@@ -59,11 +78,7 @@ bench-upstream-aa: $(if $(filter 1,$(BENCH_SIM)),sim)
 	$(call bench_compare_against_upstream,$(BENCH_UP_OUT)/aa,$(call aa_copy,$(abspath $(UPSTREAM_LIB_DIR))))
 
 bench-drivercalls: $(BENCH_UP_OUT)/drivercalls
-	@for d in $(LIB_DIR) $(if $(UPSTREAM_LIB_DIR),$(abspath $(UPSTREAM_LIB_DIR))); do \
-		echo "== $$d/libgdrapi.so.2"; \
-		$(if $(filter 1,$(BENCH_SIM)),LD_PRELOAD=$(SIM_DIR)/libcuda.so.1) LD_LIBRARY_PATH=$(SIM_DIR):$$d \
-			$(BENCH_UP_OUT)/drivercalls || exit 1; \
-	done
+	$(call each_library,$(BENCH_UP_OUT)/drivercalls,exit 1)
 
 test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BENCH_UP_OUT)/apicost \
 		$(BENCH_UP_OUT)/footprint $(BENCH_UP_OUT)/apiab $(BENCH_UP_OUT)/readafter tools
@@ -101,17 +116,10 @@ TEST_TARGETS += test-bench-upstream
 #   the GPU wrote last (bench/upstream/freshness.c)? Meaningful on device memory behind a BAR
 #   (GDRSIM_BACKING=vulkan on a GPU machine); on the emulator's ordinary memory a smoke test.
 bench-freshness: $(BENCH_UP_OUT)/freshness
-	@for d in $(LIB_DIR) $(if $(UPSTREAM_LIB_DIR),$(abspath $(UPSTREAM_LIB_DIR))); do \
-		echo "== $$d/libgdrapi.so.2"; \
-		$(if $(filter 1,$(BENCH_SIM)),LD_PRELOAD=$(SIM_DIR)/libcuda.so.1) LD_LIBRARY_PATH=$(SIM_DIR):$$d \
-			$(BENCH_UP_OUT)/freshness $(FRESHNESS_ITERS) || true; \
-	done
+	$(call each_library,$(BENCH_UP_OUT)/freshness $(FRESHNESS_ITERS),true)
 
 $(BENCH_UP_OUT)/freshness: bench/upstream/freshness.c bench/upstream/timing.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
-	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
-	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
-		-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda
+	$(call bench_program,-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda)
 
 FRESHNESS_ITERS ?= 2000
 .PHONY: bench-freshness
@@ -121,17 +129,10 @@ FRESHNESS_ITERS ?= 2000
 #   and the other one: apiperf times calls that follow a slow map or unmap, with cold caches.
 APICOST_ARGS ?= 2000 128
 bench-apicost: $(BENCH_UP_OUT)/apicost
-	@for d in $(LIB_DIR) $(if $(UPSTREAM_LIB_DIR),$(abspath $(UPSTREAM_LIB_DIR))); do \
-		echo "== $$d/libgdrapi.so.2"; \
-		$(if $(filter 1,$(BENCH_SIM)),LD_PRELOAD=$(SIM_DIR)/libcuda.so.1) LD_LIBRARY_PATH=$(SIM_DIR):$$d \
-			$(BENCH_UP_OUT)/apicost $(APICOST_ARGS) || exit 1; \
-	done
+	$(call each_library,$(BENCH_UP_OUT)/apicost $(APICOST_ARGS),exit 1)
 
 $(BENCH_UP_OUT)/apicost: bench/upstream/apicost.c bench/upstream/timing.h bench/upstream/evict.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
-	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
-	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
-		-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda
+	$(call bench_program,-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda)
 .PHONY: bench-apicost
 
 # make bench-readafter [UPSTREAM_LIB_DIR=<dir>]: reads through a mapping on a fresh mapping
@@ -139,18 +140,10 @@ $(BENCH_UP_OUT)/apicost: bench/upstream/apicost.c bench/upstream/timing.h bench/
 #   memory the CPU caches, the lines a library's writes leave dirty slow the reads that follow.
 READAFTER_ARGS ?= 1000 10000
 bench-readafter: $(BENCH_UP_OUT)/readafter
-	@for d in $(LIB_DIR) $(if $(UPSTREAM_LIB_DIR),$(abspath $(UPSTREAM_LIB_DIR))); do \
-		echo "== $$d/libgdrapi.so.2"; \
-		$(if $(filter 1,$(BENCH_SIM)),LD_PRELOAD=$(SIM_DIR)/libcuda.so.1) LD_LIBRARY_PATH=$(SIM_DIR):$$d \
-			taskset -c $(if $(filter auto,$(BENCH_CPU)),1,$(BENCH_CPU)) \
-			$(BENCH_UP_OUT)/readafter $(READAFTER_ARGS) || exit 1; \
-	done
+	$(call each_library,$(BENCH_TASKSET) $(BENCH_UP_OUT)/readafter $(READAFTER_ARGS),exit 1)
 
 $(BENCH_UP_OUT)/readafter: bench/upstream/readafter.c bench/upstream/timing.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
-	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
-	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
-		-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda
+	$(call bench_program,-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda)
 .PHONY: bench-readafter
 
 # make bench-apiab UPSTREAM_LIB_DIR=<dir>: apiperf's cycle for this library, the other one and a
@@ -161,14 +154,11 @@ bench-apiab: $(BENCH_UP_OUT)/apiab
 	@test -n "$(UPSTREAM_LIB_DIR)" || { echo "bench-apiab: set UPSTREAM_LIB_DIR=<dir of the other libgdrapi.so.2>"; exit 2; }
 	@$(call aa_copy,$(abspath $(UPSTREAM_LIB_DIR)))
 	$(if $(filter 1,$(BENCH_SIM)),LD_PRELOAD=$(SIM_DIR)/libcuda.so.1) LD_LIBRARY_PATH=$(SIM_DIR) \
-		taskset -c $(if $(filter auto,$(BENCH_CPU)),1,$(BENCH_CPU)) $(BENCH_UP_OUT)/apiab $(APIAB_ITERS) \
+		$(BENCH_TASKSET) $(BENCH_UP_OUT)/apiab $(APIAB_ITERS) \
 		$(LIB_DIR)/libgdrapi.so.2 $(abspath $(UPSTREAM_LIB_DIR))/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2
 
 $(BENCH_UP_OUT)/apiab: bench/upstream/apiab.c bench/upstream/timing.h bench/upstream/evict.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
-	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
-	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
-		-L$(SIM_DIR) -lcuda -ldl
+	$(call bench_program,-L$(SIM_DIR) -lcuda -ldl)
 .PHONY: bench-apiab
 
 # make bench-footprint [UPSTREAM_LIB_DIR=<dir>]: the code and data each API call touches (pages,
@@ -181,8 +171,5 @@ bench-footprint: $(BENCH_UP_OUT)/footprint
 	@$(FOOTPRINT) $(LIB_DIR) $(if $(UPSTREAM_LIB_DIR),$(abspath $(UPSTREAM_LIB_DIR)))
 
 $(BENCH_UP_OUT)/footprint: bench/upstream/footprint.c abi-tests/c/gpu.h include/gdrapi.h | lib sim
-	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
-	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ \
-		-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda
+	$(call bench_program,-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda)
 .PHONY: bench-footprint
