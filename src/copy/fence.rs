@@ -33,6 +33,11 @@ const LANE_BITS: u32 = 20;
 const LANE_MAX: u64 = (1 << LANE_BITS) - 1;
 /// The lanes: write-combining, caching, device (the type's number less one).
 const LANES: u32 = 3;
+/// The count in lane `l` of a [`Counters`] word.
+#[inline(always)]
+const fn lane(word: u64, l: u32) -> u64 {
+    (word >> (l * LANE_BITS)) & LANE_MAX
+}
 /// Flag bit: mappings of more than one type are live.
 const MIXED: u64 = 1 << (LANES * LANE_BITS);
 /// Flag bit: `GDRAPI_READ_FENCE=1`.
@@ -60,14 +65,14 @@ impl Counters {
             assert!(MappingType::None as u32 == 0 && MappingType::WriteCombining as u32 == 1);
             assert!(MappingType::Caching as u32 == 2 && MappingType::Device as u32 == 3);
         };
-        let Some(lane) = (kind as u32).checked_sub(1) else {
+        let Some(l) = (kind as u32).checked_sub(1) else {
             return;
         };
-        let shift = lane * LANE_BITS;
-        let live = |w: u64, l: u32| u32::from((w >> (l * LANE_BITS)) & LANE_MAX != 0);
+        let shift = l * LANE_BITS;
+        let live = |w: u64, l: u32| u32::from(lane(w, l) != 0);
         let mut cur = self.word.load(Ordering::Relaxed);
         loop {
-            let count = match (cur >> shift) & LANE_MAX {
+            let count = match lane(cur, l) {
                 LANE_MAX => LANE_MAX,
                 c if down => c.saturating_sub(1),
                 c => c + 1,
@@ -108,8 +113,7 @@ impl Counters {
 
     #[cfg(test)]
     fn count(&self, kind: MappingType) -> u64 {
-        let lane = kind as u32 - 1;
-        (self.flags() >> (lane * LANE_BITS)) & LANE_MAX
+        lane(self.flags(), kind as u32 - 1)
     }
 }
 

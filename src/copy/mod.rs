@@ -8,9 +8,10 @@
 //!   lines), then naturally aligned accesses for the rest. Loads are streaming loads
 //!   (`MOVNTDQA`); whole lines are stored with streaming stores (or `MOVDIR64B`) from
 //!   [`kernels::STREAM_MIN`] bytes on and with ordinary stores below, which is the same thing
-//!   on write-combining memory and faster for small copies on cached memory (see there). Stores of at most
-//!   64 bytes, loads below 16 bytes and, with the AVX2 and AVX-512 families, loads of at most
-//!   1023 bytes (16- and 32-byte streaming loads) are done inline, without any indirect call.
+//!   on write-combining memory and faster for small copies on cached memory (see there).
+//!   Stores of at most 64 bytes, loads below 16 bytes and, with the AVX2 and AVX-512
+//!   families, loads of at most 1023 bytes (16- and 32-byte streaming loads) are done
+//!   inline, without any indirect call.
 //! - **Device** (`GDR_MAPPING_TYPE_DEVICE`): naturally aligned device accesses, never wider
 //!   than 8 bytes, in both directions.
 //! - **Caching** (and anything else): plain `memcpy`.
