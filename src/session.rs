@@ -8,12 +8,13 @@
 //! `struct gdr` / `gdr_memh_t` layouts, which gdrcopy's own tests read.
 //!
 //! Concurrency: a session's backend sits behind a read-write lock that only `gdr_close`
-//! takes for writing; pin, map, unmap and unpin hold it shared, so calls on one `gdr_t` run
-//! in parallel. A handle moves through the states of [`state`] with compare-and-swap, so two
-//! threads cannot map, unmap or unpin the same handle at once; a query counts itself in the
-//! handle's `users` while it reads the handle, and an unpin (or `gdr_close`, which unpins
-//! first) waits for those to finish before it gives the pin back, so a query needs no lock
-//! (see [`quick_query`]). Copies take no lock at all.
+//! takes for writing; a pin holds it shared, so calls on one `gdr_t` run in parallel. A
+//! handle moves through the states of [`state`] with compare-and-swap, so two threads cannot
+//! map, unmap or unpin the same handle at once. A map, an unmap or an unpin of a gdrdrv
+//! handle holds the handle in its transient state instead of the lock (see [`hold`]), and a
+//! query counts itself in the handle's `users` (see [`quick_query`]); `gdr_close`, which
+//! releases every handle of its session before it closes the descriptor, waits for both.
+//! Other calls on handles (DMA-BUF, refusals) hold the lock shared. Copies take no lock.
 //!
 //! Processes: a session names the process that opened it by its [`process::token`], which
 //! differs in every child however it was created, so a child is refused (EACCES) before it
@@ -148,11 +149,12 @@ pub struct HandleRecord {
     users: AtomicU32,
     /// The address (`gdr_t`) of the owning session.
     session: AtomicUsize,
-    /// [`gdrdrv::Queries::to_words`] of the owning session's driver, first word; 0 when its
-    /// queries go through the session (DMA-BUF) or the record is outside wipe-on-fork memory.
-    queries: AtomicU64,
-    /// [`gdrdrv::Queries::to_words`], second word.
-    queries_ioctl: AtomicUsize,
+    /// [`gdrdrv::Driver::to_words`] of the owning session's driver, first word; 0 when calls
+    /// on the handle go through the session (DMA-BUF) or the record is outside wipe-on-fork
+    /// memory.
+    driver: AtomicU64,
+    /// [`gdrdrv::Driver::to_words`], second word.
+    driver_ioctl: AtomicUsize,
     pin_handle: AtomicU64,
     map_addr: AtomicUsize,
     map_len: AtomicUsize,
@@ -208,8 +210,8 @@ impl Record for HandleRecord {
             state: AtomicU32::new(state::FREE),
             users: AtomicU32::new(0),
             session: AtomicUsize::new(0),
-            queries: AtomicU64::new(0),
-            queries_ioctl: AtomicUsize::new(0),
+            driver: AtomicU64::new(0),
+            driver_ioctl: AtomicUsize::new(0),
             owner: AtomicU64::new(0),
             seq: AtomicU64::new(0),
             pin_handle: AtomicU64::new(0),
@@ -254,36 +256,37 @@ impl HandleRecord {
         }
     }
 
-    /// Records the owning session (its address `g`) and what a query needs of its backend
-    /// (`None`: queries go through the session).
+    /// Records the owning session (its address `g`) and what a query, a map or an unmap needs
+    /// of its backend (`None`: those go through the session).
     #[inline(always)]
-    fn set_session(&self, g: usize, queries: Option<gdrdrv::Queries>) {
-        let (word, ioctl) = queries.map_or((0, 0), gdrdrv::Queries::to_words);
+    fn set_session(&self, g: usize, driver: Option<gdrdrv::Driver>) {
+        let (word, ioctl) = driver.map_or((0, 0), gdrdrv::Driver::to_words);
         self.session.store(g, Ordering::Release);
-        self.queries_ioctl.store(ioctl, Ordering::Release);
-        self.queries.store(word, Ordering::Release);
+        self.driver_ioctl.store(ioctl, Ordering::Release);
+        self.driver.store(word, Ordering::Release);
     }
 
     /// Whether this record, when live, proves that the caller is the process that pinned it:
     /// it lies in wipe-on-fork memory, where a child reads it as free. A pin records that by
-    /// keeping its session's queries (see [`pin`]), so this reads no line but the record's;
-    /// for a DMA-BUF session, whose queries go through the session, it is always false.
+    /// keeping its session's driver (see [`pin`]), so this reads no line but the record's;
+    /// for a DMA-BUF session, whose calls go through the session, it is always false.
     #[inline(always)]
     fn proves_caller(&self) -> bool {
-        self.queries.load(Ordering::Acquire) != 0
+        self.driver.load(Ordering::Acquire) != 0
     }
 
-    /// The owning session's driver, when its queries need not go through the session.
+    /// The owning session's driver, when calls on this handle need not go through the
+    /// session.
     #[inline(always)]
-    fn queries(&self) -> Option<gdrdrv::Queries> {
-        let word = self.queries.load(Ordering::Acquire);
+    fn driver(&self) -> Option<gdrdrv::Driver> {
+        let word = self.driver.load(Ordering::Acquire);
         if word == 0 {
             return None;
         }
-        let ioctl = self.queries_ioctl.load(Ordering::Acquire);
-        // SAFETY: a non-zero `queries` and `queries_ioctl` were stored together by
-        // `set_session`, from `Queries::to_words`.
-        Some(unsafe { gdrdrv::Queries::from_words(word, ioctl) })
+        let ioctl = self.driver_ioctl.load(Ordering::Acquire);
+        // SAFETY: a non-zero `driver` and `driver_ioctl` were stored together by
+        // `set_session`, from `Driver::to_words`.
+        Some(unsafe { gdrdrv::Driver::from_words(word, ioctl) })
     }
 
     #[inline(always)]
@@ -368,14 +371,18 @@ impl HandleRecord {
 }
 
 impl Open {
-    /// Every handle this session has pinned and not released, newest first. Called only
-    /// under the session's write lock, where no pin, map or unpin of this session is under
-    /// way.
+    /// Every handle this session has pinned and not released, newest first, with those an
+    /// unpin is releasing. Called only under the session's write lock, where no pin of this
+    /// session is under way, nor any call on its handles that takes the lock; those that
+    /// hold a handle instead may be (see [`hold`]), and [`Open::release`] waits for them.
     fn handles_newest_first(&self) -> Vec<&'static HandleRecord> {
         let mut mine = Vec::new();
         HANDLES.for_each(|h| {
             // Pinned by this session: not a record that another session has reserved.
-            if is_live(h, self.serial) {
+            let s = h.state.load(Ordering::SeqCst);
+            if (is_pinned(s) || s == state::UNPINNING)
+                && h.owner.load(Ordering::Acquire) == self.serial
+            {
                 mine.push(h);
             }
         });
@@ -399,9 +406,19 @@ impl Open {
             Ok(_) => false,
             Err(_) => {
                 cold_path();
-                start_release_mapped(h)?
+                match start_release_mapped(h, how, self.serial)? {
+                    Some(mapped) => mapped,
+                    // Released meanwhile by an unpin that took no lock.
+                    None => return Ok(()),
+                }
             }
         };
+        self.release_held(h, mapped, how)
+    }
+
+    /// The end of [`Open::release`], with `h` held in UNPINNING (`mapped`: it was mapped).
+    #[inline(always)]
+    fn release_held(&self, h: &'static HandleRecord, mapped: bool, how: Release) -> Result<()> {
         // Queries that counted themselves in before the state changed finish with the pin
         // they read; later ones see UNPINNING and refuse (see `quick_query`).
         if h.users.load(Ordering::SeqCst) != 0 {
@@ -460,13 +477,29 @@ impl Open {
     }
 }
 
-/// Moves `h`, found not simply pinned by [`Open::release`], from pinned or mapped to
-/// unpinning; returns whether it was mapped, or refuses it.
+/// Moves `h`, found not simply pinned by [`Open::release`] of the session whose serial is
+/// `serial`, from pinned or mapped to unpinning; returns whether it was mapped, or refuses
+/// it. A map, an unmap or an unpin under way makes an unpin lose the race; `gdr_close` waits
+/// for it instead (one that took no session lock, see [`hold`], ends without waiting for
+/// anything), and returns `None` for a handle that such an unpin released.
 #[cold]
 #[inline(never)]
-fn start_release_mapped(h: &'static HandleRecord) -> Result<bool> {
+fn start_release_mapped(
+    h: &'static HandleRecord,
+    how: Release,
+    serial: u64,
+) -> Result<Option<bool>> {
     loop {
         let s = h.state.load(Ordering::Acquire);
+        if how == Release::Close {
+            if s == state::MAPPING || s == state::UNMAPPING || s == state::UNPINNING {
+                std::thread::yield_now();
+                continue;
+            }
+            if h.owner.load(Ordering::Acquire) != serial {
+                return Ok(None);
+            }
+        }
         // Compares rather than a `match`, which becomes a jump table in a page of its own.
         if s != state::PINNED && s != state::MAPPED {
             return Err(refuse_release(h, s));
@@ -475,7 +508,7 @@ fn start_release_mapped(h: &'static HandleRecord) -> Result<bool> {
             .compare_exchange(s, state::UNPINNING, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
         {
-            return Ok(s == state::MAPPED);
+            return Ok(Some(s == state::MAPPED));
         }
     }
 }
@@ -697,7 +730,7 @@ fn locked(rec: &'static SessionRecord, g: usize) -> Result<OpenRef> {
 /// which a pin stores only in wipe-on-fork memory.
 /// Every other case is cold, so that the quick one is laid out as one straight run of code.
 #[inline(always)]
-fn quick_query(g: usize, mh: u64) -> std::result::Result<(gdrdrv::Queries, InUse), Option<InUse>> {
+fn quick_query(g: usize, mh: u64) -> std::result::Result<(gdrdrv::Driver, InUse), Option<InUse>> {
     let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
         cold_path();
         return Err(None);
@@ -707,7 +740,7 @@ fn quick_query(g: usize, mh: u64) -> std::result::Result<(gdrdrv::Queries, InUse
     h.users.fetch_add(1, Ordering::SeqCst);
     let held = InUse(h);
     if is_pinned(h.state.load(Ordering::SeqCst)) && h.session.load(Ordering::Acquire) == g {
-        if let Some(q) = h.queries() {
+        if let Some(q) = h.driver() {
             return Ok((q, held));
         }
     }
@@ -748,6 +781,56 @@ fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(&'st
         return Err(already_closed(g));
     };
     Ok((open, held))
+}
+
+/// The record at `mh` when it is a gdrdrv handle of the session `g` that proves its caller
+/// ([`HandleRecord::proves_caller`]): a map or an unmap of it then needs no session lock
+/// (see [`hold`]). `None` for anything else, valid or not, which goes through the session.
+#[inline(always)]
+fn quick_handle(g: usize, mh: u64) -> Option<&'static HandleRecord> {
+    let h = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a))?;
+    (h.proves_caller() && h.session.load(Ordering::Acquire) == g).then_some(h)
+}
+
+/// The open state of the session `g`, read without its lock.
+///
+/// # Safety
+/// The caller holds a handle of `g` in a transient state (see [`hold`]): `gdr_close` waits
+/// for it to settle before it takes the open state out of the record, and reads that state
+/// only through shared references until then.
+#[inline(always)]
+unsafe fn held_open(g: usize) -> Option<&'static Open> {
+    let rec = SESSIONS.lookup(g)?;
+    // SAFETY: the `Open` stays in place and unchanged while the caller holds the handle
+    // (the caller's contract, above).
+    unsafe { (*rec.open.data_ptr()).as_ref() }
+}
+
+/// Moves `h`, found by [`quick_handle`], from `from` to the transient state `to`, and returns
+/// its driver once it holds it, when it is still a handle of the session `g`; otherwise puts
+/// it back and returns `None`.
+///
+/// Holding the handle stands in for the session's lock: another map, unmap or unpin of it
+/// fails (EAGAIN or EINVAL, as when it held the lock), and `gdr_close` waits for the state to
+/// settle before it releases the handle and closes the descriptor (see
+/// [`start_release_mapped`]). A pinned handle whose recorded
+/// session is `g` proves `g` open, as for [`quick_query`]. It is checked again once held,
+/// because the record may have been unpinned and pinned again since [`quick_handle`] read it;
+/// only a call with a handle its own process freed meanwhile can see that, and the other pin
+/// then reads a transient state for as long as this check takes.
+#[inline(always)]
+fn hold(h: &'static HandleRecord, g: usize, from: u32, to: u32) -> Option<gdrdrv::Driver> {
+    h.state
+        .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire)
+        .ok()?;
+    if h.session.load(Ordering::Acquire) == g {
+        if let Some(d) = h.driver() {
+            return Some(d);
+        }
+    }
+    cold_path();
+    h.state.store(from, Ordering::Release);
+    None
 }
 
 /// `gdr_open`: opens a backend and returns the new session's address.
@@ -939,12 +1022,12 @@ pub fn pin(g: usize, req: &PinRequest) -> Result<u64> {
     let p = open.backend.pin(req)?;
     let h = reserved.keep();
     h.set_pin(&p, open.serial, open.backend.kind(), open.page_size);
-    // A record outside wipe-on-fork memory does not prove its caller: its queries go
+    // A record outside wipe-on-fork memory does not prove its caller: calls on it go
     // through the session, which checks the process.
     h.set_session(
         g,
         open.backend
-            .queries()
+            .driver()
             .filter(|_| HANDLES.wiped_by_the_kernel()),
     );
     h.seq.store(seq, Ordering::Relaxed);
@@ -953,18 +1036,49 @@ pub fn pin(g: usize, req: &PinRequest) -> Result<u64> {
     Ok(h.address())
 }
 
-/// A handle in a transient state (mapping, unmapping): dropping it without [`finish`]
-/// (an error or a panic in the backend) puts the handle back in `back_to`.
-///
-/// [`finish`]: Transition::finish
+/// A handle held in a transient state by a map ([`Transition::mapping`]) or an unmap
+/// ([`Transition::unmapping`]): dropping it before the call's end (an error or a panic in
+/// the backend) puts the handle back in the state it came from.
 struct Transition {
     h: &'static HandleRecord,
     back_to: u32,
 }
 
 impl Transition {
-    fn finish(mut self, state: u32) {
-        self.back_to = state;
+    /// A map of `h`, which the caller has moved from PINNED to MAPPING.
+    #[inline(always)]
+    fn mapping(h: &'static HandleRecord) -> Transition {
+        Transition {
+            h,
+            back_to: state::PINNED,
+        }
+    }
+
+    /// An unmap of `h`, which the caller has moved from MAPPED to UNMAPPING.
+    #[inline(always)]
+    fn unmapping(h: &'static HandleRecord) -> Transition {
+        Transition {
+            h,
+            back_to: state::MAPPED,
+        }
+    }
+
+    /// Ends a map: records `m` (made by a backend of this `kind`) and the handle becomes
+    /// MAPPED. Returns the mapping's address.
+    #[inline(always)]
+    fn mapped(mut self, m: &Mapping, kind: BackendKind) -> usize {
+        self.h.record_mapping(m, kind);
+        self.back_to = state::MAPPED;
+        gdr_dbg!("ptr_va: {:#x}", m.addr);
+        gdr_dbg!("mapping_type={}", m.kind as u32);
+        m.addr
+    }
+
+    /// Ends an unmap: forgets `m`, now removed, and the handle becomes PINNED.
+    #[inline(always)]
+    fn unmapped(mut self, m: &Mapping, kind: BackendKind) {
+        self.h.forget_mapping(m.kind, kind);
+        self.back_to = state::PINNED;
     }
 }
 
@@ -1005,6 +1119,32 @@ fn free_reserved(h: &'static HandleRecord) {
 /// driver refuses.
 #[inline(always)]
 pub fn unpin(g: usize, mh: u64) -> Result<()> {
+    match quick_unpin(g, mh) {
+        Some(r) => r,
+        None => unpin_through_session(g, mh),
+    }
+}
+
+/// [`unpin`] of a handle that is not mapped, in the quick case of [`quick_handle`], without
+/// the session's lock; `None` for anything else, valid or not.
+#[inline(always)]
+fn quick_unpin(g: usize, mh: u64) -> Option<Result<()>> {
+    let h = quick_handle(g, mh)?;
+    hold(h, g, state::PINNED, state::UNPINNING)?;
+    // SAFETY: `h`, a handle of the session `g`, is held in UNPINNING.
+    let Some(open) = (unsafe { held_open(g) }) else {
+        cold_path();
+        h.state.store(state::PINNED, Ordering::Release);
+        return None;
+    };
+    Some(open.release_held(h, false, Release::Unpin))
+}
+
+/// [`unpin`] through the session, held shared: every case but the quick one, with its
+/// errors.
+#[cold]
+#[inline(never)]
+fn unpin_through_session(g: usize, mh: u64) -> Result<()> {
     let (open, h) = session_and_handle(g, mh)?;
     open.release(h, Release::Unpin)
 }
@@ -1071,6 +1211,31 @@ fn info_through_session(g: usize, mh: u64, held: Option<InUse>, legacy: bool) ->
 /// the mapping type `flags` asks for; returns the mapping's address.
 #[inline(always)]
 pub fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
+    match quick_map(g, mh, size, flags) {
+        Some(r) => r,
+        None => map_through_session(g, mh, size, flags),
+    }
+}
+
+/// [`map`] in the quick case of [`quick_handle`], without the session's lock; `None` for
+/// anything else, valid or not.
+#[inline(always)]
+fn quick_map(g: usize, mh: u64, size: usize, flags: i32) -> Option<Result<usize>> {
+    let h = quick_handle(g, mh)?;
+    let request = u32::try_from(flags).ok().and_then(MappingType::from_raw)?;
+    let rounded = sys::round_up(size, h.driver()?.page_size())?;
+    let d = hold(h, g, state::PINNED, state::MAPPING)?;
+    let busy = Transition::mapping(h);
+    Some(
+        d.map(h.pin_handle.load(Ordering::Acquire), rounded, request)
+            .map(|m| busy.mapped(&m, BackendKind::Gdrdrv)),
+    )
+}
+
+/// [`map`] through the session, held shared: every case but the quick one, with its errors.
+#[cold]
+#[inline(never)]
+fn map_through_session(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
     let (open, h) = session_and_handle(g, mh)?;
     let s = h.state.load(Ordering::Acquire);
     if s == state::MAPPED || s == state::MAPPING {
@@ -1104,23 +1269,53 @@ pub fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
         );
         return Err(Error::InvalidHandle);
     }
-    // Back to "pinned" if the backend fails or panics.
-    let busy = Transition {
-        h,
-        back_to: state::PINNED,
-    };
+    let busy = Transition::mapping(h);
     let m = open.backend.map(&h.pin(), rounded, request)?;
-    h.record_mapping(&m, open.backend.kind());
-    busy.finish(state::MAPPED);
-    gdr_dbg!("ptr_va: {:#x}", m.addr);
-    gdr_dbg!("mapping_type={}", m.kind as u32);
-    Ok(m.addr)
+    Ok(busy.mapped(&m, open.backend.kind()))
 }
 
 /// `gdr_unmap`: `va` and `size` must be the address `gdr_map` returned and the size it was
 /// given (compared after rounding to the host page).
 #[inline(always)]
 pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
+    match quick_unmap(g, mh, va, size) {
+        Some(r) => r,
+        None => unmap_through_session(g, mh, va, size),
+    }
+}
+
+/// [`unmap`] in the quick case of [`quick_handle`], without the session's lock, when `va`
+/// and `size` match the handle's mapping; `None` for anything else, valid or not.
+#[inline(always)]
+fn quick_unmap(g: usize, mh: u64, va: usize, size: usize) -> Option<Result<()>> {
+    let h = quick_handle(g, mh)?;
+    let rounded = sys::round_up(size, h.driver()?.page_size())?;
+    let matches =
+        || h.map_addr.load(Ordering::Acquire) == va && h.map_len.load(Ordering::Acquire) == rounded;
+    // A mismatch leaves the state alone, so that copies through the mapping go on.
+    if h.state.load(Ordering::Acquire) != state::MAPPED || !matches() {
+        return None;
+    }
+    hold(h, g, state::MAPPED, state::UNMAPPING)?;
+    if !matches() {
+        // Remapped by another thread in between.
+        h.state.store(state::MAPPED, Ordering::Release);
+        return None;
+    }
+    let m = h.mapping();
+    gdr_dbg!("unmapping va: {:#x}", m.addr);
+    let busy = Transition::unmapping(h);
+    // SAFETY: `m` is the mapping the driver made for this handle, which its UNMAPPING state
+    // takes out of use.
+    let r = unsafe { gdrdrv::unmap(h.pin_handle.load(Ordering::Acquire), &m) };
+    Some(r.map(|()| busy.unmapped(&m, BackendKind::Gdrdrv)))
+}
+
+/// [`unmap`] through the session, held shared: every case but the quick one, with its
+/// errors.
+#[cold]
+#[inline(never)]
+fn unmap_through_session(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
     let (open, h) = session_and_handle(g, mh)?;
     let rounded = sys::round_up(size, open.page_size);
     let matches = |addr: usize, len: usize| va == addr && rounded == Some(len);
@@ -1163,14 +1358,9 @@ pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
         return refuse(&m);
     }
     gdr_dbg!("unmapping va: {:#x}", va);
-    // Still mapped if the backend fails or panics.
-    let busy = Transition {
-        h,
-        back_to: state::MAPPED,
-    };
+    let busy = Transition::unmapping(h);
     open.backend.unmap(&h.pin(), &m)?;
-    h.forget_mapping(m.kind, open.backend.kind());
-    busy.finish(state::PINNED);
+    busy.unmapped(&m, open.backend.kind());
     Ok(())
 }
 
@@ -1675,6 +1865,43 @@ mod tests {
     }
 
     #[test]
+    fn close_waits_for_a_call_that_holds_a_handle() {
+        // What a map, an unmap or an unpin that took no session lock holds while it calls the
+        // driver, what it leaves, and the unpins close then still makes.
+        for (busy, settled, unpins) in [
+            (state::MAPPING, state::MAPPED, 1),
+            (state::UNMAPPING, state::PINNED, 1),
+            (state::UNPINNING, state::FREE, 0),
+        ] {
+            let (g, calls) = fake();
+            let mh = pin(g, &pin_req(0x7340_0000, 0x10000)).unwrap();
+            let va = map(g, mh, 0x10000, 0).unwrap();
+            if settled != state::MAPPED {
+                // The unmap that the call under way has made, or follows.
+                unmap(g, mh, va, 0x10000).unwrap();
+            }
+            let h = HANDLES.lookup(mh as usize).unwrap();
+            h.state.store(busy, Ordering::SeqCst);
+            let closing = std::thread::spawn(move || close(g));
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            assert!(
+                !closing.is_finished(),
+                "close must wait for the state to settle"
+            );
+            assert_eq!(calls.unpins.load(Ordering::SeqCst), 0);
+            if settled == state::FREE {
+                h.free();
+            } else {
+                h.state.store(settled, Ordering::SeqCst);
+            }
+            closing.join().unwrap().unwrap();
+            assert_eq!(calls.unmaps.load(Ordering::SeqCst), 1);
+            assert_eq!(calls.unpins.load(Ordering::SeqCst), unpins);
+            assert_eq!(h.state.load(Ordering::SeqCst), state::FREE);
+        }
+    }
+
+    #[test]
     fn an_unpin_waits_for_a_query_of_the_same_handle() {
         let (g, calls) = fake();
         let keep = pin(g, &pin_req(0x7320_0000, 0x10000)).unwrap();
@@ -1956,8 +2183,8 @@ mod tests {
             offset_of!(HandleRecord, state),
             offset_of!(HandleRecord, users),
             offset_of!(HandleRecord, session),
-            offset_of!(HandleRecord, queries),
-            offset_of!(HandleRecord, queries_ioctl),
+            offset_of!(HandleRecord, driver),
+            offset_of!(HandleRecord, driver_ioctl),
             offset_of!(HandleRecord, pin_handle),
             offset_of!(HandleRecord, map_addr),
             offset_of!(HandleRecord, map_len) + 7,

@@ -6,7 +6,9 @@
  * handle: identical calls (one winner), queries against an unpin (they
  * describe the right buffer or fail with EINVAL, never another buffer), and
  * an unpin against a map or unmap (it succeeds or, having lost, fails with
- * EAGAIN and changes nothing). Runs on both backends.
+ * EAGAIN and changes nothing), and a close against a map, unmap or unpin
+ * (it waits and succeeds, leaving nothing pinned or mapped). Runs on both
+ * backends.
  *
  * gdrcopy 2.6 is not thread-safe, so against it one thread runs the same
  * loop (which still proves the loop's own expectations).
@@ -492,6 +494,7 @@ static void queries_against_unpin(void)
 #define UNPIN_ROUNDS 3000
 #define UNPIN_SECONDS 3
 
+static gdr_t flip_g;
 static gdr_mh_t flip_mh;
 static volatile int flip_stop;
 static volatile long flips;
@@ -503,10 +506,10 @@ static void *flipper_main(void *arg)
     long cycles = (long)(intptr_t)arg;
     while (!__atomic_load_n(&flip_stop, __ATOMIC_ACQUIRE) && cycles-- > 0) {
         void *p = NULL;
-        int rc = gdr_map(g, flip_mh, &p, GPU_PAGE_SIZE);
+        int rc = gdr_map(flip_g, flip_mh, &p, GPU_PAGE_SIZE);
         __atomic_add_fetch(&flips, 1, __ATOMIC_RELEASE);
         if (rc == 0) {
-            rc = gdr_unmap(g, flip_mh, p, GPU_PAGE_SIZE);
+            rc = gdr_unmap(flip_g, flip_mh, p, GPU_PAGE_SIZE);
             if (rc != 0 && rc != EINVAL) {
                 flip_bad++;
                 flip_bad_ret = rc;
@@ -523,6 +526,8 @@ static void unpin_against_map(void)
 {
     int round, lost = 0, bad = 0, bad_ret = 0, unfinished = 0;
     time_t until = time(NULL) + UNPIN_SECONDS;
+    flip_g = g;
+    flip_bad = 0;
     for (round = 0; round < UNPIN_ROUNDS && (round < 100 || time(NULL) < until); round++) {
         pthread_t tid;
         int rc, tries;
@@ -567,6 +572,105 @@ static void unpin_against_map(void)
     CHECK_EQ(bad, 0);
     CHECK_EQ(unfinished, 0);
     CHECK_EQ(flip_bad, 0);
+}
+
+/*
+ * gdr_close racing a map, an unmap or an unpin of one of its handles on
+ * another thread: the close succeeds, having waited for the call under way
+ * (those calls on a gdrdrv handle take no session lock), and unmaps and
+ * unpins everything left; the map or unmap either wins or finds the handle
+ * gone (EINVAL), or mapped already (EAGAIN), and the unpin wins or finds it
+ * gone (EINVAL). Nothing stays pinned or mapped.
+ */
+#define CLOSE_ROUNDS 2000
+#define CLOSE_SECONDS 3
+
+static long long unpinner_at;
+static int unpinner_ret;
+
+/* Unpins at unpinner_at (CLOCK_MONOTONIC ns). */
+static void *unpinner_main(void *arg)
+{
+    (void)arg;
+    while (now_ns() < unpinner_at)
+        ;
+    unpinner_ret = gdr_unpin_buffer(flip_g, flip_mh);
+    return NULL;
+}
+
+static void close_against_map(void)
+{
+    int round, bad = 0, bad_ret = 0, opened = 0, unpins = 0, bad_unpins = 0, bad_unpin_ret = 0;
+    time_t until = time(NULL) + CLOSE_SECONDS;
+    struct gdrsim_counters before, after;
+    memset(&before, 0xff, sizeof(before));
+    CHECK_EQ(gdrsim_get_counters(&before, sizeof(before)), 0);
+    flip_bad = 0;
+    for (round = 0; round < CLOSE_ROUNDS && (round < 100 || time(NULL) < until); round++) {
+        pthread_t tid;
+        int rc, tries;
+        flip_g = gdr_open();
+        if (flip_g == NULL) {
+            CHECK(!"open for close_against_map");
+            return;
+        }
+        opened++;
+        if (gdr_pin_buffer_v2(flip_g, base, GPU_PAGE_SIZE, 0, &flip_mh) != 0) {
+            CHECK(!"pin for close_against_map");
+            gdr_close(flip_g);
+            return;
+        }
+        flip_stop = 0;
+        flips = 0;
+        if (round % 2) {
+            /* The unpin starts from 1.5 us before the close to 1.6 us after it. */
+            long long close_at = now_ns() + 100000;
+            unpinner_at = close_at - 1500 + (round / 2 % 32) * 100;
+            pthread_create(&tid, NULL, unpinner_main, NULL);
+            while (now_ns() < close_at)
+                ;
+        } else {
+            pthread_create(&tid, NULL, flipper_main, (void *)(intptr_t)(2 + round % 5));
+            while (__atomic_load_n(&flips, __ATOMIC_ACQUIRE) < 1 + round % 4 / 2)
+                ;
+        }
+        for (tries = 0; tries < (round % 2 ? 0 : (round % 64) * 16); tries++)
+            __asm__ __volatile__("" ::: "memory");
+        rc = gdr_close(flip_g);
+        if (rc != 0) {
+            bad++;
+            bad_ret = rc;
+        }
+        __atomic_store_n(&flip_stop, 1, __ATOMIC_RELEASE);
+        pthread_join(tid, NULL);
+        if (round % 2) {
+            unpins += unpinner_ret == 0;
+            if (unpinner_ret != 0 && unpinner_ret != EINVAL) {
+                bad_unpins++;
+                bad_unpin_ret = unpinner_ret;
+            }
+        }
+    }
+    memset(&after, 0xff, sizeof(after));
+    CHECK_EQ(gdrsim_get_counters(&after, sizeof(after)), 0);
+    printf("close against map/unmap/unpin: %d rounds, %d bad closes, %ld bad map/unmap, "
+           "%d unpins won, %d bad unpins, pins %ld -> %ld, mappings %ld -> %ld\n",
+           round, bad, flip_bad, unpins, bad_unpins, (long)before.live_pins,
+           (long)after.live_pins, (long)before.live_mappings, (long)after.live_mappings);
+    if (bad)
+        printf("close against map/unmap/unpin: a close returned %d, want 0\n", bad_ret);
+    if (flip_bad)
+        printf("close against map/unmap/unpin: a map or unmap returned %d, want 0, EINVAL or EAGAIN\n",
+               flip_bad_ret);
+    if (bad_unpins)
+        printf("close against map/unmap/unpin: an unpin returned %d, want 0 or EINVAL\n",
+               bad_unpin_ret);
+    CHECK(opened > 0);
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(flip_bad, 0);
+    CHECK_EQ(bad_unpins, 0);
+    CHECK_EQ(after.live_pins, before.live_pins);
+    CHECK_EQ(after.live_mappings, before.live_mappings);
 }
 
 int main(void)
@@ -622,6 +726,7 @@ int main(void)
         races();
         queries_against_unpin();
         unpin_against_map();
+        close_against_map();
     }
 
     CHECK_EQ(gdr_unmap(g, shared_mh, p, GPU_PAGE_SIZE), 0);

@@ -322,12 +322,13 @@ impl GdrDrv {
         })
     }
 
-    /// What a query of this driver's pins needs (see [`Queries`]).
+    /// What a call on one of this driver's pins needs (see [`Driver`]).
     #[inline(always)]
-    pub fn queries(&self) -> Queries {
-        Queries {
+    pub fn driver(&self) -> Driver {
+        Driver {
             fd: self.fd_now(),
             version: self.version,
+            page_shift: self.page_shift,
             ioctl: self.ioctl,
         }
     }
@@ -340,7 +341,7 @@ impl GdrDrv {
     /// [`drv_ioctl`] on the current descriptor.
     #[inline(always)]
     fn ioctl<T: IoctlParam>(&self, request: c_ulong, params: T) -> Result<T> {
-        self.queries().ioctl(request, params)
+        self.driver().ioctl(request, params)
     }
 
     /// A pin ioctl: on failure, upstream's log line plus, where NVML answers, the BAR1
@@ -357,38 +358,55 @@ impl GdrDrv {
     }
 }
 
-/// What a query (`gdr_get_info`, `gdr_get_callback_flag`) needs of an open `/dev/gdrdrv`:
-/// small and `Copy`, so that a pin stores it in its handle record and a query reads that
-/// record only, not the session (see `session::query`).
+/// What a call on a pin (a query, a map, an unmap) needs of an open `/dev/gdrdrv`: small
+/// and `Copy`, so that a pin stores it in its handle record and those calls read that record
+/// only, not the session (see `session::quick_query` and `session::quick_handle`).
 #[derive(Clone, Copy)]
-pub struct Queries {
+pub struct Driver {
     fd: i32,
+    /// A version [`check_version`] accepted: below 2^24.
     version: u32,
+    /// The host page's.
+    page_shift: u32,
     ioctl: sys::Ioctl,
 }
 
-impl Queries {
+/// Bits of [`Driver::to_words`]' first word: the descriptor, the version, the page shift.
+const WORD_VERSION_SHIFT: u32 = 32;
+const WORD_PAGE_SHIFT_SHIFT: u32 = 56;
+
+impl Driver {
     /// The two words a handle record keeps: never `(0, _)`, since `version` is at least 2.0.
     #[inline(always)]
     pub fn to_words(self) -> (u64, usize) {
+        debug_assert!(self.version < 1 << (WORD_PAGE_SHIFT_SHIFT - WORD_VERSION_SHIFT));
         (
-            u64::from(self.fd as u32) | u64::from(self.version) << 32,
+            u64::from(self.fd as u32)
+                | u64::from(self.version) << WORD_VERSION_SHIFT
+                | u64::from(self.page_shift) << WORD_PAGE_SHIFT_SHIFT,
             self.ioctl.to_raw(),
         )
     }
 
-    /// The [`Queries`] whose [`Queries::to_words`] gave `(word, ioctl)`.
+    /// The [`Driver`] whose [`Driver::to_words`] gave `(word, ioctl)`.
     ///
     /// # Safety
-    /// The words came from [`Queries::to_words`].
+    /// The words came from [`Driver::to_words`].
     #[inline(always)]
-    pub unsafe fn from_words(word: u64, ioctl: usize) -> Queries {
-        Queries {
+    pub unsafe fn from_words(word: u64, ioctl: usize) -> Driver {
+        Driver {
             fd: word as u32 as i32,
-            version: (word >> 32) as u32,
+            version: (word >> WORD_VERSION_SHIFT) as u32 & ((1 << 24) - 1),
+            page_shift: (word >> WORD_PAGE_SHIFT_SHIFT) as u32,
             // SAFETY: `ioctl` came from `Ioctl::to_raw` (the caller's contract).
             ioctl: unsafe { sys::Ioctl::from_raw(ioctl) },
         }
+    }
+
+    /// The host page size, which mappings are rounded to.
+    #[inline(always)]
+    pub fn page_size(self) -> usize {
+        1 << self.page_shift
     }
 
     #[inline(always)]
@@ -409,7 +427,7 @@ impl Queries {
         self.info_with(handle, true, |i| *i)
     }
 
-    /// [`Queries::info`] (`legacy` = false) or [`Queries::info_v1`] (`legacy` = true), with
+    /// [`Driver::info`] (`legacy` = false) or [`Driver::info_v1`] (`legacy` = true), with
     /// the answer passed to `f`. (What `f` returns carries no niche of `Info`'s, so a caller
     /// that stores the answer tells success from failure with one test.)
     #[inline(always)]
@@ -464,6 +482,97 @@ impl Queries {
         };
         Ok(self.ioctl(ioc::GET_CB_FLAG, p)?.flag != 0)
     }
+
+    /// `gdr_map_v2` of the pin whose driver handle is `handle`: asks for the mapping type
+    /// `request` (drivers 2.5+), maps `size` bytes (a multiple of the host page) of the device
+    /// at the pin's offset, and checks the type the driver granted; unmaps again on failure.
+    #[inline(always)]
+    pub fn map(self, handle: u64, size: usize, request: MappingType) -> Result<Mapping> {
+        if self.version >= VERSION_V2_API {
+            let p = ReqMappingTypeParams {
+                handle,
+                mapping_type: request as u32,
+                ..Default::default()
+            };
+            self.ioctl(ioc::REQ_MAPPING_TYPE, p)?;
+        }
+        let offset = handle
+            .checked_mul(1u64 << self.page_shift)
+            .ok_or(Error::InvalidArgument(
+                "driver handle too large for an mmap offset",
+            ))?;
+        let addr = match sys::mmap_shared(size, self.fd, offset) {
+            Ok(addr) => addr,
+            Err(e) => {
+                let errno = e.errno();
+                gdr_err!(
+                    "error {}({}) while mapping handle {:x}, rounded_size={} offset={:x}",
+                    sys::strerror(errno),
+                    errno,
+                    handle,
+                    size,
+                    offset
+                );
+                return Err(e);
+            }
+        };
+        let unmap = || {
+            // SAFETY: `addr..addr+size` was mapped just above and has not been handed out.
+            let _ = unsafe { sys::munmap(addr, size) };
+        };
+        let info = match self.info(handle) {
+            Ok(i) => i,
+            Err(e) => {
+                gdr_err!(
+                    "error {} from get_info, munmapping before exiting",
+                    e.errno()
+                );
+                unmap();
+                return Err(e);
+            }
+        };
+        let kind = match MappingType::from_raw(info.mapping_type) {
+            Some(MappingType::None) | None => {
+                gdr_err!("mh is not mapped");
+                unmap();
+                return Err(Error::MappingRefused);
+            }
+            Some(k) => k,
+        };
+        if request != MappingType::None && kind != request {
+            gdr_err!("gdrdrv cannot fulfill the requested mapping type. It might be too old.");
+            unmap();
+            return Err(Error::InvalidArgument("requested mapping type not granted"));
+        }
+        Ok(Mapping {
+            addr,
+            len: size,
+            kind,
+        })
+    }
+}
+
+/// `gdr_unmap` of `mapping`, made by [`Driver::map`] for the pin whose driver handle is
+/// `handle`: one `munmap`, logged on failure as upstream does.
+///
+/// # Safety
+/// `mapping` is a live mapping [`Driver::map`] made, which the caller has taken out of use
+/// (the session's state machine holds its handle in the "unmapping" state).
+#[inline(always)]
+pub unsafe fn unmap(handle: u64, mapping: &Mapping) -> Result<()> {
+    // SAFETY: the range is a mapping of the driver's, out of use (the caller's contract).
+    let r = unsafe { sys::munmap(mapping.addr, mapping.len) };
+    if let Err(e) = &r {
+        let errno = e.errno();
+        gdr_err!(
+            "error {}({}) while unmapping handle {:x}, rounded_size={}",
+            sys::strerror(errno),
+            errno,
+            handle,
+            mapping.len
+        );
+    }
+    r
 }
 
 /// The aligned range gdrdrv pins for `addr`/`size`: `(va, mapped_size, page_offset)`.
@@ -528,102 +637,29 @@ impl Backend for GdrDrv {
 
     #[inline(always)]
     fn callback_flag(&self, pin: &Pin) -> Result<bool> {
-        self.queries().callback_flag(pin.handle)
+        self.driver().callback_flag(pin.handle)
     }
 
     #[inline(always)]
     fn info(&self, pin: &Pin, _current: Option<&Mapping>) -> Result<Info> {
-        self.queries().info(pin.handle)
+        self.driver().info(pin.handle)
     }
 
     #[inline(always)]
     fn info_v1(&self, pin: &Pin, _current: Option<&Mapping>) -> Result<Info> {
-        self.queries().info_v1(pin.handle)
+        self.driver().info_v1(pin.handle)
     }
 
     #[inline(always)]
     fn map(&self, pin: &Pin, size: usize, request: MappingType) -> Result<Mapping> {
-        let fd = self.fd_now();
-        if self.version >= VERSION_V2_API {
-            let p = ReqMappingTypeParams {
-                handle: pin.handle,
-                mapping_type: request as u32,
-                ..Default::default()
-            };
-            drv_ioctl(self.ioctl, fd, ioc::REQ_MAPPING_TYPE, p)?;
-        }
-        let offset =
-            pin.handle
-                .checked_mul(1u64 << self.page_shift)
-                .ok_or(Error::InvalidArgument(
-                    "driver handle too large for an mmap offset",
-                ))?;
-        let addr = match sys::mmap_shared(size, fd, offset) {
-            Ok(addr) => addr,
-            Err(e) => {
-                let errno = e.errno();
-                gdr_err!(
-                    "error {}({}) while mapping handle {:x}, rounded_size={} offset={:x}",
-                    sys::strerror(errno),
-                    errno,
-                    pin.handle,
-                    size,
-                    offset
-                );
-                return Err(e);
-            }
-        };
-        let unmap = || {
-            // SAFETY: `addr..addr+size` was mapped just above and has not been handed out.
-            let _ = unsafe { sys::munmap(addr, size) };
-        };
-        let info = match self.info(pin, None) {
-            Ok(i) => i,
-            Err(e) => {
-                gdr_err!(
-                    "error {} from get_info, munmapping before exiting",
-                    e.errno()
-                );
-                unmap();
-                return Err(e);
-            }
-        };
-        let kind = match MappingType::from_raw(info.mapping_type) {
-            Some(MappingType::None) | None => {
-                gdr_err!("mh is not mapped");
-                unmap();
-                return Err(Error::MappingRefused);
-            }
-            Some(k) => k,
-        };
-        if request != MappingType::None && kind != request {
-            gdr_err!("gdrdrv cannot fulfill the requested mapping type. It might be too old.");
-            unmap();
-            return Err(Error::InvalidArgument("requested mapping type not granted"));
-        }
-        Ok(Mapping {
-            addr,
-            len: size,
-            kind,
-        })
+        self.driver().map(pin.handle, size, request)
     }
 
     #[inline(always)]
     fn unmap(&self, pin: &Pin, mapping: &Mapping) -> Result<()> {
         // SAFETY: the session passes only mappings this backend created and that it has taken
         // out of use (its state machine holds the handle in the "unmapping" state).
-        let r = unsafe { sys::munmap(mapping.addr, mapping.len) };
-        if let Err(e) = &r {
-            let errno = e.errno();
-            gdr_err!(
-                "error {}({}) while unmapping handle {:x}, rounded_size={}",
-                sys::strerror(errno),
-                errno,
-                pin.handle,
-                mapping.len
-            );
-        }
-        r
+        unsafe { unmap(pin.handle, mapping) }
     }
 
     fn attribute(&self, attr: Attr) -> Result<i32> {

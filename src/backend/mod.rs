@@ -181,12 +181,13 @@ pub enum Opened {
 }
 
 impl Opened {
-    /// What a query of this backend's pins needs, for the handle records to keep (see
-    /// [`gdrdrv::Queries`]); `None` for a backend whose queries go through the session.
+    /// What a query, a map or an unmap of this backend's pins needs, for the handle records
+    /// to keep (see [`gdrdrv::Driver`]); `None` for a backend whose calls go through the
+    /// session.
     #[inline(always)]
-    pub fn queries(&self) -> Option<gdrdrv::Queries> {
+    pub fn driver(&self) -> Option<gdrdrv::Driver> {
         match self {
-            Opened::Gdrdrv(b) => Some(b.queries()),
+            Opened::Gdrdrv(b) => Some(b.driver()),
             _ => None,
         }
     }
