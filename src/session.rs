@@ -8,13 +8,14 @@
 //! `struct gdr` / `gdr_memh_t` layouts, which gdrcopy's own tests read.
 //!
 //! Concurrency: a session's backend sits behind a read-write lock that only `gdr_close`
-//! takes for writing; a pin holds it shared, so calls on one `gdr_t` run in parallel. A
-//! handle moves through the states of [`state`] with compare-and-swap, so two threads cannot
-//! map, unmap or unpin the same handle at once. A map, an unmap or an unpin of a gdrdrv
-//! handle holds the handle in its transient state instead of the lock (see [`hold`]), and a
-//! query counts itself in the handle's `users` (see [`quick_query`]); `gdr_close`, which
-//! releases every handle of its session before it closes the descriptor, waits for both.
-//! Other calls on handles (DMA-BUF, refusals) hold the lock shared. Copies take no lock.
+//! takes for writing. The calls of the API's hot path take no lock: a pin holds the record
+//! it reserved (see [`pin`]); a map, an unmap or an unpin of a gdrdrv handle holds the handle
+//! in its transient state (see [`hold`]); a query counts itself in the handle's `users` (see
+//! [`quick_query`]). `gdr_close`, which releases every record of its session before it
+//! closes the descriptor, waits for each. A handle moves through the states of [`state`]
+//! with compare-and-swap, so two threads cannot map, unmap or unpin the same handle at once.
+//! Other calls (attributes, DMA-BUF handles, refusals) hold the lock shared. Copies take no
+//! lock.
 //!
 //! Processes: a session names the process that opened it by its [`process::token`], which
 //! differs in every child however it was created, so a child is refused (EACCES) before it
@@ -32,7 +33,7 @@ use crate::registry::{Record, Registry, WipedRegistry};
 use crate::{copy, process, sys};
 use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
 use std::sync::atomic::{
-    AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    fence, AtomicI32, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 
 /// The states of a [`HandleRecord`].
@@ -83,7 +84,9 @@ pub struct SessionRecord {
     pub gdrdrv_version: AtomicU32,
     /// `cache_backend` (u32@40): 0 gdrdrv, 1 DMA-BUF.
     pub cache_backend: AtomicU32,
-    _pad: AtomicU32,
+    /// (In upstream's padding.) Non-zero while `gdr_close` runs: a pin that finds it set
+    /// gives up (see [`pin`]).
+    closing: AtomicU32,
     /// The [`process::token`] of the process that opened the session, 0 when the slot is
     /// free. Kept outside the lock so that a child process is refused before it touches a
     /// lock that a thread of its parent may have held at fork time (that thread does not
@@ -177,7 +180,7 @@ impl Record for SessionRecord {
             page_shift: AtomicU8::new(0),
             gdrdrv_version: AtomicU32::new(0),
             cache_backend: AtomicU32::new(0),
-            _pad: AtomicU32::new(0),
+            closing: AtomicU32::new(0),
             opener: AtomicU64::new(0),
             opener_pid: AtomicI32::new(0),
             serial: AtomicU64::new(0),
@@ -371,16 +374,15 @@ impl HandleRecord {
 }
 
 impl Open {
-    /// Every handle this session has pinned and not released, newest first, with those an
-    /// unpin is releasing. Called only under the session's write lock, where no pin of this
-    /// session is under way, nor any call on its handles that takes the lock; those that
-    /// hold a handle instead may be (see [`hold`]), and [`Open::release`] waits for them.
+    /// Every record of this session, newest first: the handles it has pinned and not
+    /// released, those an unpin is releasing and those a pin has reserved. Called only under
+    /// the session's write lock, once the session is marked closing, where no call that
+    /// takes the lock is under way; pins, and calls that hold a handle instead (see
+    /// [`hold`]), may be, and [`Open::release`] waits for them.
     fn handles_newest_first(&self) -> Vec<&'static HandleRecord> {
         let mut mine = Vec::new();
         HANDLES.for_each(|h| {
-            // Pinned by this session: not a record that another session has reserved.
-            let s = h.state.load(Ordering::SeqCst);
-            if (is_pinned(s) || s == state::UNPINNING)
+            if h.state.load(Ordering::Acquire) != state::FREE
                 && h.owner.load(Ordering::Acquire) == self.serial
             {
                 mine.push(h);
@@ -480,8 +482,9 @@ impl Open {
 /// Moves `h`, found not simply pinned by [`Open::release`] of the session whose serial is
 /// `serial`, from pinned or mapped to unpinning; returns whether it was mapped, or refuses
 /// it. A map, an unmap or an unpin under way makes an unpin lose the race; `gdr_close` waits
-/// for it instead (one that took no session lock, see [`hold`], ends without waiting for
-/// anything), and returns `None` for a handle that such an unpin released.
+/// for it instead, and for a pin under way (none of them takes the session lock, so each
+/// ends without waiting for anything), and returns `None` for a record that such an unpin
+/// released or such a pin gave back.
 #[cold]
 #[inline(never)]
 fn start_release_mapped(
@@ -492,7 +495,11 @@ fn start_release_mapped(
     loop {
         let s = h.state.load(Ordering::Acquire);
         if how == Release::Close {
-            if s == state::MAPPING || s == state::UNMAPPING || s == state::UNPINNING {
+            if s == state::RESERVED
+                || s == state::MAPPING
+                || s == state::UNMAPPING
+                || s == state::UNPINNING
+            {
                 std::thread::yield_now();
                 continue;
             }
@@ -928,11 +935,14 @@ pub fn close(g: usize) -> Result<()> {
         return close_foreign(rec, g);
     }
     let mut guard = rec.open.write();
-    // Read through a shared reference until every handle is released: queries read the
-    // `Open` without the lock while they hold a handle of this session (see `quick_query`).
+    // Read through a shared reference until every handle is released: pins and calls on a
+    // handle read the `Open` without the lock while they hold a record of this session.
     let Some(open) = guard.as_ref() else {
         return Err(already_closed(g));
     };
+    // Before the records are looked for: a pin either sees this or is found (see `pin`).
+    rec.closing.store(1, Ordering::Relaxed);
+    fence(Ordering::SeqCst);
     let mut first: Result<()> = Ok(());
     // Most recently pinned first, as upstream walks its list.
     for h in open.handles_newest_first() {
@@ -951,7 +961,9 @@ pub fn close(g: usize) -> Result<()> {
     rec.gdrdrv_version.store(0, Ordering::Release);
     rec.opener.store(0, Ordering::Release);
     rec.opener_pid.store(0, Ordering::Relaxed);
-    rec.serial.store(0, Ordering::Relaxed);
+    // The serial goes first: a late pin that reads the mark cleared then reads serial 0.
+    rec.serial.store(0, Ordering::SeqCst);
+    rec.closing.store(0, Ordering::SeqCst);
     drop(guard);
     SESSIONS.release(rec);
     first
@@ -1009,16 +1021,38 @@ fn close_foreign(rec: &'static SessionRecord, g: usize) -> Result<()> {
 /// `gdr_pin_buffer(_v2)`: pins and returns the new `gdr_mh_t.h`.
 #[inline(always)]
 pub fn pin(g: usize, req: &PinRequest) -> Result<u64> {
-    let open = session(g)?;
+    let rec = session_record(g)?;
+    check_opener(rec, g)?;
+    let serial = rec.serial.load(Ordering::Acquire);
     // The allocation number orders the pins, so that `gdr_close` releases the newest first
     // as upstream does.
     let Some((h, seq)) = HANDLES.allocate() else {
         gdr_err!("error while allocating memory");
         return Err(Error::NoMemory);
     };
-    h.state.store(state::RESERVED, Ordering::Release);
+    // The record names its session before the pin looks at the session again, and
+    // `gdr_close` marks the session closing before it looks for its records (both sides
+    // fenced): either this pin sees the mark, or `gdr_close` finds the record and waits for
+    // the pin to end (see `start_release_mapped`). So the pin needs no session lock.
+    h.owner.store(serial, Ordering::Relaxed);
+    h.state.store(state::RESERVED, Ordering::Relaxed);
     // Gives the slot back if the pin fails or the backend panics.
     let reserved = Reserved(h);
+    fence(Ordering::SeqCst);
+    if rec.closing.load(Ordering::Relaxed) != 0
+        || serial == 0
+        || rec.serial.load(Ordering::Relaxed) != serial
+    {
+        cold_path();
+        return Err(already_closed(g));
+    }
+    // SAFETY: the session with this serial is open and not closing, and its `gdr_close` waits
+    // for this reserved record before it takes the open state out (above); until then it
+    // reads that state through shared references only.
+    let Some(open) = (unsafe { (*rec.open.data_ptr()).as_ref() }) else {
+        cold_path();
+        return Err(already_closed(g));
+    };
     let p = open.backend.pin(req)?;
     let h = reserved.keep();
     h.set_pin(&p, open.serial, open.backend.kind(), open.page_size);
@@ -1925,20 +1959,35 @@ mod tests {
     }
 
     #[test]
-    fn close_leaves_a_record_that_another_pin_has_reserved() {
+    fn close_waits_for_its_pins_and_leaves_other_sessions_reserved_records() {
         let (g, _calls) = fake();
-        let serial = SESSIONS.lookup(g).unwrap().serial.load(Ordering::Relaxed);
-        // A record that another session's pin has just reserved, still naming this session
-        // as its owner (what a free that kept the owner would leave).
-        let (h, _) = HANDLES.allocate().unwrap();
-        h.owner.store(serial, Ordering::Relaxed);
-        h.state.store(state::RESERVED, Ordering::Release);
-        close(g).unwrap();
-        assert_eq!(h.state.load(Ordering::Acquire), state::RESERVED);
-        // Freeing clears the owner, so a reserved record never names a session.
-        h.free();
-        assert_eq!(h.owner.load(Ordering::Relaxed), 0);
-        assert_eq!(h.state.load(Ordering::Acquire), state::FREE);
+        let (other, _) = fake();
+        let serial_of = |g: usize| SESSIONS.lookup(g).unwrap().serial.load(Ordering::Relaxed);
+        // What a pin in flight holds: a reserved record that names its session.
+        let (mine, _) = HANDLES.allocate().unwrap();
+        mine.owner.store(serial_of(g), Ordering::Relaxed);
+        mine.state.store(state::RESERVED, Ordering::Release);
+        let (theirs, _) = HANDLES.allocate().unwrap();
+        theirs.owner.store(serial_of(other), Ordering::Relaxed);
+        theirs.state.store(state::RESERVED, Ordering::Release);
+        let closing = std::thread::spawn(move || close(g));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(
+            !closing.is_finished(),
+            "close must wait for a pin of its session"
+        );
+        // Once marked closing, the session takes no new pin.
+        assert_eq!(
+            pin(g, &pin_req(0x7350_0000, 0x10000)),
+            Err(Error::InvalidHandle)
+        );
+        // The pin in flight fails and gives its record back.
+        mine.free();
+        closing.join().unwrap().unwrap();
+        assert_eq!(theirs.state.load(Ordering::Acquire), state::RESERVED);
+        theirs.free();
+        assert_eq!(theirs.owner.load(Ordering::Relaxed), 0);
+        close(other).unwrap();
     }
 
     #[test]

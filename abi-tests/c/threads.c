@@ -6,9 +6,9 @@
  * handle: identical calls (one winner), queries against an unpin (they
  * describe the right buffer or fail with EINVAL, never another buffer), and
  * an unpin against a map or unmap (it succeeds or, having lost, fails with
- * EAGAIN and changes nothing), and a close against a map, unmap or unpin
- * (it waits and succeeds, leaving nothing pinned or mapped). Runs on both
- * backends.
+ * EAGAIN and changes nothing), and a close against a pin, map, unmap or
+ * unpin (it waits and succeeds, leaving nothing pinned or mapped). Runs on
+ * both backends.
  *
  * gdrcopy 2.6 is not thread-safe, so against it one thread runs the same
  * loop (which still proves the loop's own expectations).
@@ -575,67 +575,80 @@ static void unpin_against_map(void)
 }
 
 /*
- * gdr_close racing a map, an unmap or an unpin of one of its handles on
- * another thread: the close succeeds, having waited for the call under way
- * (those calls on a gdrdrv handle take no session lock), and unmaps and
- * unpins everything left; the map or unmap either wins or finds the handle
- * gone (EINVAL), or mapped already (EAGAIN), and the unpin wins or finds it
- * gone (EINVAL). Nothing stays pinned or mapped.
+ * gdr_close racing a pin, a map, an unmap or an unpin on another thread:
+ * the close succeeds, having waited for the call under way (none of them
+ * takes the session lock on a gdrdrv handle), and unmaps and unpins
+ * everything left, the new pin's handle included; the pin either wins or
+ * finds the session closed (EINVAL), the map or unmap wins or finds the
+ * handle gone (EINVAL) or mapped already (EAGAIN), and the unpin wins or
+ * finds it gone (EINVAL). Nothing stays pinned or mapped.
  */
-#define CLOSE_ROUNDS 2000
-#define CLOSE_SECONDS 3
+#define CLOSE_ROUNDS 3000
+#define CLOSE_SECONDS 4
 
-static long long unpinner_at;
-static int unpinner_ret;
+enum close_racer { CLOSE_VS_FLIPS, CLOSE_VS_UNPIN, CLOSE_VS_PIN, CLOSE_RACERS };
 
-/* Unpins at unpinner_at (CLOCK_MONOTONIC ns). */
-static void *unpinner_main(void *arg)
+static const char *const racer_names[CLOSE_RACERS] = {"map/unmap", "unpin", "pin"};
+static long long racer_at;
+static enum close_racer racer_op;
+static int racer_ret;
+
+/* Unpins flip_mh, or pins a new handle on flip_g, at racer_at (CLOCK_MONOTONIC ns). */
+static void *one_call_racer_main(void *arg)
 {
+    gdr_mh_t mh;
     (void)arg;
-    while (now_ns() < unpinner_at)
+    while (now_ns() < racer_at)
         ;
-    unpinner_ret = gdr_unpin_buffer(flip_g, flip_mh);
+    if (racer_op == CLOSE_VS_UNPIN)
+        racer_ret = gdr_unpin_buffer(flip_g, flip_mh);
+    else
+        racer_ret = gdr_pin_buffer_v2(flip_g, base, GPU_PAGE_SIZE, 0, &mh);
     return NULL;
 }
 
-static void close_against_map(void)
+static void close_against_calls(void)
 {
-    int round, bad = 0, bad_ret = 0, opened = 0, unpins = 0, bad_unpins = 0, bad_unpin_ret = 0;
+    int round, bad = 0, bad_ret = 0, opened = 0;
+    int won[CLOSE_RACERS] = {0}, bad_calls[CLOSE_RACERS] = {0}, bad_call_ret[CLOSE_RACERS] = {0};
     time_t until = time(NULL) + CLOSE_SECONDS;
     struct gdrsim_counters before, after;
+    enum close_racer op;
     memset(&before, 0xff, sizeof(before));
     CHECK_EQ(gdrsim_get_counters(&before, sizeof(before)), 0);
     flip_bad = 0;
-    for (round = 0; round < CLOSE_ROUNDS && (round < 100 || time(NULL) < until); round++) {
+    for (round = 0; round < CLOSE_ROUNDS && (round < 150 || time(NULL) < until); round++) {
         pthread_t tid;
         int rc, tries;
+        op = (enum close_racer)(round % CLOSE_RACERS);
         flip_g = gdr_open();
         if (flip_g == NULL) {
-            CHECK(!"open for close_against_map");
+            CHECK(!"open for close_against_calls");
             return;
         }
         opened++;
         if (gdr_pin_buffer_v2(flip_g, base, GPU_PAGE_SIZE, 0, &flip_mh) != 0) {
-            CHECK(!"pin for close_against_map");
+            CHECK(!"pin for close_against_calls");
             gdr_close(flip_g);
             return;
         }
         flip_stop = 0;
         flips = 0;
-        if (round % 2) {
-            /* The unpin starts from 1.5 us before the close to 1.6 us after it. */
+        if (op == CLOSE_VS_FLIPS) {
+            pthread_create(&tid, NULL, flipper_main, (void *)(intptr_t)(2 + round % 5));
+            while (__atomic_load_n(&flips, __ATOMIC_ACQUIRE) < 1 + round % 2)
+                ;
+            for (tries = 0; tries < (round % 64) * 16; tries++)
+                __asm__ __volatile__("" ::: "memory");
+        } else {
+            /* The call starts from 1.5 us before the close to 1.6 us after it. */
             long long close_at = now_ns() + 100000;
-            unpinner_at = close_at - 1500 + (round / 2 % 32) * 100;
-            pthread_create(&tid, NULL, unpinner_main, NULL);
+            racer_at = close_at - 1500 + (round / CLOSE_RACERS % 32) * 100;
+            racer_op = op;
+            pthread_create(&tid, NULL, one_call_racer_main, NULL);
             while (now_ns() < close_at)
                 ;
-        } else {
-            pthread_create(&tid, NULL, flipper_main, (void *)(intptr_t)(2 + round % 5));
-            while (__atomic_load_n(&flips, __ATOMIC_ACQUIRE) < 1 + round % 4 / 2)
-                ;
         }
-        for (tries = 0; tries < (round % 2 ? 0 : (round % 64) * 16); tries++)
-            __asm__ __volatile__("" ::: "memory");
         rc = gdr_close(flip_g);
         if (rc != 0) {
             bad++;
@@ -643,32 +656,35 @@ static void close_against_map(void)
         }
         __atomic_store_n(&flip_stop, 1, __ATOMIC_RELEASE);
         pthread_join(tid, NULL);
-        if (round % 2) {
-            unpins += unpinner_ret == 0;
-            if (unpinner_ret != 0 && unpinner_ret != EINVAL) {
-                bad_unpins++;
-                bad_unpin_ret = unpinner_ret;
+        if (op != CLOSE_VS_FLIPS) {
+            won[op] += racer_ret == 0;
+            if (racer_ret != 0 && racer_ret != EINVAL) {
+                bad_calls[op]++;
+                bad_call_ret[op] = racer_ret;
             }
         }
     }
     memset(&after, 0xff, sizeof(after));
     CHECK_EQ(gdrsim_get_counters(&after, sizeof(after)), 0);
-    printf("close against map/unmap/unpin: %d rounds, %d bad closes, %ld bad map/unmap, "
-           "%d unpins won, %d bad unpins, pins %ld -> %ld, mappings %ld -> %ld\n",
-           round, bad, flip_bad, unpins, bad_unpins, (long)before.live_pins,
-           (long)after.live_pins, (long)before.live_mappings, (long)after.live_mappings);
+    printf("close against calls: %d rounds, %d bad closes, %ld bad map/unmap, unpins %d won "
+           "%d bad, pins %d won %d bad; live pins %ld -> %ld, mappings %ld -> %ld\n",
+           round, bad, flip_bad, won[CLOSE_VS_UNPIN], bad_calls[CLOSE_VS_UNPIN], won[CLOSE_VS_PIN],
+           bad_calls[CLOSE_VS_PIN], (long)before.live_pins, (long)after.live_pins,
+           (long)before.live_mappings, (long)after.live_mappings);
     if (bad)
-        printf("close against map/unmap/unpin: a close returned %d, want 0\n", bad_ret);
+        printf("close against calls: a close returned %d, want 0\n", bad_ret);
     if (flip_bad)
-        printf("close against map/unmap/unpin: a map or unmap returned %d, want 0, EINVAL or EAGAIN\n",
+        printf("close against calls: a map or unmap returned %d, want 0, EINVAL or EAGAIN\n",
                flip_bad_ret);
-    if (bad_unpins)
-        printf("close against map/unmap/unpin: an unpin returned %d, want 0 or EINVAL\n",
-               bad_unpin_ret);
+    for (op = CLOSE_VS_UNPIN; op < CLOSE_RACERS; op++)
+        if (bad_calls[op])
+            printf("close against calls: %s returned %d, want 0 or EINVAL\n", racer_names[op],
+                   bad_call_ret[op]);
     CHECK(opened > 0);
     CHECK_EQ(bad, 0);
     CHECK_EQ(flip_bad, 0);
-    CHECK_EQ(bad_unpins, 0);
+    CHECK_EQ(bad_calls[CLOSE_VS_UNPIN], 0);
+    CHECK_EQ(bad_calls[CLOSE_VS_PIN], 0);
     CHECK_EQ(after.live_pins, before.live_pins);
     CHECK_EQ(after.live_mappings, before.live_mappings);
 }
@@ -726,7 +742,7 @@ int main(void)
         races();
         queries_against_unpin();
         unpin_against_map();
-        close_against_map();
+        close_against_calls();
     }
 
     CHECK_EQ(gdr_unmap(g, shared_mh, p, GPU_PAGE_SIZE), 0);
