@@ -778,13 +778,8 @@ fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(&'st
     if !live {
         return Err(refuse_handle(&held, mh));
     }
-    // SAFETY: `held` is a live handle of the session with this serial, counted in its
-    // `users`: the session's `Open` was stored before any of its handles was pinned, and
-    // `gdr_close` reads it only through shared references until it has released every
-    // handle of the session, which waits for `users` to drop to zero; only then does it
-    // take the `Open` out. So the `Option` is `Some` and stays unchanged while `held` lives.
-    let open = unsafe { (*rec.open.data_ptr()).as_ref() };
-    let Some(open) = open else {
+    // SAFETY: `held` is a live handle of this session, counted in its `users`.
+    let Some(open) = (unsafe { open_unlocked(rec) }) else {
         return Err(already_closed(g));
     };
     Ok((open, held))
@@ -799,17 +794,18 @@ fn quick_handle(g: usize, mh: u64) -> Option<&'static HandleRecord> {
     (h.proves_caller() && h.session.load(Ordering::Acquire) == g).then_some(h)
 }
 
-/// The open state of the session `g`, read without its lock.
+/// The open state of `rec`, read without its lock.
 ///
 /// # Safety
-/// The caller holds a handle of `g` in a transient state (see [`hold`]): `gdr_close` waits
-/// for it to settle before it takes the open state out of the record, and reads that state
-/// only through shared references until then.
+/// The caller holds a record of this session: a live handle counted in its `users` (see
+/// [`quick_query`]), a handle in a transient state (see [`hold`]), or the record a pin has
+/// reserved (see [`pin`]). The session's `Open` was stored before any of its records was
+/// taken, and `gdr_close` reads it only through shared references until every record of the
+/// session is released, which waits for each of these; only then does it take the `Open`
+/// out. So the `Option` is `Some` and stays unchanged while the caller holds the record.
 #[inline(always)]
-unsafe fn held_open(g: usize) -> Option<&'static Open> {
-    let rec = SESSIONS.lookup(g)?;
-    // SAFETY: the `Open` stays in place and unchanged while the caller holds the handle
-    // (the caller's contract, above).
+unsafe fn open_unlocked(rec: &'static SessionRecord) -> Option<&'static Open> {
+    // SAFETY: the caller's contract, above.
     unsafe { (*rec.open.data_ptr()).as_ref() }
 }
 
@@ -1046,10 +1042,9 @@ pub fn pin(g: usize, req: &PinRequest) -> Result<u64> {
         cold_path();
         return Err(already_closed(g));
     }
-    // SAFETY: the session with this serial is open and not closing, and its `gdr_close` waits
-    // for this reserved record before it takes the open state out (above); until then it
-    // reads that state through shared references only.
-    let Some(open) = (unsafe { (*rec.open.data_ptr()).as_ref() }) else {
+    // SAFETY: this pin holds the record it reserved for the session, which was open and not
+    // closing after the record named it (above).
+    let Some(open) = (unsafe { open_unlocked(rec) }) else {
         cold_path();
         return Err(already_closed(g));
     };
@@ -1166,7 +1161,10 @@ fn quick_unpin(g: usize, mh: u64) -> Option<Result<()>> {
     let h = quick_handle(g, mh)?;
     hold(h, g, state::PINNED, state::UNPINNING)?;
     // SAFETY: `h`, a handle of the session `g`, is held in UNPINNING.
-    let Some(open) = (unsafe { held_open(g) }) else {
+    let Some(open) = SESSIONS
+        .lookup(g)
+        .and_then(|rec| unsafe { open_unlocked(rec) })
+    else {
         cold_path();
         h.state.store(state::PINNED, Ordering::Release);
         return None;
