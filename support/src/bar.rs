@@ -343,13 +343,13 @@ impl VkBar {
         })?;
         exts.truncate(ecount as usize);
         let names: Vec<String> = exts.iter().map(|e| c_name(&e.extensionName)).collect();
-        let has = |n: &str| names.iter().any(|x| x == n);
-        let mut enable: Vec<CString> = Vec::new();
+        let has = |n: &CStr| names.iter().any(|x| x.as_bytes() == n.to_bytes());
+        let mut enable: Vec<&CStr> = Vec::new();
         let external_fd = has(EXT_EXTERNAL_MEMORY_FD);
         if external_fd {
             for n in [EXT_EXTERNAL_MEMORY, EXT_EXTERNAL_MEMORY_FD] {
                 if has(n) {
-                    enable.push(CString::new(n).map_err(|_| Error::Invalid(n.to_owned()))?);
+                    enable.push(n);
                 }
             }
         }
@@ -419,10 +419,7 @@ impl VkBar {
                 driver_version: props.driverVersion,
                 uuid,
                 memory_types,
-                external_fd: external_fd
-                    && enable
-                        .iter()
-                        .any(|c| c.as_bytes() == EXT_EXTERNAL_MEMORY_FD.as_bytes()),
+                external_fd: external_fd && enable.contains(&EXT_EXTERNAL_MEMORY_FD),
             },
             bar_type,
         })

@@ -24,7 +24,7 @@ pub enum Error {
     /// The device has no memory type that is both device-local and host-visible.
     NoBarMemoryType,
     /// A device extension the step needs is not offered.
-    MissingExtension(&'static str),
+    MissingExtension(&'static std::ffi::CStr),
     /// An argument was out of range (size zero, copy past the end, ...).
     Invalid(String),
     /// Bytes read back differ from the bytes written.
@@ -67,7 +67,7 @@ impl fmt::Display for Error {
             Error::NoBarMemoryType => {
                 write!(f, "no memory type is both DEVICE_LOCAL and HOST_VISIBLE")
             }
-            Error::MissingExtension(e) => write!(f, "device extension {e} not offered"),
+            Error::MissingExtension(e) => write!(f, "device extension {} not offered", e.to_string_lossy()),
             Error::Invalid(s) => write!(f, "invalid argument: {s}"),
             Error::Mismatch {
                 what,

@@ -14,6 +14,6 @@ pub mod dl;
 pub mod error;
 pub mod gdr;
 pub mod nvml;
-pub mod vk;
+pub use gdrapi_abi::vk;
 
 pub use error::{Error, Result};

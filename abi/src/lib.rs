@@ -1,0 +1,10 @@
+//! Declarations of the foreign interfaces the workspace speaks, each written once: the
+//! library, the emulator, the tools and the benchmarks take them from here. Plain data, `repr(C)`
+//! structures and function pointer types only; nothing is linked or loaded here, so the
+//! library can depend on this crate and still need only libc at run time.
+//!
+//! - [`vk`]: the Vulkan 1.1 subset used to reach GPU memory through the PCIe BAR.
+
+#![no_std]
+
+pub mod vk;
