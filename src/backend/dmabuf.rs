@@ -33,14 +33,13 @@
 
 use super::{Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
 use crate::cuda::types::{
-    CuDevice, ATTR_DMA_BUF_SUPPORTED, ATTR_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
+    ATTR_DMA_BUF_SUPPORTED, ATTR_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
     MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE,
 };
-use crate::cuda::{self, Context, CuError, Driver};
+use crate::cuda::{self, Contexts, CuError, Driver};
 use crate::error::{Error, Result};
 use crate::ffi::types::GDR_PIN_FLAG_FORCE_PCIE;
 use crate::sys::strerror;
-use parking_lot::Mutex;
 
 /// The kernel-internal `ENOTSUPP` that a dma-buf exporter without mmap support leaks to user
 /// space from mmap; C callers get `ENOTSUP` instead.
@@ -49,20 +48,13 @@ const KERNEL_ENOTSUPP: i32 = 524;
 /// The version [`Backend::driver_version`] reports (see the module documentation).
 const REPORTED_DRIVER_VERSION: (i32, i32) = (2, 6);
 
-/// A primary context this backend retained, and its device.
-#[derive(Debug, Clone, Copy)]
-struct Retained {
-    dev: CuDevice,
-    ctx: Context,
-}
-
 /// The DMA-BUF backend of one session.
 #[derive(Debug)]
 pub struct DmaBuf {
     cuda: &'static Driver,
     page_size: u64,
     /// Primary contexts retained so far, one per device; released at close.
-    retained: Mutex<Vec<Retained>>,
+    contexts: Contexts,
 }
 
 /// The host page size (`sysconf(_SC_PAGESIZE)`), 4096 if it cannot be read.
@@ -102,7 +94,7 @@ impl DmaBuf {
     /// Loads libcuda and checks that some device supports dma-buf mmap. Logs the reason of any
     /// refusal at ERR level.
     pub fn open() -> Result<DmaBuf> {
-        match cuda::load() {
+        match cuda::load(cuda::FOR_DMABUF) {
             Ok(driver) => DmaBuf::with_driver(driver),
             Err(e) => {
                 crate::gdr_err!("dmabuf mmap backend unavailable: {e}");
@@ -112,8 +104,14 @@ impl DmaBuf {
         }
     }
 
-    /// A backend on an already loaded driver, provided some device supports dma-buf mmap.
+    /// A backend on an already loaded driver, provided it exports dma-bufs and some device
+    /// supports dma-buf mmap.
     pub fn with_driver(cuda: &'static Driver) -> Result<DmaBuf> {
+        if let Err(m) = cuda.dmabuf_export_available() {
+            crate::gdr_err!("dmabuf mmap backend unavailable: {m}");
+            crate::gdr_info!("gdr_cuda_init() failed");
+            return Err(m.into());
+        }
         let refuse = |e: CuError| {
             crate::gdr_err!(
                 "dmabuf mmap backend unavailable: \"{}\" failed ({}: {})",
@@ -156,7 +154,7 @@ impl DmaBuf {
         Ok(DmaBuf {
             cuda,
             page_size: host_page_size(),
-            retained: Mutex::new(Vec::new()),
+            contexts: Contexts::new(cuda),
         })
     }
 
@@ -174,58 +172,6 @@ impl DmaBuf {
         let bar1 = crate::nvml::note_for_failed_pin(size);
         self.cuda.log_failure_with(e, bar1.as_deref());
         e.to_error()
-    }
-
-    /// The primary context of `dev`, retained on first use.
-    fn primary_context(&self, dev: CuDevice) -> std::result::Result<Context, CuError> {
-        let mut list = self.retained.lock();
-        if let Some(r) = list.iter().find(|r| r.dev == dev) {
-            return Ok(r.ctx);
-        }
-        let ctx = self.cuda.retain_primary_context(dev)?;
-        crate::gdr_dbg!("retained the primary context of device {dev}");
-        list.push(Retained { dev, ctx });
-        Ok(ctx)
-    }
-
-    /// Runs `f` with a current context: the caller's if the thread has one, else the primary
-    /// context of `dev`, made current for the call and unbound again afterwards.
-    fn with_context<T>(
-        &self,
-        dev: CuDevice,
-        f: impl FnOnce() -> std::result::Result<T, CuError>,
-    ) -> std::result::Result<T, CuError> {
-        if self.cuda.current_context()?.is_some() {
-            return f();
-        }
-        let ctx = self.primary_context(dev)?;
-        self.cuda.set_current_context(Some(ctx))?;
-        let out = f();
-        if let Err(e) = self.cuda.set_current_context(None) {
-            crate::gdr_warn!(
-                "could not restore the thread's CUDA context: \"{}\" failed ({}: {})",
-                e.call,
-                e.code,
-                self.cuda.describe(e.code)
-            );
-        }
-        out
-    }
-
-    /// Releases every retained primary context (idempotent).
-    fn release_contexts(&self) {
-        let list = std::mem::take(&mut *self.retained.lock());
-        for r in list {
-            if let Err(e) = self.cuda.release_primary_context(r.dev) {
-                crate::gdr_warn!(
-                    "\"{}\" failed for device {} ({}: {})",
-                    e.call,
-                    r.dev,
-                    e.code,
-                    self.cuda.describe(e.code)
-                );
-            }
-        }
     }
 }
 
@@ -287,7 +233,8 @@ impl Backend for DmaBuf {
         };
 
         let fd = self
-            .with_context(dev, || cuda.export_dmabuf(va, len, flags))
+            .contexts
+            .with_current(dev, || cuda.export_dmabuf(va, len, flags))
             .map_err(|e| self.fail_export(e, mapped_size))?;
         if fd < 0 {
             crate::gdr_err!("cuMemGetHandleForAddressRange succeeded but returned fd {fd}");
@@ -456,14 +403,8 @@ impl Backend for DmaBuf {
     }
 
     fn close(&self) -> Result<()> {
-        self.release_contexts();
+        self.contexts.release_all();
         Ok(())
-    }
-}
-
-impl Drop for DmaBuf {
-    fn drop(&mut self) {
-        self.release_contexts();
     }
 }
 
@@ -698,8 +639,12 @@ mod tests {
         // As upstream: a pin whose address is not page aligned pins but does not map.
         let unaligned = b.pin(&req(BASE + 100, 5000, 0)).expect("pin");
         assert_eq!(
-            b.map(&unaligned, unaligned.mapped_size as usize, MappingType::None)
-                .map_err(|e| e.errno()),
+            b.map(
+                &unaligned,
+                unaligned.mapped_size as usize,
+                MappingType::None
+            )
+            .map_err(|e| e.errno()),
             Err(libc::EINVAL)
         );
         b.unpin(&unaligned).expect("unpin");
@@ -721,22 +666,12 @@ mod tests {
         let msg = b"through the mapping";
         // SAFETY: the mapping is `len` bytes long and the write ends well inside it.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                msg.as_ptr(),
-                (m.addr + 100) as *mut u8,
-                msg.len(),
-            )
+            std::ptr::copy_nonoverlapping(msg.as_ptr(), (m.addr + 100) as *mut u8, msg.len())
         };
         let mut back = [0u8; 19];
         // SAFETY: reading into a local buffer of the given size.
-        let n = unsafe {
-            libc::pread(
-                pin.handle as i32,
-                back.as_mut_ptr().cast(),
-                back.len(),
-                100,
-            )
-        };
+        let n =
+            unsafe { libc::pread(pin.handle as i32, back.as_mut_ptr().cast(), back.len(), 100) };
         assert_eq!(n, 19);
         assert_eq!(&back, msg);
 

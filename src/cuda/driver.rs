@@ -1,5 +1,6 @@
 //! The loaded CUDA driver: its entry points and safe wrappers that return `CUresult` failures
-//! as [`CuError`] values naming the call.
+//! as [`CuError`] values naming the call. Entry points only one backend needs are kept as
+//! `Result`s, so that a driver without them still serves the other backend.
 
 use super::result::{error_of, fallback_name};
 use super::types::*;
@@ -7,7 +8,7 @@ use crate::error::Error;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::fmt;
 
-/// The driver entry points the DMA-BUF backend calls.
+/// The driver entry points the backends call.
 #[derive(Clone, Copy)]
 pub struct Api {
     /// `cuInit`.
@@ -18,8 +19,8 @@ pub struct Api {
     pub device_get_count: FnDeviceGetCount,
     /// `cuDeviceGetAttribute`.
     pub device_get_attribute: FnDeviceGetAttribute,
-    /// `cuMemGetHandleForAddressRange`.
-    pub mem_get_handle_for_address_range: FnMemGetHandleForAddressRange,
+    /// `cuMemGetHandleForAddressRange` (the DMA-BUF backend), or why it could not be resolved.
+    pub mem_get_handle_for_address_range: Result<FnMemGetHandleForAddressRange, Missing>,
     /// `cuCtxGetCurrent`.
     pub ctx_get_current: FnCtxGetCurrent,
     /// `cuCtxSetCurrent`.
@@ -34,6 +35,60 @@ pub struct Api {
     pub get_error_name: Option<FnGetErrorText>,
     /// `cuGetErrorString`, when the driver has it (log lines only).
     pub get_error_string: Option<FnGetErrorText>,
+    /// The virtual memory management calls (the Vulkan backend), or the first one missing.
+    pub vmm: Result<VmmApi, Missing>,
+}
+
+/// The entry points the Vulkan backend calls to find and export a `cuMemCreate` allocation.
+#[derive(Clone, Copy)]
+pub struct VmmApi {
+    /// `cuMemRetainAllocationHandle`.
+    pub retain_allocation_handle: FnMemRetainAllocationHandle,
+    /// `cuMemGetAllocationPropertiesFromHandle`.
+    pub allocation_properties: FnMemGetAllocationPropertiesFromHandle,
+    /// `cuMemExportToShareableHandle`.
+    pub export_to_shareable_handle: FnMemExportToShareableHandle,
+    /// `cuMemRelease`.
+    pub release: FnMemRelease,
+    /// `cuMemGetAddressRange_v2`.
+    pub address_range: FnMemGetAddressRange,
+    /// `cuDeviceGetUuid_v2`.
+    pub device_uuid: FnDeviceGetUuid,
+}
+
+/// An entry point `cuGetProcAddress` did not give: its name, the `CUresult` and symbol
+/// status of the query, and the CUDA version it was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Missing {
+    /// The entry point's base name, e.g. `"cuMemGetHandleForAddressRange"`.
+    pub name: &'static str,
+    /// What `cuGetProcAddress` returned.
+    pub code: CuResult,
+    /// Its `CUdriverProcAddressQueryResult` (0 for the legacy form).
+    pub status: c_int,
+    /// The `cudaVersion` argument of the query.
+    pub version: c_int,
+}
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cuGetProcAddress cannot resolve '{}' for CUDA {} (result {}: {}, status {})",
+            self.name,
+            self.version,
+            self.code,
+            fallback_name(self.code),
+            self.status
+        )
+    }
+}
+
+/// A [`Missing`] entry point as a crate error: ENOTSUP.
+impl From<Missing> for Error {
+    fn from(_: Missing) -> Error {
+        Error::NotSupported("a CUDA entry point is missing")
+    }
 }
 
 /// A CUDA call that failed: which one and its `CUresult`.
@@ -177,6 +232,16 @@ impl Driver {
         })
     }
 
+    /// Whether `cuMemGetHandleForAddressRange` was resolved, or why not.
+    pub fn dmabuf_export_available(&self) -> Result<(), Missing> {
+        self.api.mem_get_handle_for_address_range.map(|_| ())
+    }
+
+    /// The VMM entry points, or the first one the driver lacks.
+    pub fn vmm(&self) -> Result<Vmm<'_>, Missing> {
+        self.api.vmm.as_ref().map(|api| Vmm { api }).map_err(|m| *m)
+    }
+
     /// `cuMemGetHandleForAddressRange(DMA_BUF_FD)`: a new dma-buf fd for `[addr, addr+size)`.
     pub fn export_dmabuf(
         &self,
@@ -184,11 +249,18 @@ impl Driver {
         size: usize,
         flags: u64,
     ) -> Result<i32, CuError> {
+        let Ok(export) = self.api.mem_get_handle_for_address_range else {
+            // The DMA-BUF backend checks this at open (`dmabuf_export_available`).
+            return Err(CuError {
+                call: "cuMemGetHandleForAddressRange",
+                code: NOT_FOUND,
+            });
+        };
         // The driver stores an int; two ints of room guard against a wider store.
         let mut handle: [c_int; 2] = [-1, -1];
         // SAFETY: resolved entry point; the out buffer is 8 bytes, alive across the call.
         let r = unsafe {
-            (self.api.mem_get_handle_for_address_range)(
+            export(
                 handle.as_mut_ptr().cast::<c_void>(),
                 addr,
                 size,
@@ -225,6 +297,77 @@ impl Driver {
             if note.is_some() { "; " } else { "" },
             note.unwrap_or("")
         );
+    }
+}
+
+/// The VMM entry points of a loaded driver ([`Driver::vmm`]).
+#[derive(Clone, Copy)]
+pub struct Vmm<'a> {
+    api: &'a VmmApi,
+}
+
+impl Vmm<'_> {
+    /// `cuMemRetainAllocationHandle`: the physical allocation mapped at `addr`, with one more
+    /// reference that the caller gives back with [`Vmm::release`].
+    pub fn retain_allocation(&self, addr: CuDevicePtr) -> Result<CuMemHandle, CuError> {
+        let mut h: CuMemHandle = 0;
+        // SAFETY: resolved entry point, valid out pointer; the address is only looked up.
+        check("cuMemRetainAllocationHandle", unsafe {
+            (self.api.retain_allocation_handle)(&mut h, addr as usize as *mut c_void)
+        })?;
+        Ok(h)
+    }
+
+    /// `cuMemGetAllocationPropertiesFromHandle`.
+    pub fn properties(&self, h: CuMemHandle) -> Result<MemAllocationProp, CuError> {
+        let mut p = MemAllocationProp::default();
+        // SAFETY: resolved entry point; `p` is a writable `CUmemAllocationProp`.
+        check("cuMemGetAllocationPropertiesFromHandle", unsafe {
+            (self.api.allocation_properties)(&mut p, h)
+        })?;
+        Ok(p)
+    }
+
+    /// `cuMemExportToShareableHandle(POSIX_FILE_DESCRIPTOR)`: a new fd the caller owns.
+    pub fn export_fd(&self, h: CuMemHandle) -> Result<i32, CuError> {
+        // The driver stores an int; two ints of room guard against a wider store.
+        let mut fd: [c_int; 2] = [-1, -1];
+        // SAFETY: resolved entry point; the out buffer is 8 bytes, alive across the call.
+        check("cuMemExportToShareableHandle", unsafe {
+            (self.api.export_to_shareable_handle)(
+                fd.as_mut_ptr().cast::<c_void>(),
+                h,
+                MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                0,
+            )
+        })?;
+        Ok(fd[0])
+    }
+
+    /// `cuMemRelease`.
+    pub fn release(&self, h: CuMemHandle) -> Result<(), CuError> {
+        // SAFETY: resolved entry point; the handle is only looked up.
+        check("cuMemRelease", unsafe { (self.api.release)(h) })
+    }
+
+    /// `cuMemGetAddressRange_v2`: `(base, size)` of the mapped range holding `addr`.
+    pub fn address_range(&self, addr: CuDevicePtr) -> Result<(CuDevicePtr, usize), CuError> {
+        let (mut base, mut size): (CuDevicePtr, usize) = (0, 0);
+        // SAFETY: resolved entry point, valid out pointers.
+        check("cuMemGetAddressRange", unsafe {
+            (self.api.address_range)(&mut base, &mut size, addr)
+        })?;
+        Ok((base, size))
+    }
+
+    /// `cuDeviceGetUuid_v2`.
+    pub fn device_uuid(&self, dev: CuDevice) -> Result<[u8; 16], CuError> {
+        let mut uuid = [0u8; 16];
+        // SAFETY: resolved entry point; `uuid` is a writable 16-byte `CUuuid`.
+        check("cuDeviceGetUuid", unsafe {
+            (self.api.device_uuid)(&mut uuid, dev)
+        })?;
+        Ok(uuid)
     }
 }
 

@@ -185,7 +185,7 @@ pub fn driver() -> &'static Driver {
             device_get,
             device_get_count,
             device_get_attribute,
-            mem_get_handle_for_address_range: export,
+            mem_get_handle_for_address_range: Ok(export),
             ctx_get_current,
             ctx_set_current,
             primary_ctx_retain: retain,
@@ -193,6 +193,12 @@ pub fn driver() -> &'static Driver {
             pointer_get_attribute,
             get_error_name: None,
             get_error_string: None,
+            vmm: Err(super::Missing {
+                name: "cuMemRetainAllocationHandle",
+                code: NOT_FOUND,
+                status: 0,
+                version: MIN_DMABUF_MMAP_VERSION,
+            }),
         };
         Box::leak(Box::new(Driver::new(api, MIN_DMABUF_MMAP_VERSION, 0)))
     })

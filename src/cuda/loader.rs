@@ -1,13 +1,14 @@
-//! Finding libcuda at run time: `dlopen("libcuda.so.1")`, then `"libcuda.so"`; the version gate;
-//! the entry points through `cuGetProcAddress_v2` (or the legacy `cuGetProcAddress`); `cuInit`.
+//! Finding libcuda at run time: `dlopen("libcuda.so.1")`, then `"libcuda.so"`; the version gate
+//! of the backend asking ([`Requirement`]); the entry points through `cuGetProcAddress_v2` (or the
+//! legacy `cuGetProcAddress`); `cuInit`.
 //!
-//! The library is never linked against libcuda and opens it only when the DMA-BUF backend is
-//! tried. Once a load succeeded, the table is kept for the life of the process and shared by
+//! The library is never linked against libcuda and opens it only when the DMA-BUF or the Vulkan
+//! backend is tried. Once a load succeeded, the table is kept for the life of the process and shared by
 //! every session: after `cuInit` the driver owns threads and process-wide state, so unloading it
 //! again (as upstream does at its last `gdr_close`) is not safe. A load that fails is undone
 //! (`dlclose`) and tried afresh at the next `gdr_open`.
 
-use super::driver::{Api, Driver};
+use super::driver::{Api, Driver, Missing, VmmApi};
 use super::result::{error_of, fallback_name};
 use super::types::*;
 use crate::error::Error;
@@ -18,6 +19,28 @@ use std::fmt;
 /// The names tried, in order.
 const LIBRARY_NAMES: [&CStr; 2] = [c"libcuda.so.1", c"libcuda.so"];
 
+/// What a backend needs of the driver: the oldest CUDA version it works with, and its name in
+/// the log line of a refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Requirement {
+    /// The oldest `cuDriverGetVersion` value (1000 * major + 10 * minor).
+    pub version: c_int,
+    /// The backend, as the log names it.
+    pub purpose: &'static str,
+}
+
+/// The DMA-BUF backend: CPU mmap of dma-buf exports came with CUDA 13.3.
+pub const FOR_DMABUF: Requirement = Requirement {
+    version: MIN_DMABUF_MMAP_VERSION,
+    purpose: "dmabuf mmap backend",
+};
+
+/// The Vulkan backend: the VMM export calls and `cuDeviceGetUuid_v2` (CUDA 11.4).
+pub const FOR_VULKAN: Requirement = Requirement {
+    version: MIN_VMM_EXPORT_VERSION,
+    purpose: "vulkan backend",
+};
+
 /// Why libcuda could not be used. Each variant's text is the log line that explains it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LoadError {
@@ -27,16 +50,12 @@ pub enum LoadError {
     NoVersionQuery,
     /// `cuDriverGetVersion` failed with this `CUresult`.
     VersionQueryFailed(CuResult),
-    /// The driver reports this version, older than [`MIN_DMABUF_MMAP_VERSION`].
-    TooOld(i32),
+    /// The driver reports `version`, older than the backend needs.
+    TooOld { version: i32, need: Requirement },
     /// libcuda exports neither `cuGetProcAddress_v2` nor `cuGetProcAddress`.
     NoGetProcAddress,
-    /// `cuGetProcAddress` did not give this entry point: its `CUresult` and query status.
-    MissingFunction {
-        name: &'static str,
-        code: CuResult,
-        status: c_int,
-    },
+    /// `cuGetProcAddress` did not give an entry point every backend needs.
+    MissingFunction(Missing),
     /// `cuInit(0)` failed with this `CUresult`.
     InitFailed(CuResult),
 }
@@ -50,13 +69,9 @@ impl LoadError {
             LoadError::NoLibrary(_) => Error::NoDevice("no CUDA driver library (libcuda.so.1)"),
             LoadError::NoVersionQuery => Error::NotSupported("libcuda has no cuDriverGetVersion"),
             LoadError::VersionQueryFailed(r) => error_of("cuDriverGetVersion", *r),
-            LoadError::TooOld(_) => {
-                Error::NotSupported("CUDA 13.3 or newer required for dmabuf mmap")
-            }
+            LoadError::TooOld { .. } => Error::NotSupported("the CUDA driver is too old"),
             LoadError::NoGetProcAddress => Error::NotSupported("libcuda has no cuGetProcAddress"),
-            LoadError::MissingFunction { .. } => {
-                Error::NotSupported("a CUDA entry point is missing")
-            }
+            LoadError::MissingFunction(m) => Error::from(*m),
             LoadError::InitFailed(r) => error_of("cuInit", *r),
         }
     }
@@ -66,27 +81,29 @@ impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LoadError::NoLibrary(why) => {
-                write!(f, "cannot load the CUDA driver (libcuda.so.1, libcuda.so): {why}")
+                write!(
+                    f,
+                    "cannot load the CUDA driver (libcuda.so.1, libcuda.so): {why}"
+                )
             }
             LoadError::NoVersionQuery => f.write_str("libcuda has no cuDriverGetVersion"),
             LoadError::VersionQueryFailed(r) => {
                 write!(f, "cuDriverGetVersion failed ({r}: {})", fallback_name(*r))
             }
-            LoadError::TooOld(v) => write!(
+            LoadError::TooOld { version: v, need } => write!(
                 f,
-                "CUDA 13.3 or newer required for dmabuf mmap backend (reported version {v} = CUDA {}.{}; need {})",
+                "CUDA {}.{} or newer required for {} (reported version {v} = CUDA {}.{}; need {})",
+                need.version / 1000,
+                (need.version % 1000) / 10,
+                need.purpose,
                 v / 1000,
                 (v % 1000) / 10,
-                MIN_DMABUF_MMAP_VERSION
+                need.version
             ),
             LoadError::NoGetProcAddress => {
                 f.write_str("libcuda exports neither cuGetProcAddress_v2 nor cuGetProcAddress")
             }
-            LoadError::MissingFunction { name, code, status } => write!(
-                f,
-                "cuGetProcAddress cannot resolve '{name}' for CUDA {MIN_DMABUF_MMAP_VERSION} (result {code}: {}, status {status})",
-                fallback_name(*code)
-            ),
+            LoadError::MissingFunction(m) => m.fmt(f),
             LoadError::InitFailed(r) => write!(f, "cuInit(0) failed ({r}: {})", fallback_name(*r)),
         }
     }
@@ -95,15 +112,24 @@ impl fmt::Display for LoadError {
 /// The process-wide table, set by the first successful [`load`].
 static LOADED: Mutex<Option<&'static Driver>> = Mutex::new(None);
 
-/// The process-wide libcuda table, loading it on first use. Thread-safe: concurrent callers
-/// wait for one load. A failure is not cached.
-pub fn load() -> Result<&'static Driver, LoadError> {
+/// The process-wide libcuda table, loading it on first use, provided the driver meets `need`.
+/// Thread-safe: concurrent callers wait for one load. A failure is not cached.
+pub fn load(need: Requirement) -> Result<&'static Driver, LoadError> {
     let mut slot = LOADED.lock();
-    if let Some(d) = *slot {
-        return Ok(d);
+    let driver = match *slot {
+        Some(d) => d,
+        None => {
+            let d: &'static Driver = Box::leak(Box::new(load_fresh(need)?));
+            *slot = Some(d);
+            d
+        }
+    };
+    if driver.version() < need.version {
+        return Err(LoadError::TooOld {
+            version: driver.version(),
+            need,
+        });
     }
-    let driver: &'static Driver = Box::leak(Box::new(load_fresh()?));
-    *slot = Some(driver);
     Ok(driver)
 }
 
@@ -184,8 +210,8 @@ impl ProcAddress {
         None
     }
 
-    /// Resolves `name` for [`MIN_DMABUF_MMAP_VERSION`].
-    fn get(self, name: &'static CStr) -> Result<*mut c_void, LoadError> {
+    /// Resolves `name` as CUDA `version` declares it.
+    fn get(self, name: &'static CStr, version: c_int) -> Result<*mut c_void, Missing> {
         let mut fp: *mut c_void = std::ptr::null_mut();
         let mut status: c_int = 0;
         let code = match self {
@@ -194,40 +220,68 @@ impl ProcAddress {
                 f(
                     name.as_ptr(),
                     &mut fp,
-                    MIN_DMABUF_MMAP_VERSION,
+                    version,
                     GET_PROC_ADDRESS_DEFAULT,
                     &mut status,
                 )
             },
             // SAFETY: as above.
             ProcAddress::V1(f) => unsafe {
-                f(
-                    name.as_ptr(),
-                    &mut fp,
-                    MIN_DMABUF_MMAP_VERSION,
-                    GET_PROC_ADDRESS_DEFAULT,
-                )
+                f(name.as_ptr(), &mut fp, version, GET_PROC_ADDRESS_DEFAULT)
             },
         };
         if code != CUDA_SUCCESS || status != 0 || fp.is_null() {
             let name = name.to_str().unwrap_or("?");
-            return Err(LoadError::MissingFunction { name, code, status });
+            return Err(Missing {
+                name,
+                code,
+                status,
+                version,
+            });
         }
         Ok(fp)
     }
 }
 
-/// Resolves one entry point into a typed function pointer.
+/// Resolves one entry point into a typed function pointer, or the [`Missing`] that says why not.
 macro_rules! resolve {
-    ($pa:expr, $name:literal, $ty:ty) => {{
-        let p = $pa.get($name)?;
-        // SAFETY: cuGetProcAddress returned the driver's entry point of that name for the
-        // requested CUDA version, whose signature `cuda.h` declares as `$ty`.
-        unsafe { std::mem::transmute::<*mut c_void, $ty>(p) }
-    }};
+    ($pa:expr, $version:expr, $name:literal, $ty:ty) => {
+        $pa.get($name, $version).map(|p| {
+            // SAFETY: cuGetProcAddress returned the driver's entry point of that name for the
+            // requested CUDA version, whose signature `cuda.h` declares as `$ty`.
+            unsafe { std::mem::transmute::<*mut c_void, $ty>(p) }
+        })
+    };
 }
 
-fn load_fresh() -> Result<Driver, LoadError> {
+/// The VMM entry points, or the first one `pa` cannot resolve.
+fn resolve_vmm(pa: ProcAddress, v: c_int) -> Result<VmmApi, Missing> {
+    Ok(VmmApi {
+        retain_allocation_handle: resolve!(
+            pa,
+            v,
+            c"cuMemRetainAllocationHandle",
+            FnMemRetainAllocationHandle
+        )?,
+        allocation_properties: resolve!(
+            pa,
+            v,
+            c"cuMemGetAllocationPropertiesFromHandle",
+            FnMemGetAllocationPropertiesFromHandle
+        )?,
+        export_to_shareable_handle: resolve!(
+            pa,
+            v,
+            c"cuMemExportToShareableHandle",
+            FnMemExportToShareableHandle
+        )?,
+        release: resolve!(pa, v, c"cuMemRelease", FnMemRelease)?,
+        address_range: resolve!(pa, v, c"cuMemGetAddressRange", FnMemGetAddressRange)?,
+        device_uuid: resolve!(pa, v, c"cuDeviceGetUuid", FnDeviceGetUuid)?,
+    })
+}
+
+fn load_fresh(need: Requirement) -> Result<Driver, LoadError> {
     let lib = Library::open()?;
 
     let p = lib.symbol(c"cuDriverGetVersion");
@@ -242,35 +296,46 @@ fn load_fresh() -> Result<Driver, LoadError> {
     if r != CUDA_SUCCESS {
         return Err(LoadError::VersionQueryFailed(r));
     }
-    if version < MIN_DMABUF_MMAP_VERSION {
-        return Err(LoadError::TooOld(version));
+    if version < need.version {
+        return Err(LoadError::TooOld { version, need });
     }
 
     let pa = ProcAddress::find(&lib).ok_or(LoadError::NoGetProcAddress)?;
+    // Signatures as this module declares them: never a newer version of an entry point.
+    let v = version.min(API_VERSION);
+    let required = LoadError::MissingFunction;
     let api = Api {
-        init: resolve!(pa, c"cuInit", FnInit),
-        device_get: resolve!(pa, c"cuDeviceGet", FnDeviceGet),
-        device_get_count: resolve!(pa, c"cuDeviceGetCount", FnDeviceGetCount),
-        device_get_attribute: resolve!(pa, c"cuDeviceGetAttribute", FnDeviceGetAttribute),
+        init: resolve!(pa, v, c"cuInit", FnInit).map_err(required)?,
+        device_get: resolve!(pa, v, c"cuDeviceGet", FnDeviceGet).map_err(required)?,
+        device_get_count: resolve!(pa, v, c"cuDeviceGetCount", FnDeviceGetCount)
+            .map_err(required)?,
+        device_get_attribute: resolve!(pa, v, c"cuDeviceGetAttribute", FnDeviceGetAttribute)
+            .map_err(required)?,
+        // The DMA-BUF backend's own: checked when that backend opens.
         mem_get_handle_for_address_range: resolve!(
             pa,
+            v,
             c"cuMemGetHandleForAddressRange",
             FnMemGetHandleForAddressRange
         ),
-        ctx_get_current: resolve!(pa, c"cuCtxGetCurrent", FnCtxGetCurrent),
-        ctx_set_current: resolve!(pa, c"cuCtxSetCurrent", FnCtxSetCurrent),
-        primary_ctx_retain: resolve!(pa, c"cuDevicePrimaryCtxRetain", FnDevicePrimaryCtxRetain),
-        primary_ctx_release: resolve!(pa, c"cuDevicePrimaryCtxRelease", FnDevicePrimaryCtxRelease),
-        pointer_get_attribute: resolve!(pa, c"cuPointerGetAttribute", FnPointerGetAttribute),
+        ctx_get_current: resolve!(pa, v, c"cuCtxGetCurrent", FnCtxGetCurrent).map_err(required)?,
+        ctx_set_current: resolve!(pa, v, c"cuCtxSetCurrent", FnCtxSetCurrent).map_err(required)?,
+        primary_ctx_retain: resolve!(pa, v, c"cuDevicePrimaryCtxRetain", FnDevicePrimaryCtxRetain)
+            .map_err(required)?,
+        primary_ctx_release: resolve!(
+            pa,
+            v,
+            c"cuDevicePrimaryCtxRelease",
+            FnDevicePrimaryCtxRelease
+        )
+        .map_err(required)?,
+        pointer_get_attribute: resolve!(pa, v, c"cuPointerGetAttribute", FnPointerGetAttribute)
+            .map_err(required)?,
         // Only used to word log lines: optional.
-        get_error_name: pa.get(c"cuGetErrorName").ok().map(|p| {
-            // SAFETY: as in `resolve!`.
-            unsafe { std::mem::transmute::<*mut c_void, FnGetErrorText>(p) }
-        }),
-        get_error_string: pa.get(c"cuGetErrorString").ok().map(|p| {
-            // SAFETY: as in `resolve!`.
-            unsafe { std::mem::transmute::<*mut c_void, FnGetErrorText>(p) }
-        }),
+        get_error_name: resolve!(pa, v, c"cuGetErrorName", FnGetErrorText).ok(),
+        get_error_string: resolve!(pa, v, c"cuGetErrorString", FnGetErrorText).ok(),
+        // The Vulkan backend's own: checked when that backend opens.
+        vmm: resolve_vmm(pa, v),
     };
 
     // SAFETY: cuInit resolved above; 0 is the only valid flag value.
@@ -292,15 +357,24 @@ mod tests {
             LoadError::NoLibrary("x".into()).to_error().errno(),
             libc::ENODEV
         );
-        assert_eq!(LoadError::TooOld(13000).to_error().errno(), libc::ENOTSUP);
+        assert_eq!(
+            LoadError::TooOld {
+                version: 13000,
+                need: FOR_DMABUF
+            }
+            .to_error()
+            .errno(),
+            libc::ENOTSUP
+        );
         assert_eq!(LoadError::InitFailed(100).to_error().errno(), libc::ENODEV);
         assert_eq!(LoadError::InitFailed(1).to_error().errno(), libc::EINVAL);
         assert_eq!(
-            LoadError::MissingFunction {
+            LoadError::MissingFunction(Missing {
                 name: "cuInit",
                 code: 500,
-                status: 1
-            }
+                status: 1,
+                version: 13030
+            })
             .to_error()
             .errno(),
             libc::ENOTSUP
@@ -353,41 +427,63 @@ mod tests {
     fn proc_address_status_and_null_are_missing_functions() {
         let v2 = ProcAddress::V2(v2_status_not_found);
         assert_eq!(
-            v2.get(c"cuInit"),
-            Err(LoadError::MissingFunction {
+            v2.get(c"cuInit", 13030),
+            Err(Missing {
                 name: "cuInit",
                 code: 0,
-                status: 1
+                status: 1,
+                version: 13030
             })
         );
         let v1 = ProcAddress::V1(v1_found);
-        assert_eq!(v1.get(c"cuInit"), Ok(0x5678 as *mut c_void));
+        assert_eq!(v1.get(c"cuInit", 13030), Ok(0x5678 as *mut c_void));
         assert_eq!(
-            v1.get(c"cuNoSuchThing"),
-            Err(LoadError::MissingFunction {
+            v1.get(c"cuNoSuchThing", 13030),
+            Err(Missing {
                 name: "cuNoSuchThing",
                 code: 500,
-                status: 0
+                status: 0,
+                version: 13030
             })
         );
-        assert_eq!(V1_CALLS.load(std::sync::atomic::Ordering::SeqCst), 2);
-        let s = LoadError::MissingFunction {
+        // The version asked for is the one passed on.
+        assert!(v1.get(c"cuInit", 12080).is_err());
+        assert_eq!(V1_CALLS.load(std::sync::atomic::Ordering::SeqCst), 3);
+        let s = LoadError::MissingFunction(Missing {
             name: "cuInit",
             code: 500,
             status: 0,
-        }
+            version: 12080,
+        })
         .to_string();
         assert!(
-            s.contains("'cuInit'") && s.contains("CUDA_ERROR_NOT_FOUND"),
+            s.contains("'cuInit'")
+                && s.contains("CUDA_ERROR_NOT_FOUND")
+                && s.contains("CUDA 12080"),
             "{s}"
         );
     }
 
     #[test]
-    fn too_old_names_the_version() {
-        let s = LoadError::TooOld(13000).to_string();
-        assert!(s.contains("reported version 13000"), "{s}");
-        assert!(s.contains("CUDA 13.0"), "{s}");
-        assert!(s.contains("13.3"), "{s}");
+    fn too_old_names_the_version_and_the_backend() {
+        let s = LoadError::TooOld {
+            version: 13000,
+            need: FOR_DMABUF,
+        }
+        .to_string();
+        assert_eq!(
+            s,
+            "CUDA 13.3 or newer required for dmabuf mmap backend \
+             (reported version 13000 = CUDA 13.0; need 13030)"
+        );
+        let s = LoadError::TooOld {
+            version: 11020,
+            need: FOR_VULKAN,
+        }
+        .to_string();
+        assert!(
+            s.starts_with("CUDA 11.4 or newer required for vulkan backend"),
+            "{s}"
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! The few CUDA driver API types and constants the library uses, with the values of `cuda.h`.
-//! Only what the DMA-BUF backend needs; nothing here links against libcuda.
+//! Only what the DMA-BUF and Vulkan backends need; nothing here links against libcuda.
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
@@ -14,6 +14,8 @@ pub type CuDevicePtr = u64;
 
 /// `CUDA_SUCCESS`.
 pub const CUDA_SUCCESS: CuResult = 0;
+/// `CUDA_ERROR_NOT_FOUND`.
+pub const NOT_FOUND: CuResult = 500;
 
 /// `CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES`: non-zero on coherent
 /// platforms (Grace Hopper and the like), where dma-buf mappings are cached.
@@ -63,3 +65,87 @@ pub type FnDevicePrimaryCtxRelease = unsafe extern "C" fn(CuDevice) -> CuResult;
 pub type FnPointerGetAttribute = unsafe extern "C" fn(*mut c_void, c_int, CuDevicePtr) -> CuResult;
 /// `cuGetErrorName` / `cuGetErrorString`.
 pub type FnGetErrorText = unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult;
+
+/// `CUmemGenericAllocationHandle`: a physical allocation made by `cuMemCreate`.
+pub type CuMemHandle = u64;
+
+/// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`: `cuMemExportToShareableHandle` writes an `int` fd.
+pub const MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: c_int = 1;
+/// `CU_MEM_LOCATION_TYPE_DEVICE`.
+pub const MEM_LOCATION_TYPE_DEVICE: c_int = 1;
+/// The oldest CUDA version (`cuDriverGetVersion` encoding) with every entry point the Vulkan
+/// backend calls: `cuDeviceGetUuid_v2` came with CUDA 11.4, the VMM calls before it.
+pub const MIN_VMM_EXPORT_VERSION: c_int = 11040;
+/// The CUDA version whose `cuda.h` declares the signatures in this file: entry points are
+/// asked for at this version, or at the driver's own where that is older.
+pub const API_VERSION: c_int = MIN_DMABUF_MMAP_VERSION;
+
+/// `CUmemLocation`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemLocation {
+    /// `CUmemLocationType`.
+    pub kind: c_int,
+    /// The device ordinal for [`MEM_LOCATION_TYPE_DEVICE`].
+    pub id: c_int,
+}
+
+/// `CUmemAllocationProp` (32 bytes on LP64).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct MemAllocationProp {
+    /// `CUmemAllocationType`.
+    pub kind: c_int,
+    /// `CUmemAllocationHandleType` bits the allocation can be exported as.
+    pub requested_handle_types: c_int,
+    /// Where the memory lives.
+    pub location: MemLocation,
+    /// Windows only.
+    pub win32_handle_meta_data: *mut c_void,
+    /// `allocFlags`: compression type, GPUDirect RDMA capable, usage, reserved.
+    pub alloc_flags: [u8; 8],
+}
+
+impl Default for MemAllocationProp {
+    fn default() -> Self {
+        MemAllocationProp {
+            kind: 0,
+            requested_handle_types: 0,
+            location: MemLocation::default(),
+            win32_handle_meta_data: std::ptr::null_mut(),
+            alloc_flags: [0; 8],
+        }
+    }
+}
+
+/// `cuMemRetainAllocationHandle`: out handle, any address inside a `cuMemMap`'d range.
+pub type FnMemRetainAllocationHandle =
+    unsafe extern "C" fn(*mut CuMemHandle, *mut c_void) -> CuResult;
+/// `cuMemGetAllocationPropertiesFromHandle`.
+pub type FnMemGetAllocationPropertiesFromHandle =
+    unsafe extern "C" fn(*mut MemAllocationProp, CuMemHandle) -> CuResult;
+/// `cuMemExportToShareableHandle`: out handle, allocation, handle type, flags.
+pub type FnMemExportToShareableHandle =
+    unsafe extern "C" fn(*mut c_void, CuMemHandle, c_int, u64) -> CuResult;
+/// `cuMemRelease`.
+pub type FnMemRelease = unsafe extern "C" fn(CuMemHandle) -> CuResult;
+/// `cuMemGetAddressRange_v2`: out base, out size, an address inside the range.
+pub type FnMemGetAddressRange =
+    unsafe extern "C" fn(*mut CuDevicePtr, *mut usize, CuDevicePtr) -> CuResult;
+/// `cuDeviceGetUuid_v2`: the 16-byte UUID Vulkan reports as `deviceUUID`.
+pub type FnDeviceGetUuid = unsafe extern "C" fn(*mut [u8; 16], CuDevice) -> CuResult;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    #[test]
+    fn allocation_properties_have_cuda_h_layout() {
+        assert_eq!(size_of::<MemAllocationProp>(), 32);
+        assert_eq!(offset_of!(MemAllocationProp, requested_handle_types), 4);
+        assert_eq!(offset_of!(MemAllocationProp, location), 8);
+        assert_eq!(offset_of!(MemAllocationProp, win32_handle_meta_data), 16);
+        assert_eq!(offset_of!(MemAllocationProp, alloc_flags), 24);
+    }
+}
