@@ -313,6 +313,35 @@ pub type PFN_vkUnmapMemory = unsafe extern "C" fn(VkDevice, VkDeviceMemory);
 pub type PFN_vkGetMemoryFdKHR =
     unsafe extern "C" fn(VkDevice, *const VkMemoryGetFdInfoKHR, *mut c_int) -> VkResult;
 
+/// One memory type of the device, with its heap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryType {
+    /// Index in the device's memory type list.
+    pub index: u32,
+    /// `VkMemoryPropertyFlags`.
+    pub flags: u32,
+    /// Index of its heap.
+    pub heap_index: u32,
+    /// Size of its heap in bytes.
+    pub heap_size: u64,
+}
+
+/// Picks the memory type that maps VRAM through the BAR: DEVICE_LOCAL and HOST_VISIBLE are
+/// required; HOST_COHERENT is preferred, HOST_CACHED avoided, then the largest heap wins and
+/// then the lowest index. `None` when no type qualifies.
+pub fn choose_memory_type(types: &[MemoryType]) -> Option<MemoryType> {
+    let need = MEMORY_PROPERTY_DEVICE_LOCAL | MEMORY_PROPERTY_HOST_VISIBLE;
+    types
+        .iter()
+        .filter(|t| t.flags & need == need)
+        .max_by_key(|t| {
+            let coherent = t.flags & MEMORY_PROPERTY_HOST_COHERENT != 0;
+            let uncached = t.flags & MEMORY_PROPERTY_HOST_CACHED == 0;
+            (coherent, uncached, t.heap_size, core::cmp::Reverse(t.index))
+        })
+        .copied()
+}
+
 #[cfg(test)]
 // DeviceCreateInfo's layer fields are deprecated in ash, yet still part of the layout.
 #[allow(deprecated)]
@@ -611,5 +640,49 @@ mod tests {
         }
         assert_eq!(EXT_EXTERNAL_MEMORY_FD, ::ash::khr::external_memory_fd::NAME);
         assert_eq!(EXT_EXTERNAL_MEMORY, ::ash::khr::external_memory::NAME);
+    }
+
+    fn t(index: u32, flags: u32, heap_size: u64) -> MemoryType {
+        MemoryType {
+            index,
+            flags,
+            heap_index: 0,
+            heap_size,
+        }
+    }
+
+    #[test]
+    fn memory_type_needs_device_local_and_host_visible() {
+        assert_eq!(
+            choose_memory_type(&[t(0, 0x1, 1 << 30), t(1, 0x6, 1 << 30), t(2, 0xE, 1 << 30)]),
+            None
+        );
+        assert_eq!(choose_memory_type(&[]), None);
+    }
+
+    #[test]
+    fn memory_type_prefers_coherent_uncached_then_largest_heap() {
+        // An NVIDIA-like list: VRAM only (0x1), system memory (0x6, 0xE), BAR (0x7) twice.
+        let types = [
+            t(0, 0x1, 140 << 30),
+            t(1, 0x6, 64 << 30),
+            t(2, 0x3, 140 << 30),
+            t(3, 0x7, 256 << 20),
+            t(4, 0x7, 140 << 30),
+            t(5, 0xF, 140 << 30),
+        ];
+        assert_eq!(choose_memory_type(&types).map(|m| m.index), Some(4));
+        // Without any coherent one, the non-coherent BAR type qualifies.
+        assert_eq!(choose_memory_type(&types[..3]).map(|m| m.index), Some(2));
+        // A cached one is taken when it is all there is (lavapipe: 0xF).
+        assert_eq!(
+            choose_memory_type(&[t(0, 0xF, 1 << 30)]).map(|m| m.index),
+            Some(0)
+        );
+        // Equal candidates: the lowest index.
+        assert_eq!(
+            choose_memory_type(&[t(0, 0x1, 9), t(1, 0x7, 9), t(2, 0x7, 9)]).map(|m| m.index),
+            Some(1)
+        );
     }
 }

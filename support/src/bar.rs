@@ -13,34 +13,7 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::ptr;
 
-/// One memory type of the device, with its heap.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MemoryType {
-    /// Index in the device's memory type list.
-    pub index: u32,
-    /// `VkMemoryPropertyFlags`.
-    pub flags: u32,
-    /// Index of its heap.
-    pub heap_index: u32,
-    /// Size of its heap in bytes.
-    pub heap_size: u64,
-}
-
-/// Picks the memory type that maps VRAM through the BAR: DEVICE_LOCAL and HOST_VISIBLE are
-/// required; HOST_COHERENT is preferred, HOST_CACHED avoided, then the largest heap wins and
-/// then the lowest index. `None` when no type qualifies.
-pub fn choose_memory_type(types: &[MemoryType]) -> Option<MemoryType> {
-    let need = MEMORY_PROPERTY_DEVICE_LOCAL | MEMORY_PROPERTY_HOST_VISIBLE;
-    types
-        .iter()
-        .filter(|t| t.flags & need == need)
-        .max_by_key(|t| {
-            let coherent = t.flags & MEMORY_PROPERTY_HOST_COHERENT != 0;
-            let uncached = t.flags & MEMORY_PROPERTY_HOST_CACHED == 0;
-            (coherent, uncached, t.heap_size, std::cmp::Reverse(t.index))
-        })
-        .copied()
-}
+pub use crate::vk::{choose_memory_type, MemoryType};
 
 /// Picks a physical device from their `VkPhysicalDeviceType`s: a discrete GPU first, then an
 /// integrated one, a virtual one, a CPU device, anything else; the first of equals wins.
@@ -644,50 +617,6 @@ pub unsafe fn cstr_lossy(p: *const c_char) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn t(index: u32, flags: u32, heap_size: u64) -> MemoryType {
-        MemoryType {
-            index,
-            flags,
-            heap_index: index,
-            heap_size,
-        }
-    }
-
-    #[test]
-    fn memory_type_needs_device_local_and_host_visible() {
-        assert_eq!(
-            choose_memory_type(&[t(0, 0x1, 1 << 30), t(1, 0x6, 1 << 30), t(2, 0xE, 1 << 30)]),
-            None
-        );
-        assert_eq!(choose_memory_type(&[]), None);
-    }
-
-    #[test]
-    fn memory_type_prefers_coherent_uncached_then_largest_heap() {
-        // An NVIDIA-like list: VRAM only (0x1), system memory (0x6, 0xE), BAR (0x7) twice.
-        let types = [
-            t(0, 0x1, 140 << 30),
-            t(1, 0x6, 64 << 30),
-            t(2, 0x3, 140 << 30),
-            t(3, 0x7, 256 << 20),
-            t(4, 0x7, 140 << 30),
-            t(5, 0xF, 140 << 30),
-        ];
-        assert_eq!(choose_memory_type(&types).map(|m| m.index), Some(4));
-        // Without any coherent one, the non-coherent BAR type qualifies.
-        assert_eq!(choose_memory_type(&types[..3]).map(|m| m.index), Some(2));
-        // A cached one is taken when it is all there is (lavapipe: 0xF).
-        assert_eq!(
-            choose_memory_type(&[t(0, 0xF, 1 << 30)]).map(|m| m.index),
-            Some(0)
-        );
-        // Equal candidates: the lowest index.
-        assert_eq!(
-            choose_memory_type(&[t(0, 0x1, 9), t(1, 0x7, 9), t(2, 0x7, 9)]).map(|m| m.index),
-            Some(1)
-        );
-    }
 
     #[test]
     fn device_choice_prefers_discrete_gpus() {
