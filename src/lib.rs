@@ -12,7 +12,9 @@
 //! - [`registry`]: never-freed slabs of records with a FIFO quarantine, so that any pointer
 //!   C hands back can be checked without dereferencing foreign memory.
 //! - [`backend`]: the pin/map mechanisms: [`backend::gdrdrv`] (ioctl + mmap on
-//!   `/dev/gdrdrv`) and [`backend::dmabuf`] (CUDA dma-buf export).
+//!   `/dev/gdrdrv`), [`backend::dmabuf`] (CUDA dma-buf export) and [`backend::vulkan`]
+//!   (CUDA VMM memory exported as an fd, imported and mapped through Vulkan).
+//! - [`cuda`], [`vulkan`]: the CUDA driver and the Vulkan loader, loaded at run time.
 //! - [`copy`]: the MMIO-safe copy kernels and fences of `gdr_copy_to/from_mapping`.
 //! - [`process`]: which process is calling (a token a child never shares with its parent).
 //! - [`sys`]: thin `Result` wrappers over the C library's `open`, `ioctl`, `mmap`,
@@ -34,3 +36,4 @@ pub mod process;
 pub(crate) mod registry;
 pub(crate) mod session;
 pub mod sys;
+pub mod vulkan;

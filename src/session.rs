@@ -82,7 +82,7 @@ pub struct SessionRecord {
     pub page_shift: AtomicU8,
     /// `gdrdrv_version` (u32@36): 0 for DMA-BUF.
     pub gdrdrv_version: AtomicU32,
-    /// `cache_backend` (u32@40): 0 gdrdrv, 1 DMA-BUF.
+    /// `cache_backend` (u32@40): 0 gdrdrv, 1 DMA-BUF, 2 Vulkan import.
     pub cache_backend: AtomicU32,
     /// (In upstream's padding.) Non-zero while `gdr_close` runs: a pin that finds it set
     /// gives up (see [`pin`]).
@@ -124,7 +124,8 @@ pub struct HandleRecord {
     /// `handle` (u32@24): gdrdrv handle (truncated) or, for DMA-BUF, the dma-buf fd.
     pub driver_handle: AtomicU32,
     _pad1: AtomicU32,
-    /// DMA-BUF arm: `va`@32, `page_offset`@40, `mapped_size`@48, `page_size`@56.
+    /// DMA-BUF arm (also filled for the Vulkan import, the other backend without gdrdrv):
+    /// `va`@32, `page_offset`@40, `mapped_size`@48, `page_size`@56.
     dmabuf_va: AtomicU64,
     dmabuf_page_offset: AtomicU64,
     dmabuf_mapped_size: AtomicU64,
@@ -308,7 +309,7 @@ impl HandleRecord {
             .store(MappingType::None as u32, Ordering::Release);
         // Upstream keeps the kernel handle as a uint32_t (DMA-BUF: the fd, an int).
         self.driver_handle.store(p.handle as u32, Ordering::Release);
-        if kind == BackendKind::DmaBuf {
+        if kind != BackendKind::Gdrdrv {
             cold_path();
             self.dmabuf_va.store(p.va, Ordering::Release);
             self.dmabuf_page_offset
@@ -345,7 +346,7 @@ impl HandleRecord {
         self.map_len.store(len, Ordering::Release);
         self.map_kind.store(t as u16, Ordering::Release);
         self.mapping_type.store(t as u32, Ordering::Release);
-        if kind == BackendKind::DmaBuf {
+        if kind != BackendKind::Gdrdrv {
             cold_path();
             let mut bits = 0;
             if m.is_some() {

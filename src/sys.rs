@@ -274,6 +274,20 @@ pub fn at_fork(
     }
 }
 
+/// The text of the calling thread's last `dlopen`/`dlsym` failure, for log lines.
+pub fn dlerror() -> String {
+    // SAFETY: dlerror returns null or a NUL-terminated string valid until the next dl* call
+    // on this thread; it is copied at once.
+    let p = unsafe { libc::dlerror() };
+    if p.is_null() {
+        return "unknown dlopen error".to_owned();
+    }
+    // SAFETY: non-null, NUL-terminated (see above).
+    unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// `strerror(errno)` text without Rust's " (os error N)" suffix, for log lines.
 pub fn strerror(errno: i32) -> String {
     let s = std::io::Error::from_raw_os_error(errno).to_string();
@@ -340,7 +354,10 @@ mod tests {
         let mut status = 0;
         // SAFETY: waiting for the child created above.
         assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{status:#x}");
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{status:#x}"
+        );
         assert_eq!(w.load(std::sync::atomic::Ordering::SeqCst), 42);
     }
 

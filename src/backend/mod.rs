@@ -1,13 +1,15 @@
 //! Backends: the mechanisms that pin GPU memory and map it into the process.
 //!
 //! [`gdrdrv`] talks to the `/dev/gdrdrv` kernel driver with ioctl and mmap; [`dmabuf`] uses
-//! the CUDA driver's dma-buf export where the driver lets the CPU mmap it. The session
+//! the CUDA driver's dma-buf export where the driver lets the CPU mmap it; [`vulkan`] (opt-in)
+//! imports CUDA VMM memory exported as a file descriptor into Vulkan and maps it. The session
 //! ([`crate::session`]) owns the bookkeeping (handles, mapped state, counters); a backend only
 //! carries out one operation at a time and reports what the driver answered. Backends must be
 //! callable from many threads at once.
 
 pub mod dmabuf;
 pub mod gdrdrv;
+pub mod vulkan;
 
 use crate::error::Result;
 use crate::ffi::types::{
@@ -41,12 +43,13 @@ impl MappingType {
 }
 
 /// Which backend a session uses; the value stored at offset 40 of `struct gdr` (upstream's
-/// `cache_backend`: 0 = gdrdrv, 1 = DMA-BUF).
+/// `cache_backend`: 0 = gdrdrv, 1 = DMA-BUF; 2, the Vulkan import, is this library's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum BackendKind {
     Gdrdrv = 0,
     DmaBuf = 1,
+    Vulkan = 2,
 }
 
 /// What `gdr_pin_buffer(_v2)` asks for.
@@ -175,6 +178,8 @@ pub enum Opened {
     /// Boxed, so that an `Opened` is the size of the gdrdrv backend and a session's open
     /// state fits in one cache line of its record.
     DmaBuf(Box<dmabuf::DmaBuf>),
+    /// Boxed for the same reason.
+    Vulkan(Box<vulkan::VulkanImport>),
     /// A test's own backend.
     #[cfg(test)]
     Other(Box<dyn Backend>),
@@ -204,6 +209,10 @@ macro_rules! forward {
                     match self {
                         Opened::Gdrdrv(b) => b.$name($($arg),*),
                         Opened::DmaBuf(b) => {
+                            crate::hint::cold_path();
+                            b.$name($($arg),*)
+                        }
+                        Opened::Vulkan(b) => {
                             crate::hint::cold_path();
                             b.$name($($arg),*)
                         }
@@ -239,7 +248,8 @@ pub fn dmabuf_forced() -> bool {
 }
 
 /// Opens the backend `gdr_open` uses: gdrdrv unless DMA-BUF is forced, then DMA-BUF when
-/// gdrdrv cannot be used. Logs every refusal.
+/// gdrdrv cannot be used, then, when the caller opted in ([`vulkan::requested`]), the Vulkan
+/// import. Logs every refusal.
 pub fn open() -> Result<Opened> {
     if !dmabuf_forced() {
         match gdrdrv::GdrDrv::open() {
@@ -254,11 +264,26 @@ pub fn open() -> Result<Opened> {
             }
         }
     }
-    match dmabuf::DmaBuf::open() {
-        Ok(b) => Ok(Opened::DmaBuf(Box::new(b))),
+    let e = match dmabuf::DmaBuf::open() {
+        Ok(b) => return Ok(Opened::DmaBuf(Box::new(b))),
+        Err(e) => e,
+    };
+    if !vulkan::requested() {
+        crate::gdr_err!(
+            "Error: gdrcopy requires gdrdrv or CUDA driver with dmabuf mmap support (at least one is required)"
+        );
+        crate::gdr_info!(
+            "without either, GDRAPI_USE_VULKAN=1 maps memory from cuMemCreate with \
+             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR through the Vulkan driver"
+        );
+        return Err(e);
+    }
+    match vulkan::VulkanImport::open() {
+        Ok(b) => Ok(Opened::Vulkan(Box::new(b))),
         Err(e) => {
             crate::gdr_err!(
-                "Error: gdrcopy requires gdrdrv or CUDA driver with dmabuf mmap support (at least one is required)"
+                "Error: gdrcopy requires gdrdrv, CUDA driver with dmabuf mmap support, or \
+                 (GDRAPI_USE_VULKAN=1) a Vulkan driver that imports CUDA memory (at least one is required)"
             );
             Err(e)
         }

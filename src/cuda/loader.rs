@@ -146,7 +146,7 @@ impl Library {
                 crate::gdr_dbg!("loaded {}", name.to_string_lossy());
                 return Ok(Library(h));
             }
-            why = dlerror_text();
+            why = crate::sys::dlerror();
         }
         Err(LoadError::NoLibrary(why))
     }
@@ -171,17 +171,6 @@ impl Drop for Library {
         // (a failed load hands no pointer out).
         unsafe { libc::dlclose(self.0) };
     }
-}
-
-fn dlerror_text() -> String {
-    // SAFETY: dlerror returns null or a NUL-terminated string valid until the next dl* call
-    // on this thread; it is copied at once.
-    let p = unsafe { libc::dlerror() };
-    if p.is_null() {
-        return "unknown dlopen error".to_owned();
-    }
-    // SAFETY: non-null, NUL-terminated (see above).
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
 /// `cuGetProcAddress` in whichever form libcuda exports.

@@ -1,0 +1,165 @@
+//! Vulkan, loaded at run time only (`dlopen("libvulkan.so.1")`, never a link dependency), for
+//! the Vulkan-import backend: [`Instance`] lists the physical devices with what the backend
+//! needs to know of each (UUID, `VK_KHR_external_memory_fd`, the BAR memory type), and a
+//! [`Device`] imports an opaque fd as device memory and maps it. `VkResult` values never leave
+//! this module raw: they become errno values through [`VkError::to_error`].
+
+mod device;
+mod instance;
+mod loader;
+
+pub use device::Device;
+pub use instance::{Instance, PhysicalDevice};
+pub use loader::LoadError;
+
+use crate::error::Error;
+use gdrapi_abi::vk::*;
+use std::ffi::CStr;
+use std::fmt;
+
+/// Why Vulkan could not be set up: the loader, an entry point, or a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The loader could not be loaded.
+    Load(LoadError),
+    /// `vkGet*ProcAddr` gave no function of this name.
+    Missing(&'static CStr),
+    /// A call failed.
+    Call(VkError),
+}
+
+impl Failure {
+    /// The crate error: ENODEV without a loader, ENOTSUP without an entry point, the call's
+    /// errno ([`VkError::to_error`]) otherwise.
+    pub fn to_error(&self) -> Error {
+        match self {
+            Failure::Load(LoadError::NoLibrary(_)) => Error::NoDevice("no Vulkan loader"),
+            Failure::Load(LoadError::NoEntryPoint) | Failure::Missing(_) => {
+                Error::NotSupported("a Vulkan entry point is missing")
+            }
+            Failure::Call(e) => e.to_error(),
+        }
+    }
+}
+
+impl From<VkError> for Failure {
+    fn from(e: VkError) -> Failure {
+        Failure::Call(e)
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Load(e) => e.fmt(f),
+            Failure::Missing(name) => write!(
+                f,
+                "the Vulkan loader resolves no {}",
+                name.to_string_lossy()
+            ),
+            Failure::Call(e) => e.fmt(f),
+        }
+    }
+}
+
+/// A Vulkan call that failed: which one and its `VkResult`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VkError {
+    /// The entry point's name, e.g. `"vkAllocateMemory"`.
+    pub call: &'static str,
+    /// The negative `VkResult` it returned.
+    pub code: VkResult,
+}
+
+impl VkError {
+    /// The crate error: memory shortages are ENOMEM, a handle the driver cannot import is
+    /// EINVAL, a missing driver or extension ENODEV or ENOTSUP, anything else EIO.
+    pub fn to_error(self) -> Error {
+        let errno = match self.code {
+            VK_ERROR_OUT_OF_HOST_MEMORY
+            | VK_ERROR_OUT_OF_DEVICE_MEMORY
+            | VK_ERROR_MEMORY_MAP_FAILED
+            | VK_ERROR_TOO_MANY_OBJECTS => libc::ENOMEM,
+            VK_ERROR_INVALID_EXTERNAL_HANDLE => libc::EINVAL,
+            VK_ERROR_INITIALIZATION_FAILED | VK_ERROR_INCOMPATIBLE_DRIVER => libc::ENODEV,
+            VK_ERROR_EXTENSION_NOT_PRESENT
+            | VK_ERROR_FEATURE_NOT_PRESENT
+            | VK_ERROR_LAYER_NOT_PRESENT => libc::ENOTSUP,
+            _ => libc::EIO,
+        };
+        Error::Sys {
+            call: self.call,
+            errno,
+        }
+    }
+}
+
+impl fmt::Display for VkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "\"{}\" failed ({}: {})",
+            self.call,
+            self.code,
+            name(self.code)
+        )
+    }
+}
+
+/// Fails with [`VkError`] for a negative `VkResult` (positive ones are successes).
+fn check(call: &'static str, code: VkResult) -> Result<(), VkError> {
+    if code < 0 {
+        Err(VkError { call, code })
+    } else {
+        Ok(())
+    }
+}
+
+/// The `vulkan_core.h` name of a `VkResult`.
+pub fn name(code: VkResult) -> &'static str {
+    match code {
+        VK_SUCCESS => "VK_SUCCESS",
+        VK_INCOMPLETE => "VK_INCOMPLETE",
+        VK_ERROR_OUT_OF_HOST_MEMORY => "VK_ERROR_OUT_OF_HOST_MEMORY",
+        VK_ERROR_OUT_OF_DEVICE_MEMORY => "VK_ERROR_OUT_OF_DEVICE_MEMORY",
+        VK_ERROR_INITIALIZATION_FAILED => "VK_ERROR_INITIALIZATION_FAILED",
+        VK_ERROR_DEVICE_LOST => "VK_ERROR_DEVICE_LOST",
+        VK_ERROR_MEMORY_MAP_FAILED => "VK_ERROR_MEMORY_MAP_FAILED",
+        VK_ERROR_LAYER_NOT_PRESENT => "VK_ERROR_LAYER_NOT_PRESENT",
+        VK_ERROR_EXTENSION_NOT_PRESENT => "VK_ERROR_EXTENSION_NOT_PRESENT",
+        VK_ERROR_FEATURE_NOT_PRESENT => "VK_ERROR_FEATURE_NOT_PRESENT",
+        VK_ERROR_INCOMPATIBLE_DRIVER => "VK_ERROR_INCOMPATIBLE_DRIVER",
+        VK_ERROR_TOO_MANY_OBJECTS => "VK_ERROR_TOO_MANY_OBJECTS",
+        VK_ERROR_UNKNOWN => "VK_ERROR_UNKNOWN",
+        VK_ERROR_INVALID_EXTERNAL_HANDLE => "VK_ERROR_INVALID_EXTERNAL_HANDLE",
+        _ => "unknown VkResult",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_become_errnos() {
+        let e = |code| VkError { call: "vkX", code }.to_error().errno();
+        assert_eq!(e(VK_ERROR_OUT_OF_DEVICE_MEMORY), libc::ENOMEM);
+        assert_eq!(e(VK_ERROR_MEMORY_MAP_FAILED), libc::ENOMEM);
+        assert_eq!(e(VK_ERROR_INVALID_EXTERNAL_HANDLE), libc::EINVAL);
+        assert_eq!(e(VK_ERROR_INCOMPATIBLE_DRIVER), libc::ENODEV);
+        assert_eq!(e(VK_ERROR_EXTENSION_NOT_PRESENT), libc::ENOTSUP);
+        assert_eq!(e(VK_ERROR_DEVICE_LOST), libc::EIO);
+        assert_eq!(e(-12345), libc::EIO);
+    }
+
+    #[test]
+    fn failures_name_the_call_and_the_result() {
+        assert_eq!(check("vkMapMemory", 0), Ok(()));
+        assert_eq!(check("vkEnumeratePhysicalDevices", VK_INCOMPLETE), Ok(()));
+        let e = check("vkMapMemory", VK_ERROR_MEMORY_MAP_FAILED).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "\"vkMapMemory\" failed (-5: VK_ERROR_MEMORY_MAP_FAILED)"
+        );
+    }
+}
