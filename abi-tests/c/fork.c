@@ -237,6 +237,6 @@ int main(void)
     child_case(BY_FORK, base);
     child_case(BY_UNDERSCORE_FORK, base);
     child_case(BY_RAW_CLONE, base);
-    CHECK_EQ(cuMemFree(raw), CUDA_SUCCESS);
+    CHECK_EQ(gpu_free(raw), CUDA_SUCCESS);
     return check_done("fork");
 }

@@ -753,6 +753,6 @@ int main(void)
     CHECK_EQ(c.live_mappings, 0);
     CHECK_EQ(c.live_dmabufs, 0);
     CHECK_EQ(gdr_close(g), 0);
-    CHECK_EQ(cuMemFree(raw), CUDA_SUCCESS);
+    CHECK_EQ(gpu_free(raw), CUDA_SUCCESS);
     return check_done("threads");
 }

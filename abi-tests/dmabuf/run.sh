@@ -8,52 +8,9 @@ T=$OUT/dmabuf_test
 PROBE=$OUT/dmabuf-probe
 LOGS=$OUT/logs
 mkdir -p "$LOGS"
-pass=0 fail=0
-
-# case NAME PATTERN [VAR=VALUE...] -- PROGRAM ARGS...
-# Runs PROGRAM on the emulator with logging on and the variables set; passes when it exits 0
-# and its output (stdout and stderr) matches the extended regex PATTERN ("" = no check).
-case_() {
-    local name=$1 pattern=$2
-    shift 2
-    local vars=()
-    while [ "$1" != "--" ]; do vars+=("$1"); shift; done
-    shift
-    local log=$LOGS/$name.log
-    env -u GDRCOPY_USE_DMABUF_MMAP -u GDRSIM_FAIL -u GDRSIM_NO_DEVICE -u GDRSIM_DMABUF \
-        -u GDRSIM_CUDA_VERSION -u GDRSIM_PROFILE \
-        LD_PRELOAD="$SIM/libcuda.so.1" LD_LIBRARY_PATH="$SIM:$LIB" GDRAPI_TEST_OURS=1 \
-        GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=2 "${vars[@]}" "$@" >"$log" 2>&1
-    local rc=$?
-    if [ $rc -ne 0 ]; then
-        echo "FAIL $name: exit status $rc (log: $log)"; sed 's/^/    /' "$log" | tail -25
-        fail=$((fail + 1)); return
-    fi
-    if [ -n "$pattern" ] && ! grep -Eq "$pattern" "$log"; then
-        echo "FAIL $name: output lacks /$pattern/ (log: $log)"; sed 's/^/    /' "$log" | tail -25
-        fail=$((fail + 1)); return
-    fi
-    echo "ok   $name"
-    pass=$((pass + 1))
-}
-
-# also NAME PATTERN: the log of an earlier case matches PATTERN too.
-also() {
-    if grep -Eq "$2" "$LOGS/$1.log"; then
-        echo "ok   $1: /$2/"; pass=$((pass + 1))
-    else
-        echo "FAIL $1: output lacks /$2/"; fail=$((fail + 1))
-    fi
-}
-
-# absent NAME PATTERN: the log of an earlier case does not match PATTERN.
-absent() {
-    if grep -Eq "$2" "$LOGS/$1.log"; then
-        echo "FAIL $1: output has /$2/"; fail=$((fail + 1))
-    else
-        echo "ok   $1: no /$2/"; pass=$((pass + 1))
-    fi
-}
+. "$(dirname "$0")/../suite.sh"
+SUITE_UNSET="GDRCOPY_USE_DMABUF_MMAP GDRSIM_FAIL GDRSIM_NO_DEVICE GDRSIM_DMABUF GDRSIM_CUDA_VERSION GDRSIM_PROFILE GDRAPI_USE_VULKAN"
+SUITE_ENV="LD_PRELOAD=$SIM/libcuda.so.1 LD_LIBRARY_PATH=$SIM:$LIB GDRAPI_TEST_OURS=1 GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=2"
 
 # Selection and fallback order; libcuda is loaded only when DMA-BUF is tried, versioned name first.
 case_ gdrdrv-present 'INFO: Using gdrdrv backend' GDRCOPY_LOG_LEVEL=1 -- "$T" gdrdrv
@@ -117,5 +74,4 @@ also probe 'device 0: attr 124 DMA_BUF_SUPPORTED = 1 \(ret 0\)'
 also probe 'cuMemGetHandleForAddressRange\(DMA_BUF_FD, flags 0\): 0 '
 also probe 'cuMemcpyDtoH read 0xa5 \(ret 0\)'
 
-echo "dmabuf suite: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+suite_done dmabuf
