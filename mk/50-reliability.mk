@@ -87,13 +87,14 @@ $(REL_OUT)/%: $(REL_SRC)/%.c abi-tests/c/check.h abi-tests/c/gpu.h include/gdrap
 	@mkdir -p $(@D)
 	$(CC) $(REL_CFLAGS) -I$(CUDA_INCLUDE) $< -o $@ $(REL_LIBS)
 
-# Each emulator setting that changes which driver calls the library makes.
+# Each emulator setting that changes which driver calls the library makes ("vulkan": the
+# Vulkan import, in $(SIM_VULKAN_ENV)).
 REL_FAULT_CONFIGS := "" "GDRSIM_DRIVER_VERSION=2.4" "GDRSIM_DRIVER_VERSION=2.3" "GDRSIM_DMABUF=0" \
-	"GDRSIM_PERSISTENT=0" "GDRSIM_PROFILE=coherent" "GDRSIM_NO_DEVICE=1 dmabuf"
+	"GDRSIM_PERSISTENT=0" "GDRSIM_PROFILE=coherent" "GDRSIM_NO_DEVICE=1 dmabuf" "vulkan"
 
 test-faults: $(REL_OUT)/faults
 	@fail=0; for cfg in $(REL_FAULT_CONFIGS); do set -- $$cfg; \
-		case "$$1" in GDRSIM_*) envs=$$1; shift;; *) envs=;; esac; \
+		case "$$1" in GDRSIM_*) envs=$$1; shift;; vulkan) envs="$(SIM_VULKAN_ENV)";; *) envs=;; esac; \
 		echo "== faults $${envs:-default} $$*"; \
 		env GDRAPI_TEST_OURS=1 $(SIM_ENV) $$envs timeout $(REL_TIMEOUT) $(REL_OUT)/faults "$$@" \
 			> $(REL_OUT)/faults.log 2>&1; rc=$$?; \
@@ -114,6 +115,7 @@ test-stress: $(REL_OUT)/stress $(REL_OUT)/forkhold
 	GDRAPI_TEST_OURS=1 $(SIM_ENV) timeout $(REL_TIMEOUT) $(REL_OUT)/forkhold || fail=1; \
 	GDRAPI_TEST_OURS=1 $(SIM_ENV) timeout $(REL_TIMEOUT) $(REL_OUT)/stress $(STRESS_ROUNDS) $(STRESS_THREADS) || fail=1; \
 	GDRAPI_TEST_OURS=1 GDRSIM_NO_DEVICE=1 $(SIM_ENV) timeout $(REL_TIMEOUT) $(REL_OUT)/stress $(STRESS_ROUNDS) $(STRESS_THREADS) || fail=1; \
+	GDRAPI_TEST_OURS=1 $(SIM_VULKAN_ENV) timeout $(REL_TIMEOUT) $(REL_OUT)/stress $(STRESS_ROUNDS) $(STRESS_THREADS) || fail=1; \
 	exit $$fail
 
 TEST_TARGETS += test-stress
@@ -133,8 +135,9 @@ REL_VALGRIND := valgrind -q --fair-sched=yes --error-exitcode=99 --leak-check=fu
 test-memcheck: $(REL_OUT)/faults $(REL_OUT)/stress $(ABI_OUT)/api $(ABI_OUT)/handles $(ABI_OUT)/threads
 	@fail=0; for p in "$(ABI_OUT)/api" "$(ABI_OUT)/handles" "$(ABI_OUT)/threads" \
 		"$(REL_OUT)/stress 20 4 0" "GDRSIM_NO_DEVICE=1 $(REL_OUT)/stress 20 4 0" \
-		"$(REL_OUT)/faults" "GDRSIM_NO_DEVICE=1 $(REL_OUT)/faults dmabuf noinit"; do \
-		set -- $$p; case "$$1" in GDRSIM_*) envs=$$1; shift;; *) envs=;; esac; \
+		"$(REL_OUT)/faults" "GDRSIM_NO_DEVICE=1 $(REL_OUT)/faults dmabuf noinit" \
+		"vulkan $(REL_OUT)/stress 20 4 0" "vulkan $(REL_OUT)/faults vulkan noinit"; do \
+		set -- $$p; case "$$1" in GDRSIM_*) envs=$$1; shift;; vulkan) envs="$(SIM_VULKAN_ENV)"; shift;; *) envs=;; esac; \
 		env GDRAPI_TEST_OURS=1 $(SIM_ENV) $$envs timeout $(REL_TIMEOUT) $(REL_VALGRIND) "$$@" \
 			> $(REL_OUT)/memcheck.log 2>&1; rc=$$?; \
 		printf '%-60s %s\n' "memcheck $$envs $$*" "$$(tail -1 $(REL_OUT)/memcheck.log)"; \

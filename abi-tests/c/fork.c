@@ -89,7 +89,8 @@ static void child_case(enum how how, unsigned long base)
     }
 
     memset(&before, 0, sizeof(before));
-    CHECK_EQ(gdrsim_get_counters(&before, sizeof(before)), 0);
+    if (gdrsim_present())
+        CHECK_EQ(gdrsim_get_counters(&before, sizeof(before)), 0);
     fflush(stdout);
     pid = make_child(how);
     if (pid < 0 && errno == ENOSYS) {
@@ -155,7 +156,8 @@ static void child_case(enum how how, unsigned long base)
         CHECK(!"the child reported its results");
     } else {
         memset(&after, 0, sizeof(after));
-        CHECK_EQ(gdrsim_get_counters(&after, sizeof(after)), 0);
+        if (gdrsim_present())
+            CHECK_EQ(gdrsim_get_counters(&after, sizeof(after)), 0);
         for (i = 0; i < R_COUNT; i++) {
             /* gdrcopy 2.6 checks the mapping state before any ioctl: its
              * child unmaps its (absent) copy of the mapping and succeeds. */
@@ -210,12 +212,14 @@ static void child_case(enum how how, unsigned long base)
     CHECK_EQ(gdr_unpin_buffer(g, mapped_mh), 0);
     CHECK_EQ(gdr_unpin_buffer(g, idle_mh), 0);
     CHECK_EQ(gdr_close(g), 0);
-    memset(&after, 0xff, sizeof(after));
-    CHECK_EQ(gdrsim_get_counters(&after, sizeof(after)), 0);
-    CHECK_EQ(after.live_pins, 0);
-    CHECK_EQ(after.live_mappings, 0);
-    CHECK_EQ(after.open_files, 0);
-    CHECK_EQ(after.live_dmabufs, 0);
+    if (gdrsim_present()) {
+        memset(&after, 0xff, sizeof(after));
+        CHECK_EQ(gdrsim_get_counters(&after, sizeof(after)), 0);
+        CHECK_EQ(after.live_pins, 0);
+        CHECK_EQ(after.live_mappings, 0);
+        CHECK_EQ(after.open_files, 0);
+        CHECK_EQ(after.live_dmabufs, 0);
+    }
 }
 
 int main(void)

@@ -51,6 +51,20 @@ run() {
 
 # On the emulator, with the library under test.
 SIM=(env LD_PRELOAD="$sim_dir/libcuda.so.1" LD_LIBRARY_PATH="$sim_dir:$lib_dir")
+# ... with the Vulkan import: SIM_VULKAN_ENV (the Makefile's, passed by mk/30-abi.mk).
+VK=(env ${SIM_VULKAN_ENV:-})
+
+# vulkan NAME CMD...: run on the emulator with the Vulkan import, when the caller said how.
+vulkan() {
+    local name=$1
+    shift
+    if [ -z "${SIM_VULKAN_ENV:-}" ]; then
+        echo "$name: SIM_VULKAN_ENV is not set (make test-abi sets it); counted as a failure"
+        total_failed=$((total_failed + 1)) broken+=("$name")
+        return
+    fi
+    run "$name" "${VK[@]}" "$@"
+}
 
 for suite in $suites; do
     case $suite in
@@ -78,14 +92,16 @@ for suite in $suites; do
         run "threads: persistent=0" "${SIM[@]}" GDRSIM_PERSISTENT=0 "$bin/threads"
         run "threads: DMA-BUF" "${SIM[@]}" GDRSIM_NO_DEVICE=1 "$bin/threads"
         run "threads: DMA-BUF persistent=0" "${SIM[@]}" GDRSIM_NO_DEVICE=1 GDRSIM_PERSISTENT=0 \
-            "$bin/threads" ;;
+            "$bin/threads"
+        vulkan "threads: Vulkan import" "$bin/threads" ;;
     fork)
         for version in 2.6 2.4; do
             run "fork: driver $version" "${SIM[@]}" GDRSIM_DRIVER_VERSION=$version "$bin/fork"
         done
         run "fork: driver 2.6 persistent=0" "${SIM[@]}" GDRSIM_PERSISTENT=0 "$bin/fork"
         run "fork: DMA-BUF" "${SIM[@]}" GDRSIM_NO_DEVICE=1 "$bin/fork"
-        run "fork: DMA-BUF persistent=0" "${SIM[@]}" GDRSIM_NO_DEVICE=1 GDRSIM_PERSISTENT=0 "$bin/fork" ;;
+        run "fork: DMA-BUF persistent=0" "${SIM[@]}" GDRSIM_NO_DEVICE=1 GDRSIM_PERSISTENT=0 "$bin/fork"
+        vulkan "fork: Vulkan import" "$bin/fork" ;;
     logging)
         run "logging" "${SIM[@]}" "$here/check-logging.sh" "$bin/log_probe" ;;
     loading)

@@ -17,7 +17,10 @@
  *   - a copy that succeeded reads back what was written;
  *   - after the workload the emulator counts no pin, no mapping, no open device file, no dma-buf.
  *
- * argv[1]: "gdrdrv" (default) or "dmabuf" (run with GDRSIM_NO_DEVICE=1: the DMA-BUF backend);
+ * argv[1]: "gdrdrv" (default), "dmabuf" (run with GDRSIM_NO_DEVICE=1: the DMA-BUF backend) or
+ * "vulkan" (run in the Vulkan import's situation: GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000
+ * GDRAPI_USE_VULKAN=1 GDRAPI_TEST_ALLOC=vmm, the emulator's Vulkan stand-in first on the path;
+ * then the stand-in's Vulkan functions fail too, with VkResult values);
  * argv[2] "noinit" leaves out the initialisation faults (one fork each: slow under valgrind).
  * Prints the number of faults injected per call name and in total.
  */
@@ -54,7 +57,7 @@ static const char *const step_names[S_COUNT] = {
 typedef int (*legacy_info_fn)(gdr_t, gdr_mh_t, void *);
 static legacy_info_fn legacy_info;
 static unsigned long base;
-static int dmabuf_mode;
+static int dmabuf_mode, vulkan_mode;
 
 /* The errno a failed CUDA call comes back as: the library's documented CUresult table
  * (src/cuda/result.rs), for the codes injected here. */
@@ -65,6 +68,18 @@ static int errno_of_curesult(int r)
     case 2: return ENOMEM;
     case 3: case 100: case 101: return ENODEV;
     case 801: return ENOTSUP;
+    default: return EIO;
+    }
+}
+
+/* The errno a failed Vulkan call comes back as: the library's table (src/vulkan/mod.rs). */
+static int errno_of_vkresult(int r)
+{
+    switch (r) {
+    case -1: case -2: case -5: case -10: return ENOMEM;
+    case -1000072003: return EINVAL;
+    case -3: case -9: return ENODEV;
+    case -6: case -7: case -8: return ENOTSUP;
     default: return EIO;
     }
 }
@@ -198,13 +213,22 @@ static int leaks(void)
     c.live_mappings -= before.live_mappings;
     c.open_files -= before.open_files;
     c.live_dmabufs -= before.live_dmabufs;
+    /* The Vulkan import's: exports, imports, mappings, and the devices and instances a closed
+     * session must have destroyed. */
+    uint64_t vk = (c.live_vmm_exports - before.live_vmm_exports) +
+                  (c.live_vk_imports - before.live_vk_imports) +
+                  (c.live_vk_mappings - before.live_vk_mappings) +
+                  (c.live_vk_devices - before.live_vk_devices) +
+                  (c.live_vk_instances - before.live_vk_instances);
     /* A failed close(2) on Linux still releases the descriptor, and so does the emulator's
      * injected close failure: an open file left after any run is a leak. */
-    if (c.live_pins || c.live_mappings || c.open_files || c.live_dmabufs) {
+    if (c.live_pins || c.live_mappings || c.open_files || c.live_dmabufs || vk) {
         check_report(0, __FILE__, __LINE__, "leak after the workload");
-        printf("    with %s: live_pins=%llu live_mappings=%llu open_files=%llu live_dmabufs=%llu\n",
+        printf("    with %s: live_pins=%llu live_mappings=%llu open_files=%llu live_dmabufs=%llu "
+               "vulkan=%llu\n",
                cur_spec, (unsigned long long)c.live_pins, (unsigned long long)c.live_mappings,
-               (unsigned long long)c.open_files, (unsigned long long)c.live_dmabufs);
+               (unsigned long long)c.open_files, (unsigned long long)c.live_dmabufs,
+               (unsigned long long)vk);
         return 1;
     }
     check_passed_count++;
@@ -212,9 +236,10 @@ static int leaks(void)
 }
 
 /* The library loads and initialises the CUDA driver once per process, at the first gdr_open
- * that needs it (the DMA-BUF backend), so faults in that path are injected in a fresh child for
- * each rule: gdr_open must fail cleanly (NULL, nothing left open), and the next gdr_open, with
- * the fault spent, must succeed. Returns the number of faults that made gdr_open fail. */
+ * that needs it (the DMA-BUF and Vulkan backends), so faults in that path are injected in a
+ * fresh child for each rule: gdr_open must fail cleanly (NULL, nothing left open), and the next
+ * gdr_open, with the fault spent, must succeed. Returns the number of faults that made
+ * gdr_open fail. */
 static long init_faults(const char *const *names, int nnames, const int *errs, int nerrs)
 {
     long fired = 0;
@@ -241,7 +266,7 @@ static long init_faults(const char *const *names, int nnames, const int *errs, i
                     code |= 2;
                 memset(&c, 0, sizeof(c));
                 gdrsim_get_counters(&c, sizeof(c));
-                if (c.open_files || c.live_dmabufs)
+                if (c.open_files || c.live_dmabufs || c.live_vk_instances || c.live_vk_devices)
                     code |= 4;
                 g = gdr_open();
                 if (g == NULL || gdr_close(g) != 0)
@@ -284,16 +309,40 @@ int main(int argc, char **argv)
         "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease", "cuCtxGetCurrent",
         "cuCtxSetCurrent", "cuPointerGetAttribute", "cuMemGetHandleForAddressRange",
     };
+    /* Those only the Vulkan import calls. */
+    static const char *const vmm_names[] = {
+        "cuMemRetainAllocationHandle", "cuMemGetAllocationPropertiesFromHandle",
+        "cuMemExportToShareableHandle", "cuMemRelease", "cuMemGetAddressRange_v2",
+    };
     /* CUDA_ERROR_INVALID_VALUE, OUT_OF_MEMORY, NOT_INITIALIZED, NO_DEVICE, INVALID_DEVICE,
      * INVALID_CONTEXT, NOT_SUPPORTED, UNKNOWN. */
     static const int cuerrs[] = {1, 2, 3, 100, 101, 201, 801, 999};
-    const int nsys = sizeof(sys_names) / sizeof(sys_names[0]);
-    const int ncuda = sizeof(cuda_names) / sizeof(cuda_names[0]);
+    /* The Vulkan stand-in's functions after gdr_open, and the VkResults they may return:
+     * OUT_OF_HOST_MEMORY, OUT_OF_DEVICE_MEMORY, INITIALIZATION_FAILED, DEVICE_LOST,
+     * MEMORY_MAP_FAILED, EXTENSION_NOT_PRESENT, TOO_MANY_OBJECTS, INVALID_EXTERNAL_HANDLE. */
+    static const char *const vk_names[] = {"vkCreateDevice", "vkAllocateMemory", "vkMapMemory"};
+    static const int vkerrs[] = {-1, -2, -3, -4, -5, -7, -10, -1000072003};
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+    /* Each group of names, with the errors injected and the errno each comes back as. */
+    const struct {
+        const char *const *names;
+        int n;
+        const int *errs;
+        int nerr;
+        int (*errno_of)(int);
+        int vulkan_only;
+    } groups[] = {
+        {sys_names, COUNT(sys_names), errnos, COUNT(errnos), NULL, 0},
+        {cuda_names, COUNT(cuda_names), cuerrs, COUNT(cuerrs), errno_of_curesult, 0},
+        {vmm_names, COUNT(vmm_names), cuerrs, COUNT(cuerrs), errno_of_curesult, 1},
+        {vk_names, COUNT(vk_names), vkerrs, COUNT(vkerrs), errno_of_vkresult, 1},
+    };
     int baseline[S_COUNT], rc[S_COUNT];
     long runs = 0, injected = 0, total_leaks = 0;
     char spec[128];
 
     dmabuf_mode = argc > 1 && strcmp(argv[1], "dmabuf") == 0;
+    vulkan_mode = argc > 1 && strcmp(argv[1], "vulkan") == 0;
     gpu_init();
     base = gpu_aligned(gpu_alloc(4 * GPU_PAGE_SIZE));
     legacy_info = (legacy_info_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "gdr_get_info");
@@ -301,17 +350,29 @@ int main(int argc, char **argv)
 
     /* First, while this process has not loaded CUDA through the library: each child's first
      * gdr_open is the library's first. */
-    if (dmabuf_mode && !(argc > 2 && strcmp(argv[2], "noinit") == 0)) {
+    if ((dmabuf_mode || vulkan_mode) && !(argc > 2 && strcmp(argv[2], "noinit") == 0)) {
         static const char *const init_names[] = {
             "cuInit", "cuDriverGetVersion", "cuGetProcAddress", "cuDeviceGetCount", "cuDeviceGet",
             "cuDeviceGetAttribute",
         };
-        const int ninit = sizeof(init_names) / sizeof(init_names[0]);
-        long fired = init_faults(init_names, ninit, cuerrs, sizeof(cuerrs) / sizeof(cuerrs[0]));
-        printf("%-32s %4ld faults injected (first gdr_open, %d rules)\n", "CUDA initialisation",
-               fired, ninit * (int)(sizeof(cuerrs) / sizeof(cuerrs[0])));
+        static const char *const vk_init_names[] = {
+            "cuDeviceGetUuid_v2", "vkCreateInstance", "vkEnumeratePhysicalDevices",
+            "vkEnumerateDeviceExtensionProperties",
+        };
+        long fired = init_faults(init_names, COUNT(init_names), cuerrs, COUNT(cuerrs));
+        long rules = COUNT(init_names) * (long)COUNT(cuerrs);
+        if (vulkan_mode) {
+            /* cuDeviceGetUuid_v2 with CUresults, the others with VkResults. */
+            fired += init_faults(vk_init_names, 1, cuerrs, COUNT(cuerrs));
+            fired += init_faults(vk_init_names + 1, COUNT(vk_init_names) - 1, vkerrs,
+                                 COUNT(vkerrs));
+            rules += COUNT(cuerrs) + (COUNT(vk_init_names) - 1) * (long)COUNT(vkerrs);
+        }
+        printf("%-32s %4ld faults injected (first gdr_open, %ld rules)\n",
+               vulkan_mode ? "CUDA and Vulkan initialisation" : "CUDA initialisation", fired,
+               rules);
         injected += fired;
-        runs += ninit * (long)(sizeof(cuerrs) / sizeof(cuerrs[0]));
+        runs += rules;
     }
     cur_spec = "(none)";
     cur_err = 0;
@@ -324,32 +385,37 @@ int main(int argc, char **argv)
         }
     REQUIRE(leaks() == 0);
 
-    for (int n = 0; n < nsys + ncuda; n++) {
-        int cuda = n >= nsys;
-        const char *name = cuda ? cuda_names[n - nsys] : sys_names[n];
-        const int *errs = cuda ? cuerrs : errnos;
-        int nerr = cuda ? (int)(sizeof(cuerrs) / sizeof(cuerrs[0]))
-                        : (int)(sizeof(errnos) / sizeof(errnos[0]));
-        long fired = 0;
-        for (int e = 0; e < nerr; e++) {
-            for (int nth = 1; nth <= MAX_NTH; nth++) {
-                snprintf(spec, sizeof(spec), "%s:%d:%d", name, nth, errs[e]);
-                cur_spec = spec;
-                cur_err = cuda ? errno_of_curesult(errs[e]) : errs[e];
-                snapshot();
-                REQUIRE(gdrsim_set_fail(spec) == 0);
-                workload(rc);
-                gdrsim_set_fail(NULL);
-                runs++;
-                if (memcmp(rc, baseline, sizeof(rc)) != 0)
-                    fired++;
-                total_leaks += leaks();
+    for (int k = 0; k < COUNT(groups); k++) {
+        if (groups[k].vulkan_only && !vulkan_mode)
+            continue;
+        for (int n = 0; n < groups[k].n; n++) {
+            const char *name = groups[k].names[n];
+            long fired = 0;
+            for (int e = 0; e < groups[k].nerr; e++) {
+                int err = groups[k].errs[e];
+                for (int nth = 1; nth <= MAX_NTH; nth++) {
+                    snprintf(spec, sizeof(spec), "%s:%d:%d", name, nth, err);
+                    cur_spec = spec;
+                    cur_err = groups[k].errno_of ? groups[k].errno_of(err) : err;
+                    snapshot();
+                    REQUIRE(gdrsim_set_fail(spec) == 0);
+                    workload(rc);
+                    gdrsim_set_fail(NULL);
+                    runs++;
+                    if (memcmp(rc, baseline, sizeof(rc)) != 0)
+                        fired++;
+                    total_leaks += leaks();
+                }
             }
+            printf("%-40s %4ld faults injected\n", name, fired);
+            injected += fired;
         }
-        printf("%-32s %4ld faults injected\n", name, fired);
-        injected += fired;
     }
-    printf("faults: %s backend, %ld runs, %ld faults injected, %ld runs with a leak\n",
-           dmabuf_mode ? "dma-buf" : "gdrdrv", runs, injected, total_leaks);
-    return check_done(dmabuf_mode ? "faults (dma-buf)" : "faults (gdrdrv)");
+#undef COUNT
+    const char *mode = vulkan_mode ? "vulkan" : dmabuf_mode ? "dma-buf" : "gdrdrv";
+    printf("faults: %s backend, %ld runs, %ld faults injected, %ld runs with a leak\n", mode, runs,
+           injected, total_leaks);
+    char done[64];
+    snprintf(done, sizeof(done), "faults (%s)", mode);
+    return check_done(done);
 }

@@ -2,6 +2,9 @@
  * gdrsim.h: test interface of the gdrdrv / CUDA driver emulator (libcuda.so.1 built from
  * gdrsim). Programs running on the emulator may call these to read its counters
  * and to inject faults at run time. See gdrsim/README.md.
+ *
+ * The functions are declared weak: a program built against the emulator also runs over a real
+ * CUDA driver (make test-gpu), where they are NULL; gdrsim_present() tells which.
  */
 #ifndef GDRSIM_H
 #define GDRSIM_H
@@ -24,16 +27,23 @@ struct gdrsim_counters {
 
 /* Copies min(out_size, sizeof(struct gdrsim_counters)) bytes of the current counters to
  * out. Returns 0 (EINVAL if out is NULL). */
-int gdrsim_get_counters(struct gdrsim_counters *out, size_t out_size);
+int gdrsim_get_counters(struct gdrsim_counters *out, size_t out_size) __attribute__((weak));
 
 /* Replaces the fault-injection spec (same syntax as GDRSIM_FAIL: comma-separated
  * NAME:N:ERR). NULL or "" clears it. Returns 0, or EINVAL for a bad spec (the previous
  * spec then stays in force). */
-int gdrsim_set_fail(const char *spec);
+int gdrsim_set_fail(const char *spec) __attribute__((weak));
 
 /* BAR1: its size (GDRSIM_BAR1_SIZE), the bytes in use (GDRSIM_BAR1_RESERVED plus this
  * process's live pins) and the VRAM size. Returns 0, or -1 for a NULL pointer. */
-int gdrsim_bar1_info(uint64_t *bar1_total, uint64_t *bar1_used, uint64_t *vram_total);
+int gdrsim_bar1_info(uint64_t *bar1_total, uint64_t *bar1_used, uint64_t *vram_total)
+    __attribute__((weak));
+
+/* Whether the emulator is the CUDA driver of this process (its test interface is there). */
+static inline int gdrsim_present(void)
+{
+    return gdrsim_get_counters != NULL;
+}
 
 #ifdef __cplusplus
 }

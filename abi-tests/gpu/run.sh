@@ -1,0 +1,99 @@
+#!/bin/bash
+# make test-gpu: the library over a real GPU's CUDA and Vulkan drivers, with no emulator.
+# Which backend gdr_open picks is the machine's (gdrdrv, DMA-BUF mmap, or, with
+# GDRAPI_USE_VULKAN=1 set here, the Vulkan import); the Vulkan scenarios run where it is the
+# Vulkan import. Runs: the backend scenarios (abi-tests/vulkan), NCCL's allocation pattern,
+# the C ABI suite's threads and fork programs, the byte-exact copy sweep, the three tools and
+# the doctor; prints each program's tally and the total.
+# Usage: run.sh BUILD_DIR   (build/lib, build/bin, build/abi, build/vulkan, build/gpu)
+set -u
+B=$(cd "$1" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+if [ ! -e /dev/nvidia0 ] && ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "test-gpu: skipped: no NVIDIA GPU here (no /dev/nvidia0, no nvidia-smi)"
+    exit 0
+fi
+LOGS=$B/gpu/logs
+mkdir -p "$LOGS"
+limit=${GPU_TIMEOUT:-300}
+# No emulator: nothing preloaded, only the library under test on the path. Memory is allocated
+# the way the Vulkan import can map it (as NCCL's cuMem allocator does).
+RUN=(env -u LD_PRELOAD -u GDRCOPY_USE_DMABUF_MMAP LD_LIBRARY_PATH="$B/lib"
+     GDRAPI_USE_VULKAN=1 GDRAPI_TEST_OURS=1 GDRAPI_TEST_ALLOC=vmm)
+total_passed=0 total_failed=0 broken=()
+
+# tally NAME LOG RC: adds a program's last "N passed, N failed" line (or one failure when it
+# has none, or exited non-zero without counting one).
+tally() {
+    local name=$1 log=$2 rc=$3 line p f
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
+    p=$(echo "$line" | awk '{print $1}') f=$(echo "$line" | awk '{print $3}')
+    p=${p:-0} f=${f:-0}
+    if [ -z "$line" ] || { [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; }; then
+        f=$((f + 1)); tail -20 "$log"; echo "$name: exit status $rc without a complete summary"
+    elif [ "$f" -ne 0 ]; then
+        grep -E 'FAILED|want' "$log" | head -20
+    fi
+    printf '%-48s %5d passed, %d failed\n' "$name" "$p" "$f"
+    total_passed=$((total_passed + p)) total_failed=$((total_failed + f))
+    [ "$f" -eq 0 ] || broken+=("$name")
+}
+
+# prog NAME CMD...: a C program that prints its own tally.
+prog() {
+    local name=$1; shift
+    local log=$LOGS/${name//[^A-Za-z0-9_.-]/_}.log
+    timeout -k 5 "$limit" "${RUN[@]}" "$@" >"$log" 2>&1
+    tally "$name" "$log" $?
+}
+
+# check NAME PATTERN CMD...: one check: CMD exits 0 and prints a line matching PATTERN.
+check() {
+    local name=$1 pattern=$2; shift 2
+    local log=$LOGS/${name//[^A-Za-z0-9_.-]/_}.log rc
+    timeout -k 5 "$limit" "${RUN[@]}" "$@" >"$log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && grep -Eq "$pattern" "$log"; then
+        printf '%-48s %5d passed, %d failed\n' "$name" 1 0; total_passed=$((total_passed + 1))
+    else
+        tail -15 "$log"; printf '%-48s %5d passed, %d failed\n' "$name" 0 1
+        total_failed=$((total_failed + 1)); broken+=("$name")
+    fi
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null |
+    sed 's/^/test-gpu: GPU: /'
+backend=$("${RUN[@]}" GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=2 "$B/vulkan/vulkan_test" open 2>&1 |
+    sed -n 's/^INFO: Using \(.*\) backend$/\1/p' | tail -1)
+echo "test-gpu: gdr_open uses the ${backend:-no} backend"
+
+if [ "$backend" = vulkan ]; then
+    prog "vulkan: selected" "$B/vulkan/vulkan_test" selected
+    prog "vulkan: api" "$B/vulkan/vulkan_test" api
+    prog "vulkan: lifetime" "$B/vulkan/vulkan_test" lifetime
+    grep '^lifetime:' "$LOGS/vulkan__lifetime.log"
+else
+    echo "test-gpu: the Vulkan scenarios need the Vulkan import (here: ${backend:-none})"
+fi
+prog "nccl pattern" "$B/vulkan/nccl_pattern"
+prog "abi: threads" "$B/abi/threads"
+prog "abi: fork" "$B/abi/fork"
+prog "copy sweep" "$B/gpu/copysweep"
+grep '^copysweep:' "$LOGS/copy_sweep.log"
+for t in copylat copybw apiperf; do
+    case $t in
+    copylat) args=(-s 1048576 -w 1000 -r 100) pat='^gdr_copy_from_mapping +1048576 ' ;;
+    copybw) args=(-s 1048576 -c 1048576 -l) pat='^read BW: ' ;;
+    apiperf) args=(-s 1048576 -n 100) pat='^Size\(B\)' ;;
+    esac
+    check "tool: gdrcopy_$t -a cuMemCreateFd" "$pat" "$B/bin/gdrcopy_$t" -a cuMemCreateFd "${args[@]}"
+done
+cp "$LOGS/tool__gdrcopy_copylat_-a_cuMemCreateFd.log" "$B/gpu/copylat.txt" 2>/dev/null
+check "doctor" 'copies work' "$B/bin/gdrcopy" doctor
+grep -iE 'vulkan|verdict|copies' "$LOGS/doctor.log" | head -8
+
+echo "test-gpu: $total_passed passed, $total_failed failed"
+if [ ${#broken[@]} -ne 0 ]; then
+    printf 'failing: %s\n' "${broken[@]}"
+    exit 1
+fi
