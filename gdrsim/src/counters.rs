@@ -21,6 +21,8 @@ pub struct Counters {
     pub ioctls: u64,
     /// dma-buf fds from `cuMemGetHandleForAddressRange` not yet closed.
     pub live_dmabufs: u64,
+    /// Export fds from `cuMemExportToShareableHandle` not yet closed or imported.
+    pub live_vmm_exports: u64,
 }
 
 static FALLBACK: AtomicU64 = AtomicU64::new(0);

@@ -24,9 +24,9 @@ mod vmm;
 
 use crate::config;
 use crate::gpu::VMM_GRANULARITY;
-use crate::intercept::{set_kind, KIND_DMABUF};
+use crate::intercept::{set_kind, KIND_DMABUF, KIND_VMMFD};
 use crate::real;
-use crate::state::{pid, Dmabuf, State, STATE};
+use crate::state::{pid, Dmabuf, State, VmmExport, STATE};
 use errors as cu;
 use libc::{c_char, c_int, c_uint, c_ulonglong, c_void, size_t};
 use std::cell::Cell;
