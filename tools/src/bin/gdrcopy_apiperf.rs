@@ -106,7 +106,9 @@ fn run(o: Opts) -> Result<(), Fatal> {
     for (k, &n) in sizes.iter().enumerate() {
         progress.update(&format!("{n} B"), k, sizes.len());
         for _ in 0..o.warmup {
-            let pin = session.pin(d_a, n)?;
+            let pin = session
+                .pin(d_a, n)
+                .map_err(|e| tool::pin_error(&session, o.gpu.alloc, e))?;
             let map = pin.map(o.gpu.map_flag)?;
             pin.info()?;
             map.unmap()?;
@@ -116,7 +118,9 @@ fn run(o: Opts) -> Result<(), Fatal> {
         let mut pin_lat = Vec::with_capacity(o.iters);
         for _ in 0..o.iters {
             let t = Instant::now();
-            let pin = session.pin(d_a, n)?;
+            let pin = session
+                .pin(d_a, n)
+                .map_err(|e| tool::pin_error(&session, o.gpu.alloc, e))?;
             let us = tool::elapsed_us(t);
             sums[0] += us;
             pin_lat.push(us);

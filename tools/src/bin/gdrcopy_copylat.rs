@@ -149,7 +149,9 @@ fn run(o: Opts) -> Result<(), Fatal> {
     println!();
 
     let session = tool::open_gdr(&gdr)?;
-    let pin = session.pin(d_a, size)?;
+    let pin = session
+        .pin(d_a, size)
+        .map_err(|e| tool::pin_error(&session, o.gpu.alloc, e))?;
     let map = pin.map(o.gpu.map_flag)?;
     let (info, off) = tool::report_mapping(&pin, &map, d_a)?;
     println!(
