@@ -282,7 +282,11 @@ pub fn diagnose(f: &Facts) -> Check {
     let all = !gpus.is_empty() && usable == gpus.len();
     let texts: Vec<&str> = gpus.iter().map(|g| g.text.as_str()).collect();
     let mut summary = match (usable, f.requested) {
-        (0, _) => format!("the Vulkan import cannot map any GPU: {}", texts.join("; ")),
+        (0, false) => format!("the Vulkan import cannot map any GPU: {}", texts.join("; ")),
+        (0, true) => format!(
+            "{ENV}=1, but the Vulkan import cannot map any GPU: {}",
+            texts.join("; ")
+        ),
         (_, true) => format!("{ENV}=1: {}", texts.join("; ")),
         (_, false) if all => format!("the Vulkan import would work: {}", texts.join("; ")),
         (_, false) => format!(
@@ -489,6 +493,14 @@ mod tests {
         let k = diagnose(&f);
         assert_eq!(k.status, Status::Fail);
         assert!(k.summary.contains("VMM"), "{}", k.summary);
+        f.requested = true;
+        let k = diagnose(&f);
+        assert!(
+            k.summary
+                .starts_with("GDRAPI_USE_VULKAN=1, but the Vulkan import cannot map any GPU: "),
+            "{}",
+            k.summary
+        );
 
         let mut f = facts(Ok(vec![device(UUID, true, true)]));
         f.cuda_version = Some(11030);
