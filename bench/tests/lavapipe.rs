@@ -3,14 +3,14 @@
 //! memory is ordinary CPU memory, but allocation, mapping, fd export and re-import, and the
 //! copy checks run exactly as on a GPU.
 
-use std::os::fd::OwnedFd;
-use std::process::Command;
 use gdrapi_bench::bar::VkBar;
 use gdrapi_bench::copiers::{Copier, Engine, Memcpy};
 use gdrapi_bench::error::Error;
 use gdrapi_bench::verify::{self, CpuView, View};
 use gdrapi_bench::vk::{MEMORY_PROPERTY_DEVICE_LOCAL, MEMORY_PROPERTY_HOST_VISIBLE};
 use gdrapi_bench::{pattern, smaps};
+use std::os::fd::OwnedFd;
+use std::process::Command;
 
 fn open() -> VkBar {
     VkBar::open().unwrap_or_else(|e| {
@@ -42,6 +42,19 @@ fn allocation_is_device_local_host_visible_and_mapped() {
         eng.from_mapping(back.as_mut_ptr(), mem.as_ptr(), back.len());
     }
     assert_eq!(back, data);
+}
+
+#[test]
+fn the_survey_describes_the_device_open_picks_without_making_one() {
+    let vk = open();
+    let all = gdrapi_bench::bar::survey().expect("survey");
+    let same = all
+        .iter()
+        .find(|d| d.name == vk.info().name && d.uuid == vk.info().uuid)
+        .unwrap_or_else(|| panic!("{:?} not among {all:?}", vk.info().name));
+    assert_eq!(same.memory_types, vk.info().memory_types);
+    assert_eq!(same.device_type, vk.info().device_type);
+    assert_eq!(same.external_fd, vk.info().external_fd);
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Vulkan memory that is both device-local and host-visible, mapped into this process: on a
 //! discrete GPU that is VRAM seen through the PCIe BAR, the same path gdrdrv's mappings take.
 //!
-//! [`VkBar::open`] creates an instance and a device on the preferred physical device;
+//! [`survey`] describes every physical device (UUID, extension, memory types) without making a
+//! device; [`VkBar::open`] creates an instance and a device on the preferred physical device;
 //! [`VkBar::allocate`] allocates and maps such memory (exportable as an opaque fd when the
 //! device offers `VK_KHR_external_memory_fd`); [`VkBar::import_fd`] maps an exported fd again,
 //! which gives a second CPU mapping of the same bytes.
@@ -45,12 +46,12 @@ pub struct DeviceInfo {
     pub uuid: [u8; 16],
     /// Every memory type of the device.
     pub memory_types: Vec<MemoryType>,
-    /// Whether the device offers `VK_KHR_external_memory_fd` (and the device was created with it).
+    /// Whether the device offers `VK_KHR_external_memory_fd` (from [`VkBar::open`]: and the
+    /// device was created with it).
     pub external_fd: bool,
 }
 
 struct Fns {
-    destroy_instance: PFN_vkDestroyInstance,
     destroy_device: PFN_vkDestroyDevice,
     allocate_memory: PFN_vkAllocateMemory,
     free_memory: PFN_vkFreeMemory,
@@ -61,12 +62,12 @@ struct Fns {
 
 /// A Vulkan instance and logical device, ready to allocate BAR memory.
 pub struct VkBar {
-    _lib: Library,
-    instance: VkInstance,
     device: VkDevice,
     fns: Fns,
     info: DeviceInfo,
     bar_type: MemoryType,
+    /// Dropped after the device (see `Drop for VkBar`).
+    _instance: Instance,
 }
 
 /// One allocation of device memory, mapped for the CPU for its whole life.
@@ -137,30 +138,23 @@ unsafe fn device_fn<F: Copy>(
     }
 }
 
-/// Destroys an instance (and a device) if construction fails half-way.
-struct Partial {
-    instance: VkInstance,
-    destroy_instance: PFN_vkDestroyInstance,
-    device: VkDevice,
-    destroy_device: Option<PFN_vkDestroyDevice>,
+/// A Vulkan 1.1 instance (no layers, no instance extensions) with the entry points that list
+/// and describe physical devices; destroyed on drop, before the loader is unloaded.
+struct Instance {
+    handle: VkInstance,
+    gipa: PFN_vkGetInstanceProcAddr,
+    destroy: PFN_vkDestroyInstance,
+    enumerate: PFN_vkEnumeratePhysicalDevices,
+    get_props: PFN_vkGetPhysicalDeviceProperties,
+    get_props2: Option<PFN_vkGetPhysicalDeviceProperties2>,
+    get_mem: PFN_vkGetPhysicalDeviceMemoryProperties,
+    enum_ext: PFN_vkEnumerateDeviceExtensionProperties,
+    _lib: Library,
 }
 
-impl Drop for Partial {
-    fn drop(&mut self) {
-        if let (false, Some(dd)) = (self.device.is_null(), self.destroy_device) {
-            // SAFETY: the device is live, has no allocations, and is destroyed once.
-            unsafe { dd(self.device, ptr::null()) };
-        }
-        // SAFETY: the instance is live, its device (if any) is gone, destroyed once.
-        unsafe { (self.destroy_instance)(self.instance, ptr::null()) };
-    }
-}
-
-impl VkBar {
-    /// Loads the Vulkan loader (`libvulkan.so.1`), creates an instance, picks a physical device
-    /// ([`choose_device`]) and its BAR memory type ([`choose_memory_type`]), and creates a
-    /// device with `VK_KHR_external_memory_fd` when offered.
-    pub fn open() -> Result<VkBar> {
+impl Instance {
+    /// Loads the Vulkan loader (`libvulkan.so.1`) and creates an instance.
+    fn create() -> Result<Instance> {
         let lib = Library::open("libvulkan.so.1")?;
         // SAFETY: the loader exports vkGetInstanceProcAddr with exactly this signature.
         let gipa: PFN_vkGetInstanceProcAddr = unsafe { lib.function("vkGetInstanceProcAddr")? };
@@ -194,80 +188,69 @@ impl VkBar {
             create_instance(&ici, ptr::null(), &mut instance)
         })?;
         // Without vkDestroyInstance the instance can only be leaked.
-        // SAFETY: each instance_fn call below names its entry point's own type.
-        let destroy_instance: PFN_vkDestroyInstance =
+        // SAFETY: the type named is this entry point's own, on a live instance.
+        let destroy: PFN_vkDestroyInstance =
             unsafe { instance_fn(gipa, instance, "vkDestroyInstance")? };
-        let mut partial = Partial {
-            instance,
-            destroy_instance,
-            device: ptr::null_mut(),
-            destroy_device: None,
+        let guard = Destroy(instance, destroy);
+        // Each type named below is its entry point's own, on a live instance.
+        let made = Instance {
+            handle: instance,
+            gipa,
+            destroy,
+            // SAFETY: see above.
+            enumerate: unsafe { instance_fn(gipa, instance, "vkEnumeratePhysicalDevices")? },
+            // SAFETY: see above.
+            get_props: unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceProperties")? },
+            // SAFETY: see above.
+            get_props2: unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceProperties2") }
+                .ok(),
+            // SAFETY: see above.
+            get_mem: unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceMemoryProperties")? },
+            // SAFETY: see above.
+            enum_ext: unsafe {
+                instance_fn(gipa, instance, "vkEnumerateDeviceExtensionProperties")?
+            },
+            _lib: lib,
         };
+        // The instance destroys itself from here on.
+        std::mem::forget(guard);
+        Ok(made)
+    }
 
-        // SAFETY: the type named is this entry point's own.
-        let enumerate: PFN_vkEnumeratePhysicalDevices =
-            unsafe { instance_fn(gipa, instance, "vkEnumeratePhysicalDevices")? };
-        // SAFETY: the type named is this entry point's own.
-        let get_props: PFN_vkGetPhysicalDeviceProperties =
-            unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceProperties")? };
-        // SAFETY: the type named is this entry point's own.
-        let get_props2: Option<PFN_vkGetPhysicalDeviceProperties2> =
-            unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceProperties2") }.ok();
-        // SAFETY: the type named is this entry point's own.
-        let get_mem: PFN_vkGetPhysicalDeviceMemoryProperties =
-            unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceMemoryProperties")? };
-        // SAFETY: the type named is this entry point's own.
-        let enum_ext: PFN_vkEnumerateDeviceExtensionProperties =
-            unsafe { instance_fn(gipa, instance, "vkEnumerateDeviceExtensionProperties")? };
-        // SAFETY: the type named is this entry point's own.
-        let create_device: PFN_vkCreateDevice =
-            unsafe { instance_fn(gipa, instance, "vkCreateDevice")? };
-        // SAFETY: the type named is this entry point's own.
-        let gdpa: PFN_vkGetDeviceProcAddr =
-            unsafe { instance_fn(gipa, instance, "vkGetDeviceProcAddr")? };
-
+    /// Every physical device of the instance.
+    fn physical_devices(&self) -> Result<Vec<VkPhysicalDevice>> {
         let mut count = 0u32;
-        // SAFETY: a count query with a null array.
+        // SAFETY: a count query with a null array on a live instance.
         check("vkEnumeratePhysicalDevices", unsafe {
-            enumerate(instance, &mut count, ptr::null_mut())
+            (self.enumerate)(self.handle, &mut count, ptr::null_mut())
         })?;
         let mut phys = vec![ptr::null_mut(); count as usize];
         // SAFETY: `phys` has room for `count` handles.
         check("vkEnumeratePhysicalDevices", unsafe {
-            enumerate(instance, &mut count, phys.as_mut_ptr())
+            (self.enumerate)(self.handle, &mut count, phys.as_mut_ptr())
         })?;
         phys.truncate(count as usize);
-        if phys.is_empty() {
-            return Err(Error::NoDevice);
-        }
-        let mut all_props = Vec::with_capacity(phys.len());
-        for &p in &phys {
-            // SAFETY: all-zero is a valid value of this plain-data struct.
-            let mut props: Box<VkPhysicalDeviceProperties> =
-                Box::new(unsafe { std::mem::zeroed() });
-            // SAFETY: `p` is a live physical device; `props` is large enough (see vk.rs).
-            unsafe { get_props(p, &mut *props) };
-            all_props.push(props);
-        }
-        let types: Vec<u32> = all_props.iter().map(|p| p.deviceType).collect();
-        let chosen = match std::env::var("VKBAR_DEVICE")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-        {
-            Some(i) if i < phys.len() => i,
-            Some(i) => {
-                return Err(Error::Invalid(format!(
-                    "VKBAR_DEVICE={i}: only {} devices",
-                    phys.len()
-                )))
-            }
-            None => choose_device(&types).ok_or(Error::NoDevice)?,
-        };
-        let pd = phys[chosen];
-        let props = &all_props[chosen];
+        Ok(phys)
+    }
 
+    /// `vkGetPhysicalDeviceProperties` of `pd`.
+    fn properties(&self, pd: VkPhysicalDevice) -> Box<VkPhysicalDeviceProperties> {
+        // SAFETY: all-zero is a valid value of this plain-data struct.
+        let mut props: Box<VkPhysicalDeviceProperties> = Box::new(unsafe { std::mem::zeroed() });
+        // SAFETY: `pd` is a live physical device; `props` is large enough (see vk.rs).
+        unsafe { (self.get_props)(pd, &mut *props) };
+        props
+    }
+
+    /// What is known of `pd` (with its properties `props`), `external_fd` meaning offered,
+    /// and the names of the device extensions it offers.
+    fn describe(
+        &self,
+        pd: VkPhysicalDevice,
+        props: &VkPhysicalDeviceProperties,
+    ) -> Result<(DeviceInfo, Vec<String>)> {
         let mut uuid = [0u8; 16];
-        if let Some(gp2) = get_props2 {
+        if let Some(gp2) = self.get_props2 {
             // SAFETY: all-zero is valid for both plain-data structs.
             let mut id: VkPhysicalDeviceIDProperties = unsafe { std::mem::zeroed() };
             id.sType = STYPE_PHYSICAL_DEVICE_ID_PROPERTIES;
@@ -284,7 +267,7 @@ impl VkBar {
         // SAFETY: all-zero is valid for this plain-data struct.
         let mut mp: Box<VkPhysicalDeviceMemoryProperties> = Box::new(unsafe { std::mem::zeroed() });
         // SAFETY: `pd` is live and `mp` is writable.
-        unsafe { get_mem(pd, &mut *mp) };
+        unsafe { (self.get_mem)(pd, &mut *mp) };
         let ntypes = (mp.memoryTypeCount as usize).min(32);
         let memory_types: Vec<MemoryType> = (0..ntypes)
             .map(|i| {
@@ -305,21 +288,114 @@ impl VkBar {
         let mut ecount = 0u32;
         // SAFETY: a count query with a null array.
         check("vkEnumerateDeviceExtensionProperties", unsafe {
-            enum_ext(pd, ptr::null(), &mut ecount, ptr::null_mut())
+            (self.enum_ext)(pd, ptr::null(), &mut ecount, ptr::null_mut())
         })?;
         // SAFETY: all-zero is valid for this plain-data struct.
         let mut exts: Vec<VkExtensionProperties> =
             (0..ecount).map(|_| unsafe { std::mem::zeroed() }).collect();
         // SAFETY: `exts` has room for `ecount` entries.
         check("vkEnumerateDeviceExtensionProperties", unsafe {
-            enum_ext(pd, ptr::null(), &mut ecount, exts.as_mut_ptr())
+            (self.enum_ext)(pd, ptr::null(), &mut ecount, exts.as_mut_ptr())
         })?;
         exts.truncate(ecount as usize);
         let names: Vec<String> = exts.iter().map(|e| c_name(&e.extensionName)).collect();
+        let external_fd = names
+            .iter()
+            .any(|x| x.as_bytes() == EXT_EXTERNAL_MEMORY_FD.to_bytes());
+        let info = DeviceInfo {
+            name: c_name(&props.deviceName),
+            device_type: props.deviceType,
+            vendor_id: props.vendorID,
+            api_version: props.apiVersion,
+            driver_version: props.driverVersion,
+            uuid,
+            memory_types,
+            external_fd,
+        };
+        Ok((info, names))
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        // SAFETY: the instance is live, every device made from it is gone (a VkBar destroys
+        // its device before its instance), and it is destroyed once.
+        unsafe { (self.destroy)(self.handle, ptr::null()) };
+    }
+}
+
+/// Destroys an instance whose set-up failed half-way.
+struct Destroy(VkInstance, PFN_vkDestroyInstance);
+
+impl Drop for Destroy {
+    fn drop(&mut self) {
+        // SAFETY: the instance is live, has no device, and is destroyed once.
+        unsafe { (self.1)(self.0, ptr::null()) };
+    }
+}
+
+/// Destroys a device whose set-up failed half-way.
+struct PartialDevice(VkDevice, PFN_vkDestroyDevice);
+
+impl Drop for PartialDevice {
+    fn drop(&mut self) {
+        // SAFETY: the device is live, has no allocations, and is destroyed once.
+        unsafe { (self.1)(self.0, ptr::null()) };
+    }
+}
+
+/// Every Vulkan physical device this process can see, described as [`VkBar::open`] would find
+/// it (`external_fd`: the device offers `VK_KHR_external_memory_fd`), without creating a
+/// device on any. An error says which step failed: the loader ([`Error::Dl`]), the instance
+/// ([`Error::Vulkan`] of `vkCreateInstance`), an entry point ([`Error::Symbol`]) or a query.
+pub fn survey() -> Result<Vec<DeviceInfo>> {
+    let instance = Instance::create()?;
+    instance
+        .physical_devices()?
+        .into_iter()
+        .map(|pd| {
+            let props = instance.properties(pd);
+            instance.describe(pd, &props).map(|(info, _)| info)
+        })
+        .collect()
+}
+
+impl VkBar {
+    /// Loads the Vulkan loader (`libvulkan.so.1`), creates an instance, picks a physical device
+    /// ([`choose_device`]) and its BAR memory type ([`choose_memory_type`]), and creates a
+    /// device with `VK_KHR_external_memory_fd` when offered.
+    pub fn open() -> Result<VkBar> {
+        let instance = Instance::create()?;
+        // SAFETY: the types named are these entry points' own, on a live instance.
+        let create_device: PFN_vkCreateDevice =
+            unsafe { instance_fn(instance.gipa, instance.handle, "vkCreateDevice")? };
+        // SAFETY: as above.
+        let gdpa: PFN_vkGetDeviceProcAddr =
+            unsafe { instance_fn(instance.gipa, instance.handle, "vkGetDeviceProcAddr")? };
+        let phys = instance.physical_devices()?;
+        if phys.is_empty() {
+            return Err(Error::NoDevice);
+        }
+        let all_props: Vec<_> = phys.iter().map(|&p| instance.properties(p)).collect();
+        let types: Vec<u32> = all_props.iter().map(|p| p.deviceType).collect();
+        let chosen = match std::env::var("VKBAR_DEVICE")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+        {
+            Some(i) if i < phys.len() => i,
+            Some(i) => {
+                return Err(Error::Invalid(format!(
+                    "VKBAR_DEVICE={i}: only {} devices",
+                    phys.len()
+                )))
+            }
+            None => choose_device(&types).ok_or(Error::NoDevice)?,
+        };
+        let pd = phys[chosen];
+        let (mut info, names) = instance.describe(pd, &all_props[chosen])?;
         let has = |n: &CStr| names.iter().any(|x| x.as_bytes() == n.to_bytes());
         let mut enable: Vec<&CStr> = Vec::new();
-        let external_fd = has(EXT_EXTERNAL_MEMORY_FD);
-        if external_fd {
+        if info.external_fd {
             for n in [EXT_EXTERNAL_MEMORY, EXT_EXTERNAL_MEMORY_FD] {
                 if has(n) {
                     enable.push(n);
@@ -354,13 +430,11 @@ impl VkBar {
         check("vkCreateDevice", unsafe {
             create_device(pd, &dci, ptr::null(), &mut device)
         })?;
-        partial.device = device;
         // SAFETY: each device_fn call below names its entry point's own type; `device` is live.
         let destroy_device: PFN_vkDestroyDevice =
             unsafe { device_fn(gdpa, device, "vkDestroyDevice")? };
-        partial.destroy_device = Some(destroy_device);
+        let partial = PartialDevice(device, destroy_device);
         let fns = Fns {
-            destroy_instance,
             destroy_device,
             // SAFETY: as above.
             allocate_memory: unsafe { device_fn(gdpa, device, "vkAllocateMemory")? },
@@ -370,31 +444,22 @@ impl VkBar {
             map_memory: unsafe { device_fn(gdpa, device, "vkMapMemory")? },
             // SAFETY: as above.
             unmap_memory: unsafe { device_fn(gdpa, device, "vkUnmapMemory")? },
-            get_memory_fd: if external_fd {
+            get_memory_fd: if info.external_fd {
                 // SAFETY: as above.
                 Some(unsafe { device_fn(gdpa, device, "vkGetMemoryFdKHR")? })
             } else {
                 None
             },
         };
-        let bar_type = choose_memory_type(&memory_types).ok_or(Error::NoBarMemoryType)?;
+        let bar_type = choose_memory_type(&info.memory_types).ok_or(Error::NoBarMemoryType)?;
         std::mem::forget(partial);
+        info.external_fd = info.external_fd && enable.contains(&EXT_EXTERNAL_MEMORY_FD);
         Ok(VkBar {
-            _lib: lib,
-            instance,
             device,
             fns,
-            info: DeviceInfo {
-                name: c_name(&props.deviceName),
-                device_type: props.deviceType,
-                vendor_id: props.vendorID,
-                api_version: props.apiVersion,
-                driver_version: props.driverVersion,
-                uuid,
-                memory_types,
-                external_fd: external_fd && enable.contains(&EXT_EXTERNAL_MEMORY_FD),
-            },
+            info,
             bar_type,
+            _instance: instance,
         })
     }
 
@@ -527,12 +592,9 @@ impl VkBar {
 
 impl Drop for VkBar {
     fn drop(&mut self) {
-        // SAFETY: every BarMemory borrows self, so none is alive; device then instance,
-        // each destroyed once.
-        unsafe {
-            (self.fns.destroy_device)(self.device, ptr::null());
-            (self.fns.destroy_instance)(self.instance, ptr::null());
-        }
+        // SAFETY: every BarMemory borrows self, so none is alive; the device is destroyed
+        // once, here, and its instance after it, when the `_instance` field drops.
+        unsafe { (self.fns.destroy_device)(self.device, ptr::null()) };
     }
 }
 

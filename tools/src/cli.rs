@@ -160,7 +160,7 @@ pub fn alloc_fn_arg(opt: &Opt) -> Result<crate::gpumem::AllocFn, CliError> {
     crate::gpumem::AllocFn::parse(&s).ok_or(CliError::BadValue(
         opt.name,
         s,
-        "cuMemAlloc, cuMemCreate",
+        crate::gpumem::ALLOC_CHOICES,
     ))
 }
 
@@ -278,7 +278,10 @@ mod tests {
         assert_eq!(one(&["-s=4"]), Ok(Some("=4".into())));
         // The next word is the argument even when it starts with `-`.
         assert_eq!(one(&["-s", "-l"]), Ok(Some("-l".into())));
-        assert_eq!(getopt(&args(&["--size=4"]), "s:l"), Err(CliError::Unknown('-')));
+        assert_eq!(
+            getopt(&args(&["--size=4"]), "s:l"),
+            Err(CliError::Unknown('-'))
+        );
         assert_eq!(getopt(&args(&["--l"]), "s:l"), Err(CliError::Unknown('-')));
         assert_eq!(
             getopt(&args(&["-"]), "s:l"),
@@ -346,7 +349,18 @@ mod tests {
         assert_eq!(map_flag_arg(&o("cache")), Ok(2));
         assert!(map_flag_arg(&o("uc")).is_err());
         assert!(alloc_fn_arg(&o("cuMemCreate")).is_ok());
-        assert!(alloc_fn_arg(&o("malloc")).is_err());
+        assert_eq!(
+            alloc_fn_arg(&o("cuMemCreateFd")),
+            Ok(crate::gpumem::AllocFn::MemCreateFd)
+        );
+        assert_eq!(
+            alloc_fn_arg(&o("malloc")),
+            Err(CliError::BadValue(
+                'w',
+                "malloc".into(),
+                "cuMemAlloc, cuMemCreate, cuMemCreateFd"
+            ))
+        );
         assert_eq!(device_arg(&o("1")), Ok(1));
     }
 }

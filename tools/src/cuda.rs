@@ -7,12 +7,14 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::fmt;
 
 pub use gdrapi_support::cuda::{
-    version_string, CUdevice, CUdeviceptr, CUresult, MemAccessDesc, MemAllocationProp,
-    MemLocation, LIBCUDA,
+    version_string, CUdevice, CUdeviceptr, CUresult, MemAccessDesc, MemAllocationProp, MemLocation,
+    LIBCUDA,
 };
 
 /// First CUDA driver version (13.3) whose DMA-BUF export can be mmapped by libgdrapi.
 pub const DMABUF_MMAP_MIN_VERSION: c_int = 13030;
+/// First CUDA driver version (11.4) that the Vulkan import backend works with.
+pub const VULKAN_IMPORT_MIN_VERSION: c_int = 11040;
 /// First CUDA driver version (11.3) with the GPUDirect RDMA device attribute.
 pub const RDMA_ATTR_MIN_VERSION: c_int = 11030;
 
@@ -116,7 +118,9 @@ impl Cuda {
     pub fn device(&self, ordinal: c_int) -> Result<CUdevice, CudaError> {
         let mut d = 0;
         // SAFETY: d is a valid out pointer.
-        self.check("cuDeviceGet", unsafe { (self.driver.device_get)(&mut d, ordinal) })?;
+        self.check("cuDeviceGet", unsafe {
+            (self.driver.device_get)(&mut d, ordinal)
+        })?;
         Ok(d)
     }
 
@@ -124,7 +128,8 @@ impl Cuda {
     pub fn device_name(&self, dev: CUdevice) -> Result<String, CudaError> {
         let mut buf = [0 as c_char; 256];
         // SAFETY: buf holds 256 bytes and we pass that length.
-        let rc = unsafe { (self.driver.device_get_name)(buf.as_mut_ptr(), buf.len() as c_int, dev) };
+        let rc =
+            unsafe { (self.driver.device_get_name)(buf.as_mut_ptr(), buf.len() as c_int, dev) };
         self.check("cuDeviceGetName", rc)?;
         buf[255] = 0;
         // SAFETY: buf is NUL-terminated (forced above).
@@ -140,6 +145,21 @@ impl Cuda {
         let rc = unsafe { (self.driver.device_get_attribute)(&mut v, attr, dev) };
         self.check("cuDeviceGetAttribute", rc)?;
         Ok(v)
+    }
+
+    /// `cuDeviceGetUuid_v2` (CUDA 11.4), else `cuDeviceGetUuid`: the UUID Vulkan reports as
+    /// the same GPU's `deviceUUID`.
+    pub fn uuid(&self, dev: CUdevice) -> Result<[u8; 16], CudaError> {
+        let mut u = [0u8; 16];
+        if let Ok(f) = self.get::<fns::cuDeviceGetUuid_v2>() {
+            // SAFETY: u is a valid out pointer for 16 bytes.
+            self.check("cuDeviceGetUuid_v2", unsafe { f(&mut u, dev) })?;
+            return Ok(u);
+        }
+        let f = self.get::<fns::cuDeviceGetUuid>()?;
+        // SAFETY: as above.
+        self.check("cuDeviceGetUuid", unsafe { f(&mut u, dev) })?;
+        Ok(u)
     }
 
     /// Retains the primary context of `dev` and makes it current; released on drop.

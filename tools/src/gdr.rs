@@ -26,7 +26,8 @@ impl fmt::Display for GdrError {
         if self.func == "gdr_open" {
             return write!(
                 f,
-                "gdr_open failed: neither gdrdrv nor CUDA DMA-BUF mmap is usable"
+                "gdr_open failed: neither gdrdrv nor CUDA DMA-BUF mmap is usable \
+                 (nor, with GDRAPI_USE_VULKAN=1, the Vulkan import)"
             );
         }
         write!(f, "{} failed: {}", self.func, errno_text(self.code))
@@ -34,6 +35,46 @@ impl fmt::Display for GdrError {
 }
 
 impl std::error::Error for GdrError {}
+
+/// The backend a session uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `/dev/gdrdrv`.
+    Gdrdrv,
+    /// CUDA's DMA-BUF export, mmapped (CUDA 13.3 and later).
+    DmaBuf,
+    /// CUDA VMM memory imported into Vulkan (gdrapi-rs with `GDRAPI_USE_VULKAN=1`).
+    Vulkan,
+}
+
+impl Backend {
+    /// The name the doctor prints: `gdrdrv`, `dmabuf`, `vulkan`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Gdrdrv => "gdrdrv",
+            Backend::DmaBuf => "dmabuf",
+            Backend::Vulkan => "vulkan",
+        }
+    }
+
+    /// The backend a session reports: DMA-BUF when `GDR_ATTR_USING_DMA_BUF_MMAP` is set, else
+    /// what `cache_backend` says (2: the Vulkan import), else gdrdrv.
+    pub fn from_session(using_dma_buf_mmap: bool, cache_backend: u32) -> Backend {
+        match (using_dma_buf_mmap, cache_backend) {
+            (true, _) | (false, CACHE_BACKEND_DMABUF) => Backend::DmaBuf,
+            (false, CACHE_BACKEND_VULKAN) => Backend::Vulkan,
+            _ => Backend::Gdrdrv,
+        }
+    }
+}
+
+/// Where `struct gdr` keeps `cache_backend` (upstream's `gdrapi_internal.h`, x86-64 and
+/// aarch64 alike: the layout gdrcopy's own tests rely on).
+pub const CACHE_BACKEND_OFFSET: usize = 40;
+/// `cache_backend` of a DMA-BUF session.
+pub const CACHE_BACKEND_DMABUF: u32 = 1;
+/// `cache_backend` of a session on gdrapi-rs's Vulkan import.
+pub const CACHE_BACKEND_VULKAN: u32 = 2;
 
 /// "Invalid argument (errno 22)" for an errno value.
 pub fn errno_text(code: c_int) -> String {
@@ -129,6 +170,25 @@ impl<'a> Session<'a> {
             (self.gdr.api.get_attribute)(self.g, attr, &mut v)
         })?;
         Ok(v)
+    }
+
+    /// The `cache_backend` field of the `struct gdr` that `gdr_open` returned.
+    pub fn cache_backend(&self) -> u32 {
+        // SAFETY: g came from gdr_open and is open; upstream's `struct gdr` is 48 bytes,
+        // 8-aligned (it holds pointers), with the 4-byte `cache_backend` at offset 40, a
+        // layout gdrcopy's own tests read and gdrapi-rs keeps.
+        unsafe {
+            (self.g as *const u8)
+                .add(CACHE_BACKEND_OFFSET)
+                .cast::<u32>()
+                .read()
+        }
+    }
+
+    /// The backend the session uses, from `GDR_ATTR_USING_DMA_BUF_MMAP` and `cache_backend`.
+    pub fn backend(&self) -> Backend {
+        let dmabuf = self.attribute(ATTR_USING_DMA_BUF_MMAP).unwrap_or(0) != 0;
+        Backend::from_session(dmabuf, self.cache_backend())
     }
 
     /// `gdr_pin_buffer(addr, size, 0, 0)`; unpinned on drop.
@@ -319,5 +379,16 @@ mod tests {
             code: 0,
         };
         assert!(e.to_string().contains("gdrdrv"));
+        assert!(e.to_string().contains("GDRAPI_USE_VULKAN=1"));
+    }
+
+    #[test]
+    fn the_backend_comes_from_the_attribute_then_cache_backend() {
+        assert_eq!(Backend::from_session(false, 0), Backend::Gdrdrv);
+        assert_eq!(Backend::from_session(true, 0), Backend::DmaBuf);
+        assert_eq!(Backend::from_session(false, 1), Backend::DmaBuf);
+        assert_eq!(Backend::from_session(false, 2), Backend::Vulkan);
+        assert_eq!(Backend::from_session(false, 7), Backend::Gdrdrv);
+        assert_eq!(Backend::Vulkan.name(), "vulkan");
     }
 }

@@ -1,40 +1,57 @@
 //! GPU and pinned host buffers for the tools: 64 KiB-aligned `cuMemAlloc` or VMM
-//! (`cuMemCreate`) device memory, and `cuMemAllocHost` host memory; all freed on drop.
+//! (`cuMemCreate`, with or without a POSIX file descriptor handle type) device memory, and
+//! `cuMemAllocHost` host memory; all freed on drop.
 
 use crate::cuda::{
     CUdevice, CUdeviceptr, Cuda, CudaError, MemAccessDesc, MemAllocationProp, MemLocation,
 };
+use crate::gdr::GPU_PAGE_SIZE;
 use gdrapi_support::cuda::{
     fns, status, MEM_ACCESS_FLAGS_PROT_READWRITE, MEM_ALLOCATION_TYPE_PINNED,
-    MEM_ALLOC_GRANULARITY_RECOMMENDED, MEM_LOCATION_TYPE_DEVICE,
+    MEM_ALLOC_GRANULARITY_RECOMMENDED, MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+    MEM_LOCATION_TYPE_DEVICE,
 };
-use crate::gdr::GPU_PAGE_SIZE;
 use std::ffi::c_void;
 
-/// How device memory is allocated (upstream's `-a` flag).
+/// How device memory is allocated (upstream's `-a` flag, plus `cuMemCreateFd`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllocFn {
     /// `cuMemAlloc`, over-allocated by 64 KiB - 1 and rounded up to a GPU page.
     MemAlloc,
-    /// The VMM path: `cuMemCreate` + `cuMemAddressReserve` + `cuMemMap` + `cuMemSetAccess`.
+    /// The VMM path: `cuMemCreate` + `cuMemAddressReserve` + `cuMemMap` + `cuMemSetAccess`,
+    /// requesting no handle type (upstream's).
     MemCreate,
+    /// The VMM path with `requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`:
+    /// memory CUDA can export as a file descriptor, the only memory the Vulkan backend maps.
+    MemCreateFd,
 }
 
+/// The `-a` choices, as the usage texts and the error for a bad value list them.
+pub const ALLOC_CHOICES: &str = "cuMemAlloc, cuMemCreate, cuMemCreateFd";
+
 impl AllocFn {
-    /// Parses upstream's names `cuMemAlloc` / `cuMemCreate`.
+    /// Every choice, in the order of [`ALLOC_CHOICES`].
+    pub const ALL: [AllocFn; 3] = [AllocFn::MemAlloc, AllocFn::MemCreate, AllocFn::MemCreateFd];
+
+    /// Parses the names of [`ALLOC_CHOICES`].
     pub fn parse(s: &str) -> Option<AllocFn> {
-        match s {
-            "cuMemAlloc" => Some(AllocFn::MemAlloc),
-            "cuMemCreate" => Some(AllocFn::MemCreate),
-            _ => None,
-        }
+        AllocFn::ALL.into_iter().find(|a| a.name() == s)
     }
 
-    /// Upstream's name.
+    /// The name `-a` takes and the tools print (`gpu alloc fn: <name>`).
     pub fn name(self) -> &'static str {
         match self {
             AllocFn::MemAlloc => "cuMemAlloc",
             AllocFn::MemCreate => "cuMemCreate",
+            AllocFn::MemCreateFd => "cuMemCreateFd",
+        }
+    }
+
+    /// The `CUmemAllocationProp.requestedHandleTypes` of a VMM allocation.
+    fn requested_handle_types(self) -> i32 {
+        match self {
+            AllocFn::MemCreateFd => MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+            AllocFn::MemAlloc | AllocFn::MemCreate => 0,
         }
     }
 }
@@ -77,16 +94,20 @@ impl<'c> DeviceBuffer<'c> {
                 cuda.set_sync_memops(raw)?;
                 Ok(buf)
             }
-            AllocFn::MemCreate => Self::alloc_vmm(cuda, size, dev),
+            AllocFn::MemCreate | AllocFn::MemCreateFd => Self::alloc_vmm(cuda, how, size, dev),
         }
     }
 
     fn alloc_vmm(
         cuda: &'c Cuda,
+        how: AllocFn,
         size: usize,
         dev: CUdevice,
     ) -> Result<DeviceBuffer<'c>, CudaError> {
-        let supported = cuda.attribute(gdrapi_support::cuda::attr::GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, dev)?;
+        let supported = cuda.attribute(
+            gdrapi_support::cuda::attr::GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+            dev,
+        )?;
         if supported == 0 {
             return Err(CudaError {
                 func: "cuDeviceGetAttribute",
@@ -96,7 +117,7 @@ impl<'c> DeviceBuffer<'c> {
         }
         let prop = MemAllocationProp {
             kind: MEM_ALLOCATION_TYPE_PINNED,
-            requested_handle_types: 0,
+            requested_handle_types: how.requested_handle_types(),
             location: MemLocation {
                 kind: MEM_LOCATION_TYPE_DEVICE,
                 id: dev,
@@ -268,5 +289,22 @@ mod tests {
             Some("cuMemAlloc")
         );
         assert_eq!(AllocFn::parse("malloc"), None);
+        assert_eq!(AllocFn::parse("cuMemCreateFd"), Some(AllocFn::MemCreateFd));
+    }
+
+    #[test]
+    fn the_choices_list_every_allocation_function_once() {
+        let names: Vec<&str> = AllocFn::ALL.iter().map(|a| a.name()).collect();
+        assert_eq!(ALLOC_CHOICES, names.join(", "));
+        for a in AllocFn::ALL {
+            assert_eq!(AllocFn::parse(a.name()), Some(a));
+        }
+    }
+
+    #[test]
+    fn only_cu_mem_create_fd_requests_a_file_descriptor() {
+        assert_eq!(AllocFn::MemCreateFd.requested_handle_types(), 1);
+        assert_eq!(AllocFn::MemCreate.requested_handle_types(), 0);
+        assert_eq!(AllocFn::MemAlloc.requested_handle_types(), 0);
     }
 }

@@ -4,10 +4,10 @@
 
 use crate::cli::CliError;
 use crate::cuda::{CUdevice, Cuda, PrimaryContext};
-use gdrapi_support::cuda::attr;
-use crate::gdr::{Gdr, Info, Mapping, Pin};
+use crate::gdr::{Backend, Gdr, GdrError, Info, Mapping, Pin, Session};
 use crate::gpumem::{AllocFn, DeviceBuffer};
 use crate::output::fmt_ptr;
+use gdrapi_support::cuda::attr;
 use std::fmt;
 use std::process::ExitCode;
 
@@ -79,6 +79,21 @@ pub fn load_gdr() -> Result<Gdr, Fatal> {
 pub fn open_gdr(gdr: &Gdr) -> Result<crate::gdr::Session<'_>, Fatal> {
     gdr.open()
         .map_err(|e| Fatal(format!("{e}; run `gdrcopy doctor` to find out why")))
+}
+
+/// The error of a pin of memory from `alloc` in `session`: when the Vulkan backend refuses
+/// memory it cannot map (EINVAL), it says which allocation to use instead.
+pub fn pin_error(session: &Session<'_>, alloc: AllocFn, e: GdrError) -> Fatal {
+    if e.code == libc::EINVAL
+        && alloc != AllocFn::MemCreateFd
+        && session.backend() == Backend::Vulkan
+    {
+        return Fatal(format!(
+            "{e}; the Vulkan backend maps only VMM memory exportable as a file descriptor: use -a {}",
+            AllocFn::MemCreateFd.name()
+        ));
+    }
+    e.into()
 }
 
 /// `cuInit`, prints `GPU id:<n>; name: <name>; Bus id: <dddd>:<bb>:<dd>` for every GPU and

@@ -133,6 +133,33 @@ fn copybw_offset_and_vmm_allocation() {
 
 #[test]
 #[ignore = "runs on the emulator: make test-tools"]
+fn every_benchmark_takes_vmm_memory_exportable_as_a_file_descriptor() {
+    let cases: &[(&str, &[&str])] = &[
+        ("gdrcopy_copybw", &["-s", "131072", "-w", "3", "-r", "3"]),
+        ("gdrcopy_copylat", &["-s", "65536", "-w", "10", "-r", "10"]),
+        ("gdrcopy_apiperf", &["-s", "131072", "-n", "3", "-w", "1"]),
+    ];
+    for (bin, args) in cases {
+        let args: Vec<&str> = args
+            .iter()
+            .copied()
+            .chain(["-a", "cuMemCreateFd"])
+            .collect();
+        let r = run(Setup::Full, bin, &args, &[]);
+        assert_eq!(r.code, 0, "{bin}: {}{}", r.stdout, r.stderr);
+        assert!(!r.stdout.contains("content"), "{bin}: {}", r.stdout);
+        if *bin != "gdrcopy_apiperf" {
+            assert!(
+                r.stdout.contains("gpu alloc fn: cuMemCreateFd\n"),
+                "{bin}: {}",
+                r.stdout
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
 fn bad_flags_exit_1_with_usage() {
     let cases: &[(&str, &[&str])] = &[
         ("gdrcopy_copybw", &["-x"]),
@@ -164,6 +191,21 @@ fn bad_flags_exit_1_with_usage() {
         assert_eq!(r.code, 0);
         assert!(r.stdout.starts_with("Usage: "), "{}", r.stdout);
         assert!(r.stdout.contains("-M <mapping_type>"));
+        assert!(
+            r.stdout
+                .contains("Choices: cuMemAlloc, cuMemCreate, cuMemCreateFd\n"),
+            "{bin}: {}",
+            r.stdout
+        );
+        let r = run(Setup::Full, bin, &["-a", "cuMemCreateFD"], &[]);
+        assert_eq!(r.code, 1, "{bin}");
+        assert!(
+            r.stderr.starts_with(
+                "ERROR: invalid value 'cuMemCreateFD' for -a; valid: cuMemAlloc, cuMemCreate, cuMemCreateFd\n"
+            ),
+            "{bin}: {}",
+            r.stderr
+        );
     }
 }
 
@@ -443,5 +485,48 @@ fn programs_do_not_link_cuda_or_libgdrapi() {
             !text.contains("libcuda") && !text.contains("libgdrapi"),
             "{bin} links: {text}"
         );
+    }
+}
+
+#[test]
+#[ignore = "runs on the emulator: make test-tools"]
+fn on_the_vulkan_backend_the_benchmarks_map_cu_mem_create_fd_memory_only() {
+    // No gdrdrv and CUDA 13.0 (no DMA-BUF mmap): only the Vulkan import maps.
+    let env = [
+        ("GDRSIM_NO_DEVICE", "1"),
+        ("GDRSIM_CUDA_VERSION", "13000"),
+        ("GDRAPI_USE_VULKAN", "1"),
+    ];
+    let cases: &[(&str, &[&str])] = &[
+        ("gdrcopy_copybw", &["-s", "131072", "-w", "3", "-r", "3"]),
+        ("gdrcopy_copylat", &["-s", "65536", "-w", "10", "-r", "10"]),
+        ("gdrcopy_apiperf", &["-s", "131072", "-n", "3", "-w", "1"]),
+    ];
+    for (bin, args) in cases {
+        let with = |alloc: &'static str| -> Vec<&str> {
+            args.iter().copied().chain(["-a", alloc]).collect()
+        };
+        let r = run(Setup::Vulkan, bin, &with("cuMemCreateFd"), &env);
+        assert_eq!(r.code, 0, "{bin}: {}{}", r.stdout, r.stderr);
+        assert!(!r.stdout.contains("content"), "{bin}: {}", r.stdout);
+        if *bin == "gdrcopy_copybw" {
+            assert!(r.stdout.contains("info.wc_mapping: 1\n"), "{}", r.stdout);
+            assert_eq!(bw_values(&r, "write BW: ").len(), 1, "{}", r.stdout);
+        }
+        for alloc in ["cuMemAlloc", "cuMemCreate"] {
+            let r = run(Setup::Vulkan, bin, &with(alloc), &env);
+            assert_eq!(r.code, 1, "{bin} -a {alloc}: {}", r.stdout);
+            assert_eq!(r.stderr.lines().count(), 1, "{bin}: {}", r.stderr);
+            assert!(
+                r.stderr.starts_with("ERROR: gdr_pin_buffer failed: ")
+                    && r.stderr.contains("(errno 22)")
+                    && r.stderr.ends_with(
+                        "; the Vulkan backend maps only VMM memory exportable as a file \
+                         descriptor: use -a cuMemCreateFd\n"
+                    ),
+                "{bin} -a {alloc}: {}",
+                r.stderr
+            );
+        }
     }
 }

@@ -4,7 +4,7 @@
 
 use gdrcopy_tools::cli::{self, CliError, GpuOpts};
 use gdrcopy_tools::gdr::GPU_PAGE_SIZE;
-use gdrcopy_tools::gpumem::round_up;
+use gdrcopy_tools::gpumem::{round_up, ALLOC_CHOICES};
 use gdrcopy_tools::output::Progress;
 use gdrcopy_tools::tool::{self, Fatal, Parsed};
 use std::process::ExitCode;
@@ -30,7 +30,7 @@ fn usage(prog: &str) -> String {
          \x20  -n <iters>      Number of benchmark iterations (default: 100)\n\
          \x20  -w <iters>      Number of warm-up iterations (default: 10)\n\
          \x20  -a <fn>         GPU buffer allocation function (default: cuMemAlloc)\n\
-         \x20                      Choices: cuMemAlloc, cuMemCreate\n\
+         \x20                      Choices: {ALLOC_CHOICES}\n\
          \x20  -M <mapping_type>   Request mapping type (choices: default, wc, cache, device)\n"
     )
 }
@@ -106,7 +106,9 @@ fn run(o: Opts) -> Result<(), Fatal> {
     for (k, &n) in sizes.iter().enumerate() {
         progress.update(&format!("{n} B"), k, sizes.len());
         for _ in 0..o.warmup {
-            let pin = session.pin(d_a, n)?;
+            let pin = session
+                .pin(d_a, n)
+                .map_err(|e| tool::pin_error(&session, o.gpu.alloc, e))?;
             let map = pin.map(o.gpu.map_flag)?;
             pin.info()?;
             map.unmap()?;
@@ -116,7 +118,9 @@ fn run(o: Opts) -> Result<(), Fatal> {
         let mut pin_lat = Vec::with_capacity(o.iters);
         for _ in 0..o.iters {
             let t = Instant::now();
-            let pin = session.pin(d_a, n)?;
+            let pin = session
+                .pin(d_a, n)
+                .map_err(|e| tool::pin_error(&session, o.gpu.alloc, e))?;
             let us = tool::elapsed_us(t);
             sums[0] += us;
             pin_lat.push(us);

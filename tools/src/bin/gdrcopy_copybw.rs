@@ -3,7 +3,7 @@
 
 use gdrcopy_tools::cli::{self, CliError, GpuOpts};
 use gdrcopy_tools::gdr::GPU_PAGE_SIZE;
-use gdrcopy_tools::gpumem::{round_up, DeviceBuffer, HostBuffer};
+use gdrcopy_tools::gpumem::{round_up, DeviceBuffer, HostBuffer, ALLOC_CHOICES};
 use gdrcopy_tools::output::{fmt_g, fmt_ptr, Progress};
 use gdrcopy_tools::tool::{self, Fatal, Parsed};
 use std::process::ExitCode;
@@ -33,7 +33,7 @@ fn usage(prog: &str) -> String {
          \x20  -w <iters>      Number of write iterations (default: 10000)\n\
          \x20  -r <iters>      Number of read iterations (default: 100)\n\
          \x20  -a <fn>         GPU buffer allocation function (default: cuMemAlloc)\n\
-         \x20                      Choices: cuMemAlloc, cuMemCreate\n\
+         \x20                      Choices: {ALLOC_CHOICES}\n\
          \x20  -M <mapping_type>   Request mapping type (choices: default, wc, cache, device)\n"
     )
 }
@@ -124,7 +124,9 @@ fn run(o: Opts) -> Result<(), Fatal> {
     let mut dst = HostBuffer::alloc(&cuda, size)?;
 
     let session = tool::open_gdr(&gdr)?;
-    let pin = session.pin(d_a, size)?;
+    let pin = session
+        .pin(d_a, size)
+        .map_err(|e| tool::pin_error(&session, o.gpu.alloc, e))?;
     let map = pin.map(o.gpu.map_flag)?;
     let (_, off) = tool::report_mapping(&pin, &map, d_a)?;
     println!(

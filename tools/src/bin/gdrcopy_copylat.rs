@@ -4,7 +4,7 @@
 
 use gdrcopy_tools::cli::{self, CliError, GpuOpts};
 use gdrcopy_tools::gdr::{GPU_PAGE_SIZE, MAPPING_TYPE_CACHING};
-use gdrcopy_tools::gpumem::{round_up, HostBuffer};
+use gdrcopy_tools::gpumem::{round_up, HostBuffer, ALLOC_CHOICES};
 use gdrcopy_tools::output::{fmt_ptr, Progress};
 use gdrcopy_tools::tool::{self, Fatal, Parsed};
 use std::process::ExitCode;
@@ -33,7 +33,7 @@ fn usage(prog: &str) -> String {
          \x20  -w <iters>      Number of write iterations (default: 10000)\n\
          \x20  -r <iters>      Number of read iterations (default: 100)\n\
          \x20  -a <fn>         GPU buffer allocation function (default: cuMemAlloc)\n\
-         \x20                      Choices: cuMemAlloc, cuMemCreate\n\
+         \x20                      Choices: {ALLOC_CHOICES}\n\
          \x20  -M <mapping_type>   Request mapping type (choices: default, wc, cache, device)\n\
          \x20  -C              Use cold cache (default: no)\n\
          \x20                      This option takes effect when cache mapping is used such as on Grace-Hopper.\n"
@@ -149,7 +149,9 @@ fn run(o: Opts) -> Result<(), Fatal> {
     println!();
 
     let session = tool::open_gdr(&gdr)?;
-    let pin = session.pin(d_a, size)?;
+    let pin = session
+        .pin(d_a, size)
+        .map_err(|e| tool::pin_error(&session, o.gpu.alloc, e))?;
     let map = pin.map(o.gpu.map_flag)?;
     let (info, off) = tool::report_mapping(&pin, &map, d_a)?;
     println!(

@@ -1,13 +1,14 @@
 //! The doctor's checks, in the order they run: library, device node, access, driver version,
 //! driver parameters, CUDA driver, each GPU, each GPU's BAR1 ([`super::bar1`]), memlock limit,
-//! container, and finally a real pin/map/copy/verify round trip per GPU through libgdrapi.
+//! container, the Vulkan import ([`super::vulkan`], when copies need it), and finally a real
+//! pin/map/copy/verify round trip per GPU through libgdrapi.
 
 use super::report::{Check, Status};
 use super::system::{self, Fd, Paths};
 use crate::cuda::{self, Cuda};
-use gdrapi_support::cuda::attr;
 use crate::gdr::{self, Gdr};
 use crate::gpumem::{AllocFn, DeviceBuffer, HostBuffer};
+use gdrapi_support::cuda::attr;
 use serde_json::Value;
 use std::time::Instant;
 
@@ -561,6 +562,8 @@ pub fn container(st: &State, paths: &Paths) -> Check {
 pub const ROUNDTRIP_BYTES: usize = 1 << 20;
 
 /// Pin, map, copy, verify (through the mapping and through CUDA) on one GPU, with bandwidth.
+/// The memory is what the backend `gdr_open` chose can map: `cuMemAlloc` memory, or for the
+/// Vulkan import VMM memory exportable as a file descriptor.
 pub fn roundtrip(st: &State, ordinal: i32) -> Check {
     let (Some(c), Some(g)) = (&st.cuda, &st.gdr) else {
         return Check::new(
@@ -570,7 +573,8 @@ pub fn roundtrip(st: &State, ordinal: i32) -> Check {
         )
         .detail("index", ordinal);
     };
-    match roundtrip_inner(c, g, ordinal) {
+    let mut backend = None;
+    match roundtrip_inner(c, g, ordinal, &mut backend) {
         Ok(k) => k,
         Err(e) => {
             let mut k = Check::new(
@@ -579,9 +583,10 @@ pub fn roundtrip(st: &State, ordinal: i32) -> Check {
                 format!("GPU {ordinal}: GPUDirect copy failed: {e}"),
             )
             .detail("index", ordinal)
+            .detail("backend", backend.map(gdr::Backend::name))
             .detail("error", e.clone());
             k = if e.starts_with("gdr_open") {
-                k.fix("gdr_open needs a working /dev/gdrdrv, or CUDA >= 13.3 with DMA-BUF mmap: fix the failures above")
+                k.fix("gdr_open needs a working /dev/gdrdrv, CUDA >= 13.3 with DMA-BUF mmap, or the Vulkan import (GDRAPI_USE_VULKAN=1, see the vulkan check): fix the failures above")
             } else {
                 k.fix("run with GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=1 for the library's own messages, and check `dmesg | grep gdrdrv`")
             };
@@ -590,12 +595,30 @@ pub fn roundtrip(st: &State, ordinal: i32) -> Check {
     }
 }
 
-fn roundtrip_inner(c: &Cuda, g: &Gdr, ordinal: i32) -> Result<Check, String> {
+/// The allocation the round trip makes for a session on `backend`.
+pub fn alloc_for(backend: gdr::Backend) -> AllocFn {
+    match backend {
+        gdr::Backend::Vulkan => AllocFn::MemCreateFd,
+        gdr::Backend::Gdrdrv | gdr::Backend::DmaBuf => AllocFn::MemAlloc,
+    }
+}
+
+fn roundtrip_inner(
+    c: &Cuda,
+    g: &Gdr,
+    ordinal: i32,
+    backend_used: &mut Option<gdr::Backend>,
+) -> Result<Check, String> {
     let s = |e: &dyn std::fmt::Display| e.to_string();
     let n = ROUNDTRIP_BYTES;
     let dev = c.device(ordinal).map_err(|e| s(&e))?;
     let _ctx = c.primary_context(dev).map_err(|e| s(&e))?;
-    let dbuf = DeviceBuffer::alloc(c, AllocFn::MemAlloc, n, dev).map_err(|e| s(&e))?;
+    // The session first: its backend decides which memory it can map.
+    let session = g.open().map_err(|e| s(&e))?;
+    let backend = session.backend();
+    *backend_used = Some(backend);
+    let how = alloc_for(backend);
+    let dbuf = DeviceBuffer::alloc(c, how, n, dev).map_err(|e| s(&e))?;
     let mut src = HostBuffer::alloc(c, n).map_err(|e| s(&e))?;
     let mut back = HostBuffer::alloc(c, n).map_err(|e| s(&e))?;
     for (i, b) in src.as_mut_slice().iter_mut().enumerate() {
@@ -603,9 +626,6 @@ fn roundtrip_inner(c: &Cuda, g: &Gdr, ordinal: i32) -> Result<Check, String> {
             .wrapping_mul(2_654_435_761)
             .rotate_right(ordinal as u32 + 7) as u8;
     }
-    let session = g.open().map_err(|e| s(&e))?;
-    let dmabuf = session.attribute(gdr::ATTR_USING_DMA_BUF_MMAP).unwrap_or(0) != 0;
-    let backend = if dmabuf { "dmabuf" } else { "gdrdrv" };
     let pin = session.pin(dbuf.ptr(), n).map_err(|e| s(&e))?;
     let map = pin.map(gdr::MAP_FLAG_DEFAULT).map_err(|e| s(&e))?;
     let info = pin.info().map_err(|e| s(&e))?;
@@ -638,18 +658,21 @@ fn roundtrip_inner(c: &Cuda, g: &Gdr, ordinal: i32) -> Result<Check, String> {
     map.unmap().map_err(|e| s(&e))?;
     pin.unpin().map_err(|e| s(&e))?;
     session.close().map_err(|e| s(&e))?;
+    let name = backend.name();
     Ok(Check::new(
         "roundtrip",
         Status::Pass,
         format!(
-            "GPU {ordinal}: pin, map ({kind}, {backend} backend), copy and verify of {} KiB: write {:.0} MiB/s, read {:.0} MiB/s",
+            "GPU {ordinal}: pin, map ({kind}, {name} backend), copy and verify of {} KiB of {} memory: write {:.0} MiB/s, read {:.0} MiB/s",
             n / 1024,
+            how.name(),
             write,
             read
         ),
     )
     .detail("index", ordinal)
-    .detail("backend", backend)
+    .detail("backend", name)
+    .detail("alloc_fn", how.name())
     .detail("mapping_type", kind)
     .detail("bytes", n as u64)
     .detail("verified", true)

@@ -5,8 +5,19 @@ pub mod bar1;
 pub mod checks;
 pub mod report;
 pub mod system;
+pub mod vulkan;
 
 use report::{Check, Report, Status};
+
+/// The backend a round trip reports.
+fn backend_of(c: &Check) -> Option<&'static str> {
+    match c.get("backend").and_then(|v| v.as_str()) {
+        Some("gdrdrv") => Some("gdrdrv"),
+        Some("dmabuf") => Some("dmabuf"),
+        Some("vulkan") => Some("vulkan"),
+        _ => None,
+    }
+}
 
 /// Runs every check in order and returns the report. `ok` is true only when the round trip
 /// worked on every GPU.
@@ -41,13 +52,29 @@ pub fn run(paths: &system::Paths) -> Report {
     }
     bar1::explain_failed_pins(&out, &mut trips);
     let ok = !gpus.is_empty() && trips.iter().all(|c| c.status == Status::Pass);
-    let dmabuf_only = ok
-        && trips
-            .iter()
-            .all(|c| c.get("backend").and_then(|v| v.as_str()) == Some("dmabuf"));
+    let backends: Vec<&'static str> = trips.iter().filter_map(backend_of).collect();
+    // The Vulkan import is looked at when it was asked for, or when no backend would open.
+    let open_failed = trips.iter().any(|c| {
+        c.get("error")
+            .and_then(|v| v.as_str())
+            .is_some_and(|e| e.starts_with("gdr_open"))
+    });
+    let mut would_work = false;
+    if !gpus.is_empty() && (vulkan::requested() || open_failed) {
+        let k = vulkan::vulkan(&st, backends.first().copied());
+        would_work = !ok && k.status == Status::Warn && !vulkan::requested();
+        out.push(k);
+    }
+    // The backend every round trip went through, when none of them needed gdrdrv.
+    let module_free = backends
+        .first()
+        .copied()
+        .filter(|&b| ok && b != "gdrdrv" && backends.len() == trips.len())
+        .filter(|&b| backends.iter().all(|&x| x == b));
     out.extend(trips);
-    if dmabuf_only {
-        // gdrdrv problems do not stop copies when the library fell back to DMA-BUF mmap.
+    if let Some(b) = module_free {
+        // gdrdrv problems do not stop copies when the library uses a backend without it.
+        let name = if b == "dmabuf" { "DMA-BUF" } else { "Vulkan" };
         for c in out.iter_mut().filter(|c| {
             matches!(
                 c.id,
@@ -57,7 +84,7 @@ pub fn run(paths: &system::Paths) -> Report {
             if c.status == Status::Fail {
                 c.status = Status::Warn;
                 c.summary
-                    .push_str("; copies use the DMA-BUF backend instead");
+                    .push_str(&format!("; copies use the {name} backend instead"));
             }
         }
     }
@@ -69,14 +96,21 @@ pub fn run(paths: &system::Paths) -> Report {
             .filter(|c| c.status == Status::Fail)
             .map(|c| c.id)
             .collect();
-        format!(
+        let mut v = format!(
             "GPUDirect copies do NOT work. Failed: {}.",
             if failed.is_empty() {
                 "roundtrip".into()
             } else {
                 failed.join(", ")
             }
-        )
+        );
+        if would_work {
+            v.push_str(&format!(
+                " The Vulkan import would work: set {}=1 (see the vulkan check).",
+                vulkan::ENV
+            ));
+        }
+        v
     };
     Report {
         checks: out,

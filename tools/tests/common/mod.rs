@@ -22,6 +22,10 @@ pub enum Setup {
     /// Emulator preloaded and nothing on the library path: the program must find libgdrapi
     /// next to itself (`$ORIGIN/../lib`).
     PreloadOnly,
+    /// As `Full`, with the emulator's Vulkan stand-in (`vulkan/libvulkan.so.1` of the emulator's
+    /// directory, from `make sim`) first on the library path: a machine with NVIDIA's Vulkan
+    /// driver, for the Vulkan import backend (`GDRSIM_VULKAN` picks its situation).
+    Vulkan,
 }
 
 /// A copy of tool `bin` in a directory of its own (`.../isolated/bin/<bin>`, no
@@ -34,7 +38,11 @@ fn isolated_copy(bin: &std::path::Path) -> PathBuf {
     let name = bin.file_name().expect("a program name");
     let to = dir.join(name);
     // Copied to a temporary name first: tests run in parallel and may copy the same tool.
-    let tmp = dir.join(format!(".{}.{:?}", name.to_string_lossy(), std::thread::current().id()));
+    let tmp = dir.join(format!(
+        ".{}.{:?}",
+        name.to_string_lossy(),
+        std::thread::current().id()
+    ));
     std::fs::copy(bin, &tmp).expect("copy the tool");
     std::fs::rename(&tmp, &to).expect("move the copy in place");
     to
@@ -122,6 +130,16 @@ fn run_with(setup: Setup, bin: &str, args: &[&str], env: &[(&str, &str)], tty: b
             .join(":")
     };
     match setup {
+        Setup::Vulkan => {
+            let standin = sim.join("vulkan");
+            assert!(
+                standin.join("libvulkan.so.1").exists(),
+                "no Vulkan stand-in in {}: run these tests with `make test-tools`",
+                standin.display()
+            );
+            cmd.env("LD_PRELOAD", sim.join("libcuda.so.1"))
+                .env("LD_LIBRARY_PATH", path(&[&standin, &sim, &lib]));
+        }
         Setup::Full => {
             cmd.env("LD_PRELOAD", sim.join("libcuda.so.1"))
                 .env("LD_LIBRARY_PATH", path(&[&sim, &lib]));
