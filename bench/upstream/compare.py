@@ -15,6 +15,18 @@ how many). The rank test beside it is stricter: a row below A/A is also behind "
 when each of its ratios is below each A/A ratio, which identical code does by chance in 1 row
 of C(2n, n) (1 in 252 with 5 rounds).
 
+The direction check sees what those per-row rules miss: a small deficit that is consistent
+across neighbouring sizes but inside each row's noise. Per tool and direction (copylat's
+gdr_copy_to_mapping and gdr_copy_from_mapping, copybw's write and read, each call of apiperf)
+it counts the rows whose median ratio is below 1.0, k of n, and gives the chance of that many
+for identical code, P(X >= k) with X ~ Binomial(n, 0.5): a sign test (why 0.5 rather than the
+A/A arm's share of such rows: direction_check). A chance below 0.01 is a CONSISTENT DEFICIT.
+--direction-max-size N adds the same check over the rows of size at most N (small copies have
+costs of their own). With --control each line also gives the A/A arm's count, and a last line
+how many of the A/A arm's own checks are flagged: what identical code gets in this run. The
+binomial takes the rows as independent, which rows timed by one process are not, so identical
+code is flagged more often than the chance says, the more so with fewer rounds.
+
 The test programs are run unmodified; which library they load is chosen with LD_LIBRARY_PATH
 (programs that have their own RUNPATH still yield to it). On the emulator, --sim names the
 folder of its libcuda.so.1, which is preloaded; its GDRSIM_* settings pass through.
@@ -154,6 +166,8 @@ def parse_args(argv=None):
     p.add_argument("--control", action="store_true",
                    help="also run the second library a second time (A/A noise floor)")
     p.add_argument("--json", help="write every sample and the summary to this file")
+    p.add_argument("--direction-max-size", type=int, metavar="N",
+                   help="also run the direction check on the rows of size at most N bytes")
     p.add_argument("--args", action="append", default=[], metavar="TOOL=ARGS",
                    help="the arguments for one tool instead of the defaults, e.g. "
                         "'apiperf=-s 65536 -n 300' (repeatable); for ucx, ucx_perftest "
@@ -378,6 +392,96 @@ def chance_every_round(rounds):
     return 1 / math.comb(2 * rounds, rounds)
 
 
+# The direction check's threshold: a chance below it for identical code is a consistent deficit.
+DIRECTION_ALPHA = 0.01
+
+
+def binomial_tail(k, n, p):
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    if k <= 0:
+        return 1.0
+    if k > n:
+        return 0.0
+    return min(1.0, sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1)))
+
+
+def direction_label(tool, metric):
+    """A direction's name in the output: "copylat gdr_copy_to_mapping", "copybw write",
+    "apiperf pin", "ucx ucp tag_lat gpu-gpu" (the metric without its tool and unit)."""
+    if metric.startswith(f"{tool} "):
+        metric = metric[len(tool) + 1:]
+    for unit in (" us", " MB/s"):
+        if metric.endswith(unit):
+            metric = metric[:-len(unit)]
+    return f"{tool} {metric}"
+
+
+def direction_groups(rows, max_size=None):
+    """{(tool, metric): [rows]}, the rows of each tool and direction (copylat's to and from
+    mapping, copybw's write and read, each apiperf call...) in order of first appearance; with
+    max_size, only rows whose size is at most that."""
+    groups = {}
+    for r in rows:
+        if max_size is None or r["size"] <= max_size:
+            groups.setdefault((r["tool"], r["metric"]), []).append(r)
+    return groups
+
+
+def direction_check(rows, max_size=None):
+    """The direction check (see the module doc) of each group of direction_groups(rows,
+    max_size): how many rows (k of n) have a median ratio below 1.0, and the chance P(X >= k),
+    X ~ Binomial(n, 0.5), of that many for identical code: a sign test. With an A/A arm, the
+    same count and chance for it (j of n rows with an A/A median ratio below 1.0), what
+    identical code got in the same run.
+
+    Why 0.5 and not p = the A/A arm's share of rows below 1.0: the A/A count is itself one
+    noisy draw of what the count measures, so a test against it adds its noise to that of k.
+    On the emulator with identical code on every arm (5 rounds, 320 checks of at least 5 rows),
+    p = (j + 1) / (n + 2) flagged 6.2 % of the checks and 0.5 flagged 1.2 %, near the nominal
+    1 % (with 3 rounds: 11 % and 4 %). Ties (equal printed times give a ratio of exactly 1.0)
+    count as not below, which only makes 0.5 more cautious. The binomial takes the rows as
+    independent; rows measured by one process share its luck, more so with fewer rounds, so
+    identical code is flagged more often than the chance says: the A/A arm's own check, and
+    runs with identical code on both arms (make bench-upstream-aa), show how often."""
+    def judged(below, n):
+        chance = binomial_tail(below, n, 0.5)
+        return chance, "CONSISTENT DEFICIT" if chance < DIRECTION_ALPHA else "no consistent deficit"
+
+    out = []
+    for (tool, metric), group in direction_groups(rows, max_size).items():
+        n = len(group)
+        k = sum(1 for r in group if r["ratio_median"] < 1.0)
+        chance, verdict = judged(k, n)
+        c = {"tool": tool, "metric": metric, "label": direction_label(tool, metric),
+             "max_size": max_size, "rows": n, "below": k, "chance": chance, "verdict": verdict,
+             "aa_below": None, "aa_chance": None, "aa_verdict": None}
+        if all("aa_median" in r for r in group):
+            c["aa_below"] = sum(1 for r in group if r["aa_median"] < 1.0)
+            c["aa_chance"], c["aa_verdict"] = judged(c["aa_below"], n)
+        out.append(c)
+    return out
+
+
+def direction_checks(rows, max_size=None):
+    """The direction check over all sizes, then with max_size over the sizes up to it, for the
+    groups where that leaves some rows out but not all."""
+    checks = direction_check(rows)
+    if max_size is not None:
+        whole = {(c["tool"], c["metric"]): c["rows"] for c in checks}
+        checks += [c for c in direction_check(rows, max_size)
+                   if c["rows"] < whole[(c["tool"], c["metric"])]]
+    return checks
+
+
+def direction_line(c):
+    """The output line of one direction check."""
+    where = f", sizes up to {c['max_size']}" if c["max_size"] is not None else ""
+    aa = f" (A/A: {c['aa_below']} of {c['rows']})" if c["aa_below"] is not None else ""
+    line = (f"direction: {c['label']}{where}: {c['below']} of {c['rows']} rows below 1.0{aa}; "
+            f"chance for identical code {c['chance']:.2g}")
+    return line + (": CONSISTENT DEFICIT" if c["verdict"] == "CONSISTENT DEFICIT" else "")
+
+
 def tally(rows):
     """(rows ahead, rows within A/A, rows below A/A) of rows that have a verdict."""
     v = [verdict(r) for r in rows]
@@ -496,6 +600,7 @@ def main():
                       for i in range(min(len(again), len(up))) if again[i] > 0 and up[i] > 0]
                 if aa:
                     row["aa_min"], row["aa_max"] = min(aa), max(aa)
+                    row["aa_median"] = statistics.median(aa)
                     line += f"  {min(aa):>5.2f}-{max(aa):<5.2f}"
                 row["verdict"] = verdict(row)
                 row["below_every_round"] = below_every_round(row)
@@ -517,10 +622,25 @@ def main():
         p = chance_every_round(args.rounds)
         print(f"rank test: {every} rows behind in every round; identical code is, by chance, "
               f"in 1 row of {round(1 / p)} ({len(summary) * p:.2f} of {len(summary)} expected)")
+    else:
+        print()
+    directions = direction_checks(summary, args.direction_max_size)
+    print("direction check: rows whose median ratio is below 1.0, k of n per tool and direction; "
+          "the chance of as many for identical code is P(X >= k), X ~ Binomial(n, 0.5) (a sign "
+          f"test); below {DIRECTION_ALPHA}: CONSISTENT DEFICIT")
+    for c in directions:
+        print(direction_line(c))
+    if args.control:
+        aa = [c for c in directions if c["aa_verdict"] is not None]
+        flagged = [c["label"] + (f" up to {c['max_size']}" if c["max_size"] is not None else "")
+                   for c in aa if c["aa_verdict"] == "CONSISTENT DEFICIT"]
+        print(f"direction check of the A/A arm (identical code, this run): {len(flagged)} of "
+              f"{len(aa)} checks CONSISTENT DEFICIT" + (f" ({', '.join(flagged)})" if flagged else ""))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"cpu": cpu, "placement": why, "rounds": args.rounds,
-                       "arms": [dataclasses.asdict(a) for a in arms], "rows": summary}, f, indent=1)
+                       "arms": [dataclasses.asdict(a) for a in arms], "rows": summary,
+                       "direction_alpha": DIRECTION_ALPHA, "direction": directions}, f, indent=1)
     return 0
 
 

@@ -1,6 +1,7 @@
-"""Unit tests of compare.py's pure functions: the verdict on a row and the arms built from the
-options (run by make test-bench-upstream)."""
+"""Unit tests of compare.py's pure functions: the verdict on a row, the direction check and the
+arms built from the options (run by make test-bench-upstream)."""
 
+import math
 import unittest
 
 import compare
@@ -40,6 +41,96 @@ class Verdict(unittest.TestCase):
     def test_tally_counts_each_verdict(self):
         rows = [row(1.1, 0.9), row(0.95, 0.9), row(0.8, 0.9), row(0.85, 0.9), row(0.7)]
         self.assertEqual(compare.tally(rows), (1, 1, 2))
+
+
+def drow(tool, metric, size, median, aa_median=None):
+    r = {"tool": tool, "metric": metric, "size": size, "ratio_median": median}
+    if aa_median is not None:
+        r["aa_median"] = aa_median
+    return r
+
+
+class Direction(unittest.TestCase):
+    def test_binomial_tail(self):
+        self.assertEqual(compare.binomial_tail(0, 13, 0.5), 1.0)
+        self.assertEqual(compare.binomial_tail(14, 13, 0.5), 0.0)
+        self.assertAlmostEqual(compare.binomial_tail(13, 13, 0.5), 0.5 ** 13)
+        self.assertAlmostEqual(compare.binomial_tail(12, 13, 0.5), 14 / 2 ** 13)
+        self.assertAlmostEqual(compare.binomial_tail(1, 1, 0.5), 0.5)
+        self.assertAlmostEqual(compare.binomial_tail(2, 4, 0.3), 1 - 0.7 ** 4 - 4 * 0.3 * 0.7 ** 3)
+        # the whole distribution sums to one; the tail falls as k rises
+        self.assertAlmostEqual(sum(math.comb(20, i) * 0.25 ** i * 0.75 ** (20 - i)
+                                   for i in range(21)), compare.binomial_tail(0, 20, 0.25))
+        tails = [compare.binomial_tail(k, 20, 0.5) for k in range(22)]
+        self.assertEqual(tails, sorted(tails, reverse=True))
+        self.assertAlmostEqual(tails[10] + tails[11], 1.0)  # symmetric about n/2
+
+    def test_labels_drop_the_tool_and_the_unit(self):
+        self.assertEqual(compare.direction_label("copylat", "gdr_copy_to_mapping"),
+                         "copylat gdr_copy_to_mapping")
+        self.assertEqual(compare.direction_label("copybw", "copybw write MB/s"), "copybw write")
+        self.assertEqual(compare.direction_label("apiperf", "apiperf get_info us"), "apiperf get_info")
+        self.assertEqual(compare.direction_label("ucx", "ucp tag_lat gpu-gpu us"),
+                         "ucx ucp tag_lat gpu-gpu")
+
+    def test_rows_group_by_tool_and_direction_in_order(self):
+        rows = [drow("copylat", "gdr_copy_from_mapping", s, 1.0) for s in (1, 2, 8192)]
+        rows += [drow("copylat", "gdr_copy_to_mapping", s, 1.0) for s in (1, 2)]
+        rows += [drow("apiperf", "apiperf pin us", 65536, 1.0), drow("apiperf", "apiperf map us", 65536, 1.0)]
+        groups = compare.direction_groups(rows)
+        self.assertEqual(list(groups), [("copylat", "gdr_copy_from_mapping"),
+                                        ("copylat", "gdr_copy_to_mapping"),
+                                        ("apiperf", "apiperf pin us"), ("apiperf", "apiperf map us")])
+        self.assertEqual([r["size"] for r in groups[("copylat", "gdr_copy_from_mapping")]], [1, 2, 8192])
+        small = compare.direction_groups(rows, 4096)
+        self.assertEqual(list(small), [("copylat", "gdr_copy_from_mapping"), ("copylat", "gdr_copy_to_mapping")])
+        self.assertEqual([r["size"] for r in small[("copylat", "gdr_copy_from_mapping")]], [1, 2])
+
+    def test_a_deficit_in_every_row_is_consistent(self):
+        rows = [drow("copylat", "gdr_copy_to_mapping", 1 << i, 0.97, 0.99 if i % 2 else 1.0)
+                for i in range(13)]
+        [c] = compare.direction_check(rows)
+        self.assertEqual((c["rows"], c["below"], c["aa_below"]), (13, 13, 6))
+        self.assertAlmostEqual(c["chance"], 0.5 ** 13)
+        self.assertEqual(c["verdict"], "CONSISTENT DEFICIT")
+        self.assertEqual(c["aa_verdict"], "no consistent deficit")
+        self.assertEqual(compare.direction_line(c),
+                         "direction: copylat gdr_copy_to_mapping: 13 of 13 rows below 1.0 (A/A: 6 of 13); "
+                         "chance for identical code 0.00012: CONSISTENT DEFICIT")
+
+    def test_half_the_rows_below_and_ties_are_no_deficit(self):
+        rows = [drow("copybw", "copybw read MB/s", s, m) for s, m in
+                ((1, 0.9), (2, 1.1), (4, 1.0), (8, 1.0), (16, 0.8), (32, 1.2))]
+        [c] = compare.direction_check(rows)
+        self.assertEqual((c["rows"], c["below"], c["aa_below"], c["aa_verdict"]), (6, 2, None, None))
+        self.assertEqual(c["verdict"], "no consistent deficit")
+        self.assertAlmostEqual(c["chance"], 57 / 64)
+        self.assertEqual(compare.direction_line(c),
+                         "direction: copybw read: 2 of 6 rows below 1.0; chance for identical code 0.89")
+
+    def test_the_threshold_is_strict(self):
+        # 7 of 7 below: 1/128 < 0.01; 6 of 6: 1/64 is not
+        self.assertEqual(compare.direction_check(
+            [drow("t", "m", s, 0.9) for s in range(7)])[0]["verdict"], "CONSISTENT DEFICIT")
+        self.assertEqual(compare.direction_check(
+            [drow("t", "m", s, 0.9) for s in range(6)])[0]["verdict"], "no consistent deficit")
+
+    def test_the_size_limit_adds_a_check_only_where_it_leaves_out_some_rows(self):
+        rows = [drow("copylat", "gdr_copy_to_mapping", 1 << i, 0.9 if i <= 12 else 1.2, 1.0)
+                for i in range(21)]
+        rows += [drow("copylat", "gdr_copy_from_mapping", 1 << i, 1.0, 1.0) for i in range(10)]
+        rows += [drow("apiperf", "apiperf pin us", 65536, 1.0, 1.0)]
+        checks = compare.direction_checks(rows, 4096)
+        self.assertEqual([(c["label"], c["max_size"], c["below"], c["rows"]) for c in checks], [
+            ("copylat gdr_copy_to_mapping", None, 13, 21),
+            ("copylat gdr_copy_from_mapping", None, 0, 10),
+            ("apiperf pin", None, 0, 1),
+            ("copylat gdr_copy_to_mapping", 4096, 13, 13)])
+        self.assertEqual([c["verdict"] for c in checks],
+                         ["no consistent deficit"] * 3 + ["CONSISTENT DEFICIT"])
+        self.assertIn("direction: copylat gdr_copy_to_mapping, sizes up to 4096: 13 of 13 rows",
+                      compare.direction_line(checks[3]))
+        self.assertEqual(len(compare.direction_checks(rows)), 3)
 
 
 def arms(*options):
