@@ -18,6 +18,19 @@
 #   of the verdicts).
 # make bench-drivercalls UPSTREAM_LIB_DIR=<dir>: the open/ioctl/mmap/munmap/close calls each
 #   API function makes, for both libraries side by side.
+# make bench-vkimport [PREBUILT=1]: on a GPU machine, this library over two routes to real
+#   VRAM, with this project's tools (build/bin) as the test programs, in compare.py's
+#   alternating rounds: "vulkan-import", the Vulkan import backend with no emulator
+#   (GDRAPI_USE_VULKAN=1, the tools allocating with -a cuMemCreateFd), against
+#   "emulator-vulkan", the emulator's Vulkan backing (GDRSIM_BACKING=vulkan
+#   GDRSIM_VRAM_SIZE=$(BENCH_VKIMPORT_VRAM), -a cuMemAlloc), with the A/A control arm
+#   (emulator-vulkan again), BENCH_ROUNDS rounds, BENCH_CPU, and the direction check also over
+#   sizes up to 4 KiB. BENCH_VKIMPORT_TOOLS picks the tools (default copylat; any of
+#   copylat,copybw,apiperf), BENCH_VKIMPORT_<tool> their arguments before -a, and
+#   BENCH_VKIMPORT_ARGS adds compare.py options (--json FILE, --quick has no effect on the
+#   tools given arguments here). Without a GPU (no /dev/nvidia0 and no working nvidia-smi) it
+#   says so and passes. PREBUILT=1 builds nothing, for a GPU machine without the Rust
+#   toolchain that is given the build/ folder made elsewhere.
 # make test-bench-upstream: compare.py's unit tests (bench/upstream/test_compare.py); the
 #   harness itself on the emulator, with this project's tools (they take upstream's flags and
 #   print its result lines) as the test programs and this library on both arms, one quick
@@ -34,6 +47,27 @@ BENCH_UPSTREAM_ARGS ?=
 BENCH_UP_OUT := $(BUILD_DIR)/bench-upstream
 BENCH_COMPARE := python3 bench/upstream/compare.py --rounds $(BENCH_ROUNDS) --cpu $(BENCH_CPU) \
 	$(if $(filter 1,$(BENCH_SIM)),--sim $(SIM_DIR))
+
+BENCH_VKIMPORT_TOOLS ?= copylat
+BENCH_VKIMPORT_ARGS ?=
+BENCH_VKIMPORT_VRAM ?= 256M
+# Each tool's arguments on both arms, before the allocation function, which differs
+# (compare.py's defaults; apiperf's are those of PERFORMANCE.md's runs over real VRAM, where
+# map and unmap cost milliseconds).
+BENCH_VKIMPORT_copylat ?= -s 1048576
+BENCH_VKIMPORT_copybw ?= -s 1048576 -c 1048576 -l
+BENCH_VKIMPORT_apiperf ?= -s 65536 -n 300
+# Whether this machine has an NVIDIA GPU (expanded when bench-vkimport's recipe runs).
+have_nvidia_gpu = $(shell { test -e /dev/nvidia0 || nvidia-smi -L; } >/dev/null 2>&1 && echo yes)
+BENCH_VKIMPORT = python3 bench/upstream/compare.py --rounds $(BENCH_ROUNDS) --cpu $(BENCH_CPU) \
+	--control --tests $(BIN_DIR) --ours $(LIB_DIR) --upstream $(LIB_DIR) \
+	--names vulkan-import,emulator-vulkan --sim $(SIM_DIR) --sim-arms upstream \
+	--tools $(BENCH_VKIMPORT_TOOLS) --ours-env GDRAPI_USE_VULKAN=1 \
+	--upstream-env GDRSIM_BACKING=vulkan --upstream-env GDRSIM_VRAM_SIZE=$(BENCH_VKIMPORT_VRAM) \
+	$(foreach t,$(subst $(,), ,$(BENCH_VKIMPORT_TOOLS)), \
+		--ours-args '$(t)=$(BENCH_VKIMPORT_$(t)) -a cuMemCreateFd' \
+		--upstream-args '$(t)=$(BENCH_VKIMPORT_$(t)) -a cuMemAlloc') \
+	--direction-max-size 4096 $(BENCH_VKIMPORT_ARGS)
 
 # $(call bench_program,<link flags>): the recipe of a program of bench/upstream/ (the target,
 # from its .c file, the first prerequisite) built against cuda.h.
@@ -82,6 +116,9 @@ bench-upstream: lib $(if $(filter 1,$(BENCH_SIM)),sim)
 bench-upstream-aa: $(if $(filter 1,$(BENCH_SIM)),sim)
 	$(call bench_compare_against_upstream,$(BENCH_UP_OUT)/aa,$(call aa_copy,$(abspath $(UPSTREAM_LIB_DIR))))
 
+bench-vkimport: $(if $(PREBUILT),,tools lib sim)
+	$(if $(have_nvidia_gpu),$(BENCH_VKIMPORT),@echo "bench-vkimport: skipped: no GPU (no /dev/nvidia0$(,) no working nvidia-smi)")
+
 bench-drivercalls: $(BENCH_UP_OUT)/drivercalls
 	$(call each_library,$(BENCH_UP_OUT)/drivercalls,exit 1)
 
@@ -123,7 +160,7 @@ test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BEN
 		$(BENCH_UP_OUT)/smoke.json
 
 TEST_TARGETS += test-bench-upstream
-.PHONY: bench-upstream bench-upstream-aa bench-drivercalls test-bench-upstream
+.PHONY: bench-upstream bench-upstream-aa bench-vkimport bench-drivercalls test-bench-upstream
 
 # make bench-freshness [UPSTREAM_LIB_DIR=<dir>]: does a read through the mapping return what
 #   the GPU wrote last (bench/upstream/freshness.c)? Meaningful on device memory behind a BAR

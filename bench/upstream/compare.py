@@ -533,6 +533,8 @@ def main():
     for arm in arms:
         if not os.path.exists(os.path.join(arm.libdir, "libgdrapi.so.2")):
             sys.exit(f"compare: {arm.libdir} ({arm.name}) holds no libgdrapi.so.2")
+        if arm.sim and not os.path.exists(os.path.join(arm.sim, "libcuda.so.1")):
+            sys.exit(f"compare: {arm.sim} ({arm.name}'s emulator) holds no libcuda.so.1")
     first, second = arms[0], arms[1]
     cpu, why = choose_cpu(args.cpu)
     print(f"bench-upstream: {args.rounds} rounds, tools {', '.join(tools)}; {why}")
