@@ -25,7 +25,8 @@ A/A arm's share of such rows: direction_check). A chance below 0.01 is a CONSIST
 costs of their own). With --control each line also gives the A/A arm's count, and a last line
 how many of the A/A arm's own checks are flagged: what identical code gets in this run. The
 binomial takes the rows as independent, which rows timed by one process are not, so identical
-code is flagged more often than the chance says, the more so with fewer rounds.
+code is flagged more often than the chance says, the more so with fewer rounds (the output
+says so below 5 rounds).
 
 The test programs are run unmodified; which library they load is chosen with LD_LIBRARY_PATH
 (programs that have their own RUNPATH still yield to it). On the emulator, --sim names the
@@ -394,6 +395,9 @@ def chance_every_round(rounds):
 
 # The direction check's threshold: a chance below it for identical code is a consistent deficit.
 DIRECTION_ALPHA = 0.01
+# Fewer rounds than this get a warning: on the emulator identical code had 1.2 % of its checks
+# flagged with 5 rounds, 4.2 % with 3 (direction_check).
+DIRECTION_ROUNDS = 5
 
 
 def binomial_tail(k, n, p):
@@ -630,6 +634,10 @@ def main():
     print("direction check: rows whose median ratio is below 1.0, k of n per tool and direction; "
           "the chance of as many for identical code is P(X >= k), X ~ Binomial(n, 0.5) (a sign "
           f"test); below {DIRECTION_ALPHA}: CONSISTENT DEFICIT")
+    if args.rounds < DIRECTION_ROUNDS:
+        print(f"  (with {args.rounds} round{'s' if args.rounds > 1 else ''} the rows of a direction "
+              "share few processes' luck: identical code is flagged more often than the chance "
+              f"says; use at least {DIRECTION_ROUNDS} rounds)")
     for c in directions:
         print(direction_line(c))
     if args.control:
