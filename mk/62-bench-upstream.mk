@@ -6,21 +6,39 @@
 #   UPSTREAM_LIB_DIR, in BENCH_ROUNDS alternating rounds (default 5), each process pinned to
 #   one CPU near the GPU (BENCH_CPU=auto, a number, or none), with an A/A control arm (the
 #   upstream library twice) that shows the spread of identical code. Prints per size and
-#   direction each library's median and the min/median/max of the per-round ratio. Runs on the
+#   direction each library's median and the min/median/max of the per-round ratio, a verdict
+#   per row, the rank test, and per tool and direction how many rows are below 1.0 with the
+#   chance of that many for identical code (the direction check). Runs on the
 #   emulator (its GDRSIM_* settings pass through, GDRSIM_BACKING=vulkan gives real VRAM);
 #   BENCH_SIM=0 runs on a machine with the real gdrdrv and CUDA. BENCH_UPSTREAM_ARGS adds
 #   options (--quick, --tools copylat,apiperf, --json FILE; compare.py --help).
 # make bench-upstream-aa UPSTREAM_TESTS=<dir> UPSTREAM_LIB_DIR=<dir>: the same run with a copy
 #   of the upstream library in place of this one: how many rows identical code puts below the
-#   A/A spread, and behind in every round, by chance (the calibration of the verdicts).
+#   A/A spread, behind in every round, and in a consistent deficit, by chance (the calibration
+#   of the verdicts).
 # make bench-drivercalls UPSTREAM_LIB_DIR=<dir>: the open/ioctl/mmap/munmap/close calls each
 #   API function makes, for both libraries side by side.
-# make test-bench-upstream: the harness itself on the emulator, with this project's tools (they
-#   take upstream's flags and print its result lines) as the test programs and this library on
-#   both arms, one quick round; and the driver-call counts of this library against
-#   bench/upstream/drivercalls.expected, so that an extra driver call fails the suite; and the
-#   freshness check (bench-freshness), the API cost program (bench-apicost) and the reads after
-#   writes (bench-readafter) on the emulator; and the footprint of each API call against bench/upstream/footprint.expected.
+# make bench-vkimport [PREBUILT=1]: on a GPU machine, this library over two routes to real
+#   VRAM, with this project's tools (build/bin) as the test programs, in compare.py's
+#   alternating rounds: "vulkan-import", the Vulkan import backend with no emulator
+#   (GDRAPI_USE_VULKAN=1, the tools allocating with -a cuMemCreateFd), against
+#   "emulator-vulkan", the emulator's Vulkan backing (GDRSIM_BACKING=vulkan
+#   GDRSIM_VRAM_SIZE=$(BENCH_VKIMPORT_VRAM), -a cuMemAlloc), with the A/A control arm
+#   (emulator-vulkan again), BENCH_ROUNDS rounds, BENCH_CPU, and the direction check also over
+#   sizes up to 4 KiB. BENCH_VKIMPORT_TOOLS picks the tools (default copylat; any of
+#   copylat,copybw,apiperf), BENCH_VKIMPORT_<tool> their arguments before -a, and
+#   BENCH_VKIMPORT_ARGS adds compare.py options (--json FILE, --quick has no effect on the
+#   tools given arguments here). Without a GPU (no /dev/nvidia0 and no working nvidia-smi) it
+#   says so and passes. PREBUILT=1 builds nothing, for a GPU machine without the Rust
+#   toolchain that is given the build/ folder made elsewhere.
+# make test-bench-upstream: compare.py's unit tests (bench/upstream/test_compare.py); the
+#   harness itself on the emulator, with this project's tools (they take upstream's flags and
+#   print its result lines) as the test programs and this library on both arms, one quick
+#   round, its verdicts and direction checks read back from its JSON file; the driver-call
+#   counts of this library against bench/upstream/drivercalls.expected, so that an extra
+#   driver call fails the suite; the freshness check (bench-freshness), the API cost program
+#   (bench-apicost) and the reads after writes (bench-readafter) on the emulator; and the
+#   footprint of each API call against bench/upstream/footprint.expected.
 
 BENCH_ROUNDS ?= 5
 BENCH_CPU ?= auto
@@ -29,6 +47,27 @@ BENCH_UPSTREAM_ARGS ?=
 BENCH_UP_OUT := $(BUILD_DIR)/bench-upstream
 BENCH_COMPARE := python3 bench/upstream/compare.py --rounds $(BENCH_ROUNDS) --cpu $(BENCH_CPU) \
 	$(if $(filter 1,$(BENCH_SIM)),--sim $(SIM_DIR))
+
+BENCH_VKIMPORT_TOOLS ?= copylat
+BENCH_VKIMPORT_ARGS ?=
+BENCH_VKIMPORT_VRAM ?= 256M
+# Each tool's arguments on both arms, before the allocation function, which differs
+# (compare.py's defaults; apiperf's are those of PERFORMANCE.md's runs over real VRAM, where
+# map and unmap cost milliseconds).
+BENCH_VKIMPORT_copylat ?= -s 1048576
+BENCH_VKIMPORT_copybw ?= -s 1048576 -c 1048576 -l
+BENCH_VKIMPORT_apiperf ?= -s 65536 -n 300
+# Whether this machine has an NVIDIA GPU (expanded when bench-vkimport's recipe runs).
+have_nvidia_gpu = $(shell { test -e /dev/nvidia0 || nvidia-smi -L; } >/dev/null 2>&1 && echo yes)
+BENCH_VKIMPORT = python3 bench/upstream/compare.py --rounds $(BENCH_ROUNDS) --cpu $(BENCH_CPU) \
+	--control --tests $(BIN_DIR) --ours $(LIB_DIR) --upstream $(LIB_DIR) \
+	--names vulkan-import,emulator-vulkan --sim $(SIM_DIR) --sim-arms upstream \
+	--tools $(BENCH_VKIMPORT_TOOLS) --ours-env GDRAPI_USE_VULKAN=1 \
+	--upstream-env GDRSIM_BACKING=vulkan --upstream-env GDRSIM_VRAM_SIZE=$(BENCH_VKIMPORT_VRAM) \
+	$(foreach t,$(subst $(,), ,$(BENCH_VKIMPORT_TOOLS)), \
+		--ours-args '$(t)=$(BENCH_VKIMPORT_$(t)) -a cuMemCreateFd' \
+		--upstream-args '$(t)=$(BENCH_VKIMPORT_$(t)) -a cuMemAlloc') \
+	--direction-max-size 4096 $(BENCH_VKIMPORT_ARGS)
 
 # $(call bench_program,<link flags>): the recipe of a program of bench/upstream/ (the target,
 # from its .c file, the first prerequisite) built against cuda.h.
@@ -77,6 +116,9 @@ bench-upstream: lib $(if $(filter 1,$(BENCH_SIM)),sim)
 bench-upstream-aa: $(if $(filter 1,$(BENCH_SIM)),sim)
 	$(call bench_compare_against_upstream,$(BENCH_UP_OUT)/aa,$(call aa_copy,$(abspath $(UPSTREAM_LIB_DIR))))
 
+bench-vkimport: $(if $(PREBUILT),,tools lib sim)
+	$(if $(have_nvidia_gpu),$(BENCH_VKIMPORT),@echo "bench-vkimport: skipped: no GPU (no /dev/nvidia0$(,) no working nvidia-smi)")
+
 bench-drivercalls: $(BENCH_UP_OUT)/drivercalls
 	$(call each_library,$(BENCH_UP_OUT)/drivercalls,exit 1)
 
@@ -99,18 +141,26 @@ test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BEN
 	diff -u bench/upstream/drivercalls.expected $(BENCH_UP_OUT)/drivercalls.out
 	cd bench/upstream && python3 -m unittest -q test_compare
 	python3 bench/upstream/compare.py --rounds 1 --quick --cpu auto --sim $(SIM_DIR) --control \
-		--tests $(BIN_DIR) --ours $(LIB_DIR) --upstream $(LIB_DIR) --json $(BENCH_UP_OUT)/smoke.json
-	python3 -c 'import json,sys; rows=json.load(open(sys.argv[1]))["rows"]; \
+		--tests $(BIN_DIR) --ours $(LIB_DIR) --upstream $(LIB_DIR) --direction-max-size 4096 \
+		--json $(BENCH_UP_OUT)/smoke.json
+	python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); rows=j["rows"]; \
 		tools={r["tool"] for r in rows}; \
 		verdicts={r.get("verdict") for r in rows}; \
-		sys.exit(0 if tools=={"copylat","copybw","apiperf"} and len(rows)>=30 \
-		and verdicts <= {"ahead","within A/A","BELOW A/A"} else \
+		(tools=={"copylat","copybw","apiperf"} and len(rows)>=30 \
+		and verdicts <= {"ahead","within A/A","BELOW A/A"}) or sys.exit( \
 		"test-bench-upstream: expected rows with verdicts from all three tools, got %d rows from %s, verdicts %s" \
-		% (len(rows), sorted(tools), sorted(map(str, verdicts))))' \
+		% (len(rows), sorted(tools), sorted(map(str, verdicts)))); \
+		d={(c["label"], c["max_size"]) for c in j["direction"] \
+		if c["verdict"] in ("CONSISTENT DEFICIT","no consistent deficit") and c["aa_below"] is not None}; \
+		want={(l, m) for l in ("copylat gdr_copy_to_mapping","copylat gdr_copy_from_mapping", \
+		"copybw write","copybw read") for m in (None, 4096)}; \
+		sys.exit(0 if want <= d and ("apiperf pin", None) in d else \
+		"test-bench-upstream: expected direction checks of each direction, all sizes and up to 4096, got %s" \
+		% sorted(map(str, d)))' \
 		$(BENCH_UP_OUT)/smoke.json
 
 TEST_TARGETS += test-bench-upstream
-.PHONY: bench-upstream bench-upstream-aa bench-drivercalls test-bench-upstream
+.PHONY: bench-upstream bench-upstream-aa bench-vkimport bench-drivercalls test-bench-upstream
 
 # make bench-freshness [UPSTREAM_LIB_DIR=<dir>]: does a read through the mapping return what
 #   the GPU wrote last (bench/upstream/freshness.c)? Meaningful on device memory behind a BAR
