@@ -130,6 +130,16 @@ static inline int emulated_driver(const char *what)
     return 0;
 }
 
+/* struct gdr's cache_backend (u32 at offset 40 of upstream's layout): 0 gdrdrv, 1 DMA-BUF, 2 this
+ * library's Vulkan import. The backends other than gdrdrv reach the GPU through CUDA, which a
+ * forked child of a process that initialised it cannot use. */
+static inline unsigned gdr_cache_backend(const void *g)
+{
+    unsigned v;
+    memcpy(&v, (const char *)g + 40, sizeof v);
+    return v;
+}
+
 static inline int check_done(const char *name)
 {
     printf("%s\n%d passed, %d failed\n", name, check_passed_count, check_failed_count);

@@ -60,6 +60,7 @@ static pid_t make_child(enum how how)
 }
 
 static int using_dmabuf;
+static unsigned backend; /* gdr_cache_backend() */
 
 /* One parent/child round with a child made `how`. */
 static void child_case(enum how how, unsigned long base)
@@ -139,9 +140,10 @@ static void child_case(enum how how, unsigned long base)
             gdr_t mine = gdr_open();
             own_ok = mine != NULL && gdr_driver_get_version(mine, &major, &minor) == 0 &&
                      major == 2 && gdr_close(mine) == 0;
-            /* On DMA-BUF, gdr_open needs CUDA, which a child of a process that initialised
-             * it cannot use (as with the real driver): a clean refusal is right there. */
-            if (using_dmabuf && mine == NULL)
+            /* On DMA-BUF and the Vulkan import, gdr_open needs CUDA, which a child of a
+             * process that initialised it cannot use (as with the real driver): a clean
+             * refusal is right there. */
+            if (backend != 0 && mine == NULL)
                 own_ok = 1;
         }
         _exit(own_ok ? 0 : 4);
@@ -236,8 +238,9 @@ int main(void)
     probe = gdr_open();
     REQUIRE(probe != NULL);
     REQUIRE(gdr_get_attribute(probe, GDR_ATTR_USING_DMA_BUF_MMAP, &using_dmabuf) == 0);
+    backend = gdr_cache_backend(probe);
     REQUIRE(gdr_close(probe) == 0);
-    printf("fork: %s backend\n", using_dmabuf ? "DMA-BUF" : "gdrdrv");
+    printf("fork: %s backend\n", backend == 2 ? "Vulkan import" : using_dmabuf ? "DMA-BUF" : "gdrdrv");
     child_case(BY_FORK, base);
     child_case(BY_UNDERSCORE_FORK, base);
     child_case(BY_RAW_CLONE, base);

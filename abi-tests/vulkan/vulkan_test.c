@@ -91,14 +91,6 @@ static int attr(gdr_t g, int a)
     return r == 0 ? v : -100 - r;
 }
 
-/* struct gdr's cache_backend (u32 at offset 40): 2 for this library's Vulkan import. */
-static unsigned cache_backend(gdr_t g)
-{
-    unsigned v;
-    memcpy(&v, (const char *)g + 40, sizeof v);
-    return v;
-}
-
 static int scenario_selected(void)
 {
     gdr_t g = gdr_open();
@@ -107,7 +99,7 @@ static int scenario_selected(void)
     CHECK_EQ(attr(g, GDR_ATTR_USE_PERSISTENT_MAPPING), 1);
     CHECK_EQ(attr(g, GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE), 1);
     CHECK_EQ(*(const int *)g, -1); /* struct gdr's fd: no driver node */
-    CHECK_EQ(cache_backend(g), 2);
+    CHECK_EQ(gdr_cache_backend(g), 2);
     int major = -1, minor = -1;
     CHECK_EQ(gdr_driver_get_version(g, &major, &minor), 0);
     CHECK_EQ(major, 2);
@@ -402,7 +394,7 @@ static int scenario_api(void)
     REQUIRE(gpu_vmm_alloc(&d, size) == CUDA_SUCCESS);
     gdr_t g = gdr_open();
     REQUIRE(g != NULL);
-    CHECK_EQ(cache_backend(g), 2);
+    CHECK_EQ(gdr_cache_backend(g), 2);
     test_info_and_data(g, d);
     test_unaligned(g, d);
     test_inner_pin(g, d, size);
@@ -546,7 +538,7 @@ int main(int argc, char **argv)
     if (strcmp(s, "open") == 0) {
         gdr_t g = gdr_open();
         REQUIRE(g != NULL);
-        printf("opened: cache_backend %u\n", cache_backend(g));
+        printf("opened: cache_backend %u\n", gdr_cache_backend(g));
         CHECK_EQ(gdr_close(g), 0);
         return check_done("vulkan_test open");
     }

@@ -25,7 +25,9 @@
 //!   the gdrdrv interface level the backend provides.
 
 use super::{Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
-use crate::cuda::types::{CuDevice, CuDevicePtr, MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+use crate::cuda::types::{
+    CuDevice, CuDevicePtr, INVALID_VALUE, MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+};
 use crate::cuda::{self, Contexts, CuError, Driver};
 use crate::error::{Error, Result};
 use crate::vulkan::{Device, Failure, Instance, PhysicalDevice, VkError};
@@ -301,6 +303,9 @@ impl VulkanImport {
         let vmm = self.cuda.vmm().map_err(Error::from)?;
         let addr = req.addr;
         let handle = vmm.retain_allocation(addr).map_err(|e| {
+            if e.code != INVALID_VALUE {
+                return self.fail(e);
+            }
             crate::gdr_err!(
                 "vulkan backend cannot pin {addr:#x}: it is not memory from cuMemCreate ({}); \
                  allocate with cuMemCreate and requestedHandleTypes = \

@@ -14,6 +14,9 @@ pub type CuDevicePtr = u64;
 
 /// `CUDA_SUCCESS`.
 pub const CUDA_SUCCESS: CuResult = 0;
+/// `CUDA_ERROR_INVALID_VALUE`: among others, what `cuMemRetainAllocationHandle` answers for an
+/// address that no `cuMemMap` mapped.
+pub const INVALID_VALUE: CuResult = 1;
 /// `CUDA_ERROR_NOT_FOUND`.
 pub const NOT_FOUND: CuResult = 500;
 
