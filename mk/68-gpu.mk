@@ -25,4 +25,9 @@ gpu-programs: lib tools abi-programs vulkan-programs $(GPU_OUT)/copysweep
 test-gpu: $(if $(PREBUILT),,gpu-programs)
 	abi-tests/gpu/run.sh $(BUILD_DIR)
 
-.PHONY: test-gpu gpu-programs
+# The script itself, on the emulator's Vulkan stand-in (CI), so that a lease is not spent on it.
+test-gpu-script: gpu-programs
+	GPU_SIM=$(SIM_DIR) abi-tests/gpu/run.sh $(BUILD_DIR)
+
+TEST_TARGETS += test-gpu-script
+.PHONY: test-gpu test-gpu-script gpu-programs

@@ -6,10 +6,12 @@
 # the C ABI suite's threads and fork programs, the byte-exact copy sweep, the three tools and
 # the doctor; prints each program's tally and the total.
 # Usage: run.sh BUILD_DIR   (build/lib, build/bin, build/abi, build/vulkan, build/gpu)
+# GPU_SIM=<the emulator's folder> runs the same script on the emulator and its Vulkan stand-in
+# instead (make test-gpu-script: the script itself, in CI).
 set -u
 B=$(cd "$1" && pwd)
-here=$(cd "$(dirname "$0")" && pwd)
-if [ ! -e /dev/nvidia0 ] && ! nvidia-smi -L >/dev/null 2>&1; then
+sim=${GPU_SIM:-}
+if [ -z "$sim" ] && [ ! -e /dev/nvidia0 ] && ! nvidia-smi -L >/dev/null 2>&1; then
     echo "test-gpu: skipped: no NVIDIA GPU here (no /dev/nvidia0, no nvidia-smi)"
     exit 0
 fi
@@ -20,6 +22,12 @@ limit=${GPU_TIMEOUT:-300}
 # the way the Vulkan import can map it (as NCCL's cuMem allocator does).
 RUN=(env -u LD_PRELOAD -u GDRCOPY_USE_DMABUF_MMAP LD_LIBRARY_PATH="$B/lib"
      GDRAPI_USE_VULKAN=1 GDRAPI_TEST_OURS=1 GDRAPI_TEST_ALLOC=vmm)
+if [ -n "$sim" ]; then
+    sim=$(cd "$sim" && pwd)
+    RUN+=(LD_PRELOAD="$sim/libcuda.so.1" LD_LIBRARY_PATH="$sim/vulkan:$sim:$B/lib"
+          GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000)
+    echo "test-gpu: on the emulator ($sim), not a GPU"
+fi
 total_passed=0 total_failed=0 broken=()
 
 # tally NAME LOG RC: adds a program's last "N passed, N failed" line (or one failure when it
@@ -82,7 +90,7 @@ prog "copy sweep" "$B/gpu/copysweep"
 grep '^copysweep:' "$LOGS/copy_sweep.log"
 for t in copylat copybw apiperf; do
     case $t in
-    copylat) args=(-s 1048576 -w 1000 -r 100) pat='^gdr_copy_from_mapping +1048576 ' ;;
+    copylat) args=(-s 1048576 -w 1000 -r 100) pat='^gdr_copy_from_mapping[[:space:]]+1048576[[:space:]]' ;;
     copybw) args=(-s 1048576 -c 1048576 -l) pat='^read BW: ' ;;
     apiperf) args=(-s 1048576 -n 100) pat='^Size\(B\)' ;;
     esac
