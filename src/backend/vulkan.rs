@@ -302,8 +302,29 @@ impl VulkanImport {
     ) -> Result<(OwnedFd, CuDevicePtr, u64)> {
         let vmm = self.cuda.vmm().map_err(Error::from)?;
         let addr = req.addr;
-        let handle = vmm.retain_allocation(addr).map_err(|e| {
-            if e.code != INVALID_VALUE {
+        let exported = self.contexts.with_current(dev, || {
+            let handle = vmm.retain_allocation(addr)?;
+            let found = (|| {
+                let props = vmm.properties(handle)?;
+                let range = vmm.address_range(addr)?;
+                let fd =
+                    if props.requested_handle_types & MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR != 0 {
+                        Some(vmm.export_fd(handle)?)
+                    } else {
+                        None
+                    };
+                Ok((props, range, fd))
+            })();
+            // The export (or its failure) no longer needs the reference retained above.
+            if let Err(e) = vmm.release(handle) {
+                crate::gdr_warn!("{}", Described(self.cuda, e));
+            }
+            found
+        });
+        let not_mapped =
+            |e: &CuError| e.call == "cuMemRetainAllocationHandle" && e.code == INVALID_VALUE;
+        let exported = exported.map_err(|e| {
+            if !not_mapped(&e) {
                 return self.fail(e);
             }
             crate::gdr_err!(
@@ -313,22 +334,8 @@ impl VulkanImport {
                 Described(self.cuda, e)
             );
             Error::InvalidArgument("not memory from cuMemCreate")
-        })?;
-        let exported = self.contexts.with_current(dev, || {
-            let props = vmm.properties(handle)?;
-            let range = vmm.address_range(addr)?;
-            let fd = if props.requested_handle_types & MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR != 0 {
-                Some(vmm.export_fd(handle)?)
-            } else {
-                None
-            };
-            Ok((props, range, fd))
         });
-        // The export (or its failure) no longer needs the reference retained above.
-        if let Err(e) = vmm.release(handle) {
-            crate::gdr_warn!("{}", Described(self.cuda, e));
-        }
-        let (props, (base, size), fd) = exported.map_err(|e| self.fail(e))?;
+        let (props, (base, size), fd) = exported?;
         // SAFETY: a successful export hands the caller a new descriptor it owns.
         let fd = fd.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
         let Some(fd) = fd else {
