@@ -95,7 +95,7 @@ REL_FAULT_CONFIGS := "" "GDRSIM_DRIVER_VERSION=2.4" "GDRSIM_DRIVER_VERSION=2.3" 
 test-faults: $(REL_OUT)/faults
 	@fail=0; for cfg in $(REL_FAULT_CONFIGS); do set -- $$cfg; \
 		case "$$1" in GDRSIM_*) envs=$$1; shift;; vulkan) envs="$(SIM_VULKAN_ENV)";; *) envs=;; esac; \
-		echo "== faults $${envs:-default} $$*"; \
+		echo "== faults $$(case "$$1" in vulkan) ;; *) echo "$${envs:-default}";; esac) $$*"; \
 		env GDRAPI_TEST_OURS=1 $(SIM_ENV) $$envs timeout $(REL_TIMEOUT) $(REL_OUT)/faults "$$@" \
 			> $(REL_OUT)/faults.log 2>&1; rc=$$?; \
 		grep -A1 FAILED $(REL_OUT)/faults.log | head -6; grep -E '^faults:|passed' $(REL_OUT)/faults.log; \
@@ -137,10 +137,10 @@ test-memcheck: $(REL_OUT)/faults $(REL_OUT)/stress $(ABI_OUT)/api $(ABI_OUT)/han
 		"$(REL_OUT)/stress 20 4 0" "GDRSIM_NO_DEVICE=1 $(REL_OUT)/stress 20 4 0" \
 		"$(REL_OUT)/faults" "GDRSIM_NO_DEVICE=1 $(REL_OUT)/faults dmabuf noinit" \
 		"vulkan $(REL_OUT)/stress 20 4 0" "vulkan $(REL_OUT)/faults vulkan noinit"; do \
-		set -- $$p; case "$$1" in GDRSIM_*) envs=$$1; shift;; vulkan) envs="$(SIM_VULKAN_ENV)"; shift;; *) envs=;; esac; \
+		set -- $$p; label=; case "$$1" in GDRSIM_*) envs=$$1; shift;; vulkan) envs="$(SIM_VULKAN_ENV)"; label=vulkan; shift;; *) envs=;; esac; \
 		env GDRAPI_TEST_OURS=1 $(SIM_ENV) $$envs timeout $(REL_TIMEOUT) $(REL_VALGRIND) "$$@" \
 			> $(REL_OUT)/memcheck.log 2>&1; rc=$$?; \
-		printf '%-60s %s\n' "memcheck $$envs $$*" "$$(tail -1 $(REL_OUT)/memcheck.log)"; \
+		printf '%-60s %s\n' "memcheck $${label:-$$envs} $$*" "$$(tail -1 $(REL_OUT)/memcheck.log)"; \
 		grep -E '^==[0-9]+==' $(REL_OUT)/memcheck.log | head -30; \
 		if [ $$rc -eq 99 ]; then echo "   -> valgrind found errors"; fail=1; \
 		elif [ $$rc -eq 1 ]; then echo "   -> (failed assertions: the suite's own target reports them)"; \
