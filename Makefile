@@ -61,8 +61,10 @@ SIM_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(SIM_DIR):$(LIB_DI
 # ... in a cloud GPU's situation with the Vulkan import (no gdrdrv node, CUDA 13.0, the
 # emulator's Vulkan stand-in first on the path, the backend asked for, test memory allocated
 # as NCCL's cuMem allocator does).
+# SIM_VULKAN_VARS are the settings alone, for scripts that compose their own paths.
+SIM_VULKAN_VARS = GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRAPI_USE_VULKAN=1 GDRAPI_TEST_ALLOC=vmm
 SIM_VULKAN_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(SIM_DIR)/vulkan:$(SIM_DIR):$(LIB_DIR) \
-	GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRAPI_USE_VULKAN=1 GDRAPI_TEST_ALLOC=vmm
+	$(SIM_VULKAN_VARS)
 
 # Test targets add themselves here; `make test` runs them in order.
 TEST_TARGETS :=

@@ -65,7 +65,7 @@ test-header-sync:
 
 # ABI_SUITES="api fork" picks suites; see abi-tests/README.md.
 test-abi: lib sim abi-programs test-header-sync
-	GDRAPI_TEST_OURS=1 SIM_VULKAN_ENV="$(SIM_VULKAN_ENV)" $(ABI_SRC)/run-all.sh $(ABI_OUT) $(LIB_DIR) $(SIM_DIR)
+	GDRAPI_TEST_OURS=1 SIM_VULKAN_VARS="$(SIM_VULKAN_VARS)" $(ABI_SRC)/run-all.sh $(ABI_OUT) $(LIB_DIR) $(SIM_DIR)
 
 TEST_TARGETS += test-abi
 .PHONY: test-abi test-header-sync abi-programs

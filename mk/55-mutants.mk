@@ -28,7 +28,7 @@ $(MUT_OUT)/mutants-list: $(MUT_SRC)/mutant.c include/gdrapi.h
 mutants: $(MUT_OUT)/lib/libgdrapi.so.2 $(MUT_OUT)/mutants-list
 
 test-mutants: lib sim abi-programs $(DMABUF_OUT)/dmabuf_test $(DMABUF_OUT)/dmabuf-probe mutants
-	MUTANTS_FIRST_KILL=$(MUTANTS_FIRST_KILL) $(MUT_SRC)/run.sh $(MUT_OUT)/work $(MUT_OUT)/lib $(LIB_DIR) $(SIM_DIR) $(ABI_OUT) \
+	MUTANTS_FIRST_KILL=$(MUTANTS_FIRST_KILL) SIM_VULKAN_VARS="$(SIM_VULKAN_VARS)" $(MUT_SRC)/run.sh $(MUT_OUT)/work $(MUT_OUT)/lib $(LIB_DIR) $(SIM_DIR) $(ABI_OUT) \
 		$(DMABUF_OUT) $(MUT_OUT)/mutants-list
 
 TEST_TARGETS += test-mutants

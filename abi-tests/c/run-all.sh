@@ -51,15 +51,17 @@ run() {
 
 # On the emulator, with the library under test.
 SIM=(env LD_PRELOAD="$sim_dir/libcuda.so.1" LD_LIBRARY_PATH="$sim_dir:$lib_dir")
-# ... with the Vulkan import: SIM_VULKAN_ENV (the Makefile's, passed by mk/30-abi.mk).
-VK=(env ${SIM_VULKAN_ENV:-})
+# ... with the Vulkan import: the emulator's Vulkan stand-in first on the path and
+# SIM_VULKAN_VARS (the Makefile's settings, passed by mk/30-abi.mk and mk/55-mutants.mk).
+VK=(env LD_PRELOAD="$sim_dir/libcuda.so.1" LD_LIBRARY_PATH="$sim_dir/vulkan:$sim_dir:$lib_dir"
+    ${SIM_VULKAN_VARS:-})
 
 # vulkan NAME CMD...: run on the emulator with the Vulkan import, when the caller said how.
 vulkan() {
     local name=$1
     shift
-    if [ -z "${SIM_VULKAN_ENV:-}" ]; then
-        echo "$name: SIM_VULKAN_ENV is not set (make test-abi sets it); counted as a failure"
+    if [ -z "${SIM_VULKAN_VARS:-}" ]; then
+        echo "$name: SIM_VULKAN_VARS is not set (make test-abi sets it); counted as a failure"
         total_failed=$((total_failed + 1)) broken+=("$name")
         return
     fi
