@@ -22,6 +22,10 @@ struct gdrsim_counters {
     uint64_t live_dmabufs;     /* dma-buf fds from cuMemGetHandleForAddressRange not closed */
     /* appended fields (older callers pass a smaller size and get the fields above) */
     uint64_t live_vmm_exports;  /* fds from cuMemExportToShareableHandle not closed or imported */
+    uint64_t live_vk_imports;   /* Vulkan stand-in memory objects not freed */
+    uint64_t live_vk_mappings;  /* Vulkan stand-in vkMapMemory mappings not unmapped */
+    uint64_t live_vk_devices;   /* Vulkan stand-in VkDevices not destroyed */
+    uint64_t live_vk_instances; /* Vulkan stand-in VkInstances not destroyed */
 };
 
 /* Copies min(out_size, sizeof(struct gdrsim_counters)) bytes of the current counters to

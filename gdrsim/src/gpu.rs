@@ -522,6 +522,12 @@ impl Gpu {
         Ok(h.size)
     }
 
+    /// The VRAM range `(offset in the memfd, size)` of a physical allocation that still
+    /// exists (whether or not the CUDA API may still use its handle).
+    pub fn vmm_range(&self, id: u64) -> Option<(u64, u64)> {
+        self.handles.get(&id).map(|h| (h.phys, h.size))
+    }
+
     /// Drops a holder (an export fd or a Vulkan import) of a physical allocation; the caller
     /// reclaims afterwards.
     pub fn vmm_unhold(&mut self, id: u64) {
@@ -756,9 +762,11 @@ mod tests {
         g.reclaim(&[]);
         // Released and unmapped, but the export still holds the memory.
         assert_eq!(g.live_allocations(), 0);
+        assert_eq!(g.vmm_range(h).map(|r| r.1), Some(size));
         assert_eq!(g.mem_info().0, free0 - size);
         g.vmm_unhold(h);
         g.reclaim(&[]);
+        assert_eq!(g.vmm_range(h), None);
         assert_eq!(g.mem_info().0, free0);
     }
 }

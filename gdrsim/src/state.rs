@@ -35,6 +35,8 @@ pub struct Dmabuf {
 pub struct VmmExport {
     /// The exported `cuMemCreate` handle.
     pub handle: u64,
+    /// The physical allocation's size.
+    pub size: u64,
     /// Which GPU generation the handle belongs to.
     pub gen: u64,
     /// The process that exported it.
@@ -58,6 +60,8 @@ pub struct State {
     empty_fd: Option<c_int>,
     /// Live export fds of `cuMemExportToShareableHandle`.
     pub vmm_exports: BTreeMap<c_int, VmmExport>,
+    /// The Vulkan stand-in's objects.
+    pub vk: crate::vkstandin::Objects,
 }
 
 /// The one lock.
@@ -69,6 +73,7 @@ pub static STATE: Mutex<State> = Mutex::new(State {
     host: BTreeMap::new(),
     empty_fd: None,
     vmm_exports: BTreeMap::new(),
+    vk: crate::vkstandin::Objects::new(),
 });
 
 /// The calling process's id.
@@ -105,8 +110,9 @@ impl State {
         Ok(())
     }
 
-    /// BAR1 bytes that GPU generation `gen` uses: its live gdrdrv pins (as pinned) and its
-    /// live dma-buf exports, which a CPU or a peer maps through BAR1 too.
+    /// BAR1 bytes that GPU generation `gen` uses: its live gdrdrv pins (as pinned), its
+    /// live dma-buf exports, which a CPU or a peer maps through BAR1 too, and the live mappings
+    /// of the Vulkan stand-in.
     pub fn bar1_used(&self, gen: u64) -> u64 {
         let exports: u64 = self
             .dmabufs
@@ -114,7 +120,10 @@ impl State {
             .filter(|d| d.gen == gen)
             .map(|d| d.size)
             .sum();
-        self.drv.bar1_used(gen).saturating_add(exports)
+        self.drv
+            .bar1_used(gen)
+            .saturating_add(exports)
+            .saturating_add(self.vk.bar1_used(gen))
     }
 
     /// Forgets the export fd `fd` (closed, or consumed by an import that takes over its hold
@@ -229,6 +238,7 @@ impl State {
             ioctls: crate::counters::ioctls(),
             live_dmabufs: self.dmabufs.values().filter(|d| d.pid == me).count() as u64,
             live_vmm_exports: self.vmm_exports.values().filter(|e| e.pid == me).count() as u64,
+            ..self.vk.counters(me)
         }
     }
 }

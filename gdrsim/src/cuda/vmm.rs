@@ -334,7 +334,7 @@ pub unsafe extern "C" fn cuMemExportToShareableHandle(
             return Err(cu::INVALID_VALUE);
         }
         let gen = g.gen;
-        g.vmm_export(handle)?;
+        let size = g.vmm_export(handle)?;
         let Some(fd) = export_fd() else {
             g.vmm_unhold(handle);
             return Err(cu::OUT_OF_MEMORY);
@@ -344,6 +344,7 @@ pub unsafe extern "C" fn cuMemExportToShareableHandle(
             fd,
             VmmExport {
                 handle,
+                size,
                 gen,
                 pid: pid(),
                 ino,
