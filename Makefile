@@ -58,6 +58,8 @@ CUDA_INCLUDE ?= $(shell python3 -c 'import glob,os,nvidia; print(next(iter(sorte
 
 # Run a program on the emulator.
 SIM_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(SIM_DIR):$(LIB_DIR)
+# ... with the emulator's Vulkan stand-in found before any real Vulkan loader.
+SIM_VK_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(SIM_DIR)/vulkan:$(SIM_DIR):$(LIB_DIR)
 
 # Test targets add themselves here; `make test` runs them in order.
 TEST_TARGETS :=
