@@ -58,10 +58,12 @@ CUDA_INCLUDE ?= $(shell python3 -c 'import glob,os,nvidia; print(next(iter(sorte
 
 # Run a program on the emulator.
 SIM_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(SIM_DIR):$(LIB_DIR)
+# ... with the emulator's Vulkan stand-in found before any real Vulkan loader.
+SIM_VK_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(SIM_DIR)/vulkan:$(SIM_DIR):$(LIB_DIR)
 # ... in a cloud GPU's situation with the Vulkan import (no gdrdrv node, CUDA 13.0, the
 # emulator's Vulkan stand-in first on the path, the backend asked for, test memory allocated
 # as NCCL's cuMem allocator does).
-SIM_VULKAN_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(SIM_DIR)/vulkan:$(SIM_DIR):$(LIB_DIR) \
+SIM_VULKAN_ENV = $(SIM_VK_ENV) \
 	GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRAPI_USE_VULKAN=1 GDRAPI_TEST_ALLOC=vmm
 
 # Test targets add themselves here; `make test` runs them in order.

@@ -1,6 +1,7 @@
 # The emulator: build/sim/libcuda.so.1 (fake CUDA driver plus /dev/gdrdrv), and its own tests.
 
-sim: $(SIM_DIR)/libcuda.so.1 $(SIM_DIR)/libcudart.so.12 $(SIM_DIR)/libnvidia-ml.so.1
+sim: $(SIM_DIR)/libcuda.so.1 $(SIM_DIR)/libcudart.so.12 $(SIM_DIR)/libnvidia-ml.so.1 \
+	$(SIM_DIR)/vulkan/libvulkan.so.1
 
 .PHONY: $(SIM_DIR)/libcuda.so.1
 $(SIM_DIR)/libcuda.so.1:
@@ -23,6 +24,15 @@ $(SIM_DIR)/libnvidia-ml.so.1:
 	install -m 755 $(CARGO_TARGET_DIR)/release/libnvidia_ml.so $@
 	ln -sfn libnvidia-ml.so.1 $(SIM_DIR)/libnvidia-ml.so
 
+# The Vulkan stand-in (the emulator's answers behind a libvulkan.so.1) in a directory of its
+# own, so that only programs run with $(SIM_VK_ENV) find it before the real loader.
+.PHONY: $(SIM_DIR)/vulkan/libvulkan.so.1
+$(SIM_DIR)/vulkan/libvulkan.so.1:
+	$(CARGO) build --release --locked -p gdrsim-vulkan $(CARGO_FLAGS)
+	@mkdir -p $(SIM_DIR)/vulkan
+	install -m 755 $(CARGO_TARGET_DIR)/release/libgdrsim_vulkan.so $@
+	ln -sfn libvulkan.so.1 $(SIM_DIR)/vulkan/libvulkan.so
+
 SIM_TESTS_DIR := $(BUILD_DIR)/sim-tests
 SIM_TESTS_SRC := $(wildcard gdrsim/tests/c/*.c)
 SIM_TESTS_DEPS := $(SIM_TESTS_SRC) $(wildcard gdrsim/tests/c/*.h) gdrsim/include/gdrsim.h
@@ -33,8 +43,9 @@ $(SIM_TESTS_DIR)/sim_tests: $(SIM_TESTS_DEPS) $(SIM_DIR)/libcuda.so.1
 	$(CC) -O1 -g -Wall -Wextra -Werror -Wno-unused-result -I$(CUDA_INCLUDE) -Igdrsim/include \
 		-o $@ $(SIM_TESTS_SRC) -L$(SIM_DIR) -lcuda -lpthread -ldl
 
-# Every case of the driver and CUDA surface, under each setting that changes behaviour.
-test-sim: $(SIM_TESTS_DIR)/sim_tests
-	$(SIM_ENV) gdrsim/tests/c/run.sh $(SIM_TESTS_DIR)/sim_tests
+# Every case of the driver, CUDA and Vulkan stand-in surface, under each setting that changes
+# behaviour.
+test-sim: $(SIM_TESTS_DIR)/sim_tests $(SIM_DIR)/vulkan/libvulkan.so.1
+	$(SIM_VK_ENV) gdrsim/tests/c/run.sh $(SIM_TESTS_DIR)/sim_tests
 TEST_TARGETS += test-sim
 .PHONY: test-sim

@@ -53,6 +53,26 @@ pub const VK_ERROR_INVALID_EXTERNAL_HANDLE: VkResult = -1000072003;
 pub const VK_API_VERSION_1_1: u32 = (1 << 22) | (1 << 12);
 /// `VK_WHOLE_SIZE`.
 pub const VK_WHOLE_SIZE: u64 = !0;
+/// `VK_API_VERSION_1_3`.
+pub const VK_API_VERSION_1_3: u32 = (1 << 22) | (3 << 12);
+/// `VK_QUEUE_GRAPHICS_BIT`.
+pub const QUEUE_GRAPHICS: u32 = 0x1;
+/// `VK_QUEUE_COMPUTE_BIT`.
+pub const QUEUE_COMPUTE: u32 = 0x2;
+/// `VK_QUEUE_TRANSFER_BIT`.
+pub const QUEUE_TRANSFER: u32 = 0x4;
+
+/// Size of `VkPhysicalDeviceProperties` in the specification's layout: what a driver writes
+/// (the declaration below is larger, with room to spare).
+pub const PHYSICAL_DEVICE_PROPERTIES_SIZE: usize = 824;
+/// Offset of `limits` (a `VkPhysicalDeviceLimits`) in `VkPhysicalDeviceProperties`.
+pub const PROPERTIES_LIMITS: usize = 296;
+/// Offset of `maxMemoryAllocationCount` (`u32`) in `VkPhysicalDeviceLimits`.
+pub const LIMITS_MAX_MEMORY_ALLOCATION_COUNT: usize = 36;
+/// Offset of `minMemoryMapAlignment` (`size_t`) in `VkPhysicalDeviceLimits`.
+pub const LIMITS_MIN_MEMORY_MAP_ALIGNMENT: usize = 304;
+/// Offset of `nonCoherentAtomSize` (`VkDeviceSize`) in `VkPhysicalDeviceLimits`.
+pub const LIMITS_NON_COHERENT_ATOM_SIZE: usize = 496;
 
 /// `VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT`.
 pub const MEMORY_PROPERTY_DEVICE_LOCAL: u32 = 0x1;
@@ -253,6 +273,44 @@ pub struct VkMemoryGetFdInfoKHR {
     pub memory: VkDeviceMemory,
     pub handleType: u32,
 }
+
+/// `VkQueueFamilyProperties`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct VkQueueFamilyProperties {
+    pub queueFlags: u32,
+    pub queueCount: u32,
+    pub timestampValidBits: u32,
+    pub minImageTransferGranularity: [u32; 3],
+}
+
+/// `VkLayerProperties`.
+#[repr(C)]
+pub struct VkLayerProperties {
+    pub layerName: [c_char; 256],
+    pub specVersion: u32,
+    pub implementationVersion: u32,
+    pub description: [c_char; 256],
+}
+
+/// `VkBaseOutStructure`: the head of every structure in a `pNext` chain.
+#[repr(C)]
+pub struct VkBaseOutStructure {
+    pub sType: u32,
+    pub pNext: *mut VkBaseOutStructure,
+}
+
+/// `vkEnumerateInstanceVersion` (Vulkan 1.1).
+pub type PFN_vkEnumerateInstanceVersion = unsafe extern "C" fn(*mut u32) -> VkResult;
+/// `vkEnumerateInstanceExtensionProperties`.
+pub type PFN_vkEnumerateInstanceExtensionProperties =
+    unsafe extern "C" fn(*const c_char, *mut u32, *mut VkExtensionProperties) -> VkResult;
+/// `vkEnumerateInstanceLayerProperties`.
+pub type PFN_vkEnumerateInstanceLayerProperties =
+    unsafe extern "C" fn(*mut u32, *mut VkLayerProperties) -> VkResult;
+/// `vkGetPhysicalDeviceQueueFamilyProperties`.
+pub type PFN_vkGetPhysicalDeviceQueueFamilyProperties =
+    unsafe extern "C" fn(VkPhysicalDevice, *mut u32, *mut VkQueueFamilyProperties);
 
 /// `PFN_vkVoidFunction` as returned by the `Get*ProcAddr` functions.
 pub type PFN_vkVoidFunction = Option<unsafe extern "C" fn()>;
@@ -488,6 +546,56 @@ mod tests {
                 handleType = handle_type,
             ]
         );
+        same_layout!(
+            VkQueueFamilyProperties,
+            ash::QueueFamilyProperties,
+            [
+                queueFlags = queue_flags,
+                queueCount = queue_count,
+                timestampValidBits = timestamp_valid_bits,
+                minImageTransferGranularity = min_image_transfer_granularity,
+            ]
+        );
+        same_layout!(
+            VkLayerProperties,
+            ash::LayerProperties,
+            [
+                layerName = layer_name,
+                specVersion = spec_version,
+                implementationVersion = implementation_version,
+                description = description,
+            ]
+        );
+        same_layout!(
+            VkBaseOutStructure,
+            ash::BaseOutStructure<'static>,
+            [sType = s_type, pNext = p_next]
+        );
+    }
+
+    #[test]
+    fn property_offsets_match_ashs() {
+        type P = ash::PhysicalDeviceProperties;
+        type L = ash::PhysicalDeviceLimits;
+        assert_eq!(PHYSICAL_DEVICE_PROPERTIES_SIZE, size_of::<P>());
+        assert_eq!(PROPERTIES_LIMITS, offset_of!(P, limits));
+        assert_eq!(
+            LIMITS_MAX_MEMORY_ALLOCATION_COUNT,
+            offset_of!(L, max_memory_allocation_count)
+        );
+        assert_eq!(
+            LIMITS_MIN_MEMORY_MAP_ALIGNMENT,
+            offset_of!(L, min_memory_map_alignment)
+        );
+        assert_eq!(
+            LIMITS_NON_COHERENT_ATOM_SIZE,
+            offset_of!(L, non_coherent_atom_size)
+        );
+        assert_eq!(
+            size_of::<usize>(),
+            8,
+            "minMemoryMapAlignment is a 64-bit size_t"
+        );
     }
 
     #[test]
@@ -583,6 +691,11 @@ mod tests {
             assert_eq!(ours, theirs.as_raw());
         }
         assert_eq!(VK_API_VERSION_1_1, ash::API_VERSION_1_1);
+        assert_eq!(VK_API_VERSION_1_3, ash::API_VERSION_1_3);
+        use ash::QueueFlags as Q;
+        assert_eq!(QUEUE_GRAPHICS, Q::GRAPHICS.as_raw());
+        assert_eq!(QUEUE_COMPUTE, Q::COMPUTE.as_raw());
+        assert_eq!(QUEUE_TRANSFER, Q::TRANSFER.as_raw());
         assert_eq!(VK_WHOLE_SIZE, ash::WHOLE_SIZE);
         use ash::MemoryPropertyFlags as M;
         assert_eq!(MEMORY_PROPERTY_DEVICE_LOCAL, M::DEVICE_LOCAL.as_raw());

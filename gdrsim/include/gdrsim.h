@@ -23,6 +23,12 @@ struct gdrsim_counters {
     uint64_t open_files;       /* device files this process opened, not yet released */
     uint64_t ioctls;           /* ioctls that reached the emulated driver (any process) */
     uint64_t live_dmabufs;     /* dma-buf fds from cuMemGetHandleForAddressRange not closed */
+    /* appended fields (older callers pass a smaller size and get the fields above) */
+    uint64_t live_vmm_exports;  /* fds from cuMemExportToShareableHandle not closed or imported */
+    uint64_t live_vk_imports;   /* Vulkan stand-in memory objects not freed */
+    uint64_t live_vk_mappings;  /* Vulkan stand-in vkMapMemory mappings not unmapped */
+    uint64_t live_vk_devices;   /* Vulkan stand-in VkDevices not destroyed */
+    uint64_t live_vk_instances; /* Vulkan stand-in VkInstances not destroyed */
 };
 
 /* Copies min(out_size, sizeof(struct gdrsim_counters)) bytes of the current counters to
@@ -35,7 +41,8 @@ int gdrsim_get_counters(struct gdrsim_counters *out, size_t out_size) __attribut
 int gdrsim_set_fail(const char *spec) __attribute__((weak));
 
 /* BAR1: its size (GDRSIM_BAR1_SIZE), the bytes in use (GDRSIM_BAR1_RESERVED plus this
- * process's live pins) and the VRAM size. Returns 0, or -1 for a NULL pointer. */
+ * process's live pins, dma-buf exports and Vulkan stand-in mappings) and the VRAM size.
+ * Returns 0, or -1 for a NULL pointer. */
 int gdrsim_bar1_info(uint64_t *bar1_total, uint64_t *bar1_used, uint64_t *vram_total)
     __attribute__((weak));
 

@@ -39,6 +39,24 @@ pub enum NodeKind {
     NoDriver,
 }
 
+/// What the Vulkan stand-in (`build/sim/vulkan/libvulkan.so.1`) shows (`GDRSIM_VULKAN`): the
+/// situations a machine without gdrdrv can be in for the Vulkan import backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VkSituation {
+    /// One NVIDIA-like device with external memory and a host-visible device-local type.
+    Ok,
+    /// No physical device (no NVIDIA ICD, e.g. a container without the graphics capability).
+    NoDevice,
+    /// The device lacks `VK_KHR_external_memory_fd`.
+    NoExt,
+    /// The device's UUID matches no CUDA device.
+    OtherUuid,
+    /// No memory type is both device-local and host-visible (a small BAR1).
+    NoHostVisible,
+    /// `vkCreateInstance` fails with VK_ERROR_INCOMPATIBLE_DRIVER (no driver at all).
+    NoInstance,
+}
+
 /// All settings of one process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -76,6 +94,8 @@ pub struct Config {
     /// `GDRSIM_REAL_LIBCUDA`: path of the real CUDA driver for the Vulkan backing (`none`:
     /// no CUDA, device pointers are the arena's CPU addresses); unset: searched for.
     pub real_libcuda: Option<String>,
+    /// `GDRSIM_VULKAN`: the Vulkan stand-in's situation.
+    pub vulkan: VkSituation,
 }
 
 impl Default for Config {
@@ -97,6 +117,7 @@ impl Default for Config {
             backing: Backing::Host,
             dbg_enabled: false,
             real_libcuda: None,
+            vulkan: VkSituation::Ok,
         }
     }
 }
@@ -255,6 +276,21 @@ impl Config {
                 p => c.real_libcuda = Some(p.to_string()),
             }
         }
+        if let Some(v) = get("GDRSIM_VULKAN") {
+            match v.trim() {
+                "ok" => c.vulkan = VkSituation::Ok,
+                "nodevice" => c.vulkan = VkSituation::NoDevice,
+                "noext" => c.vulkan = VkSituation::NoExt,
+                "otheruuid" => c.vulkan = VkSituation::OtherUuid,
+                "nohostvisible" => c.vulkan = VkSituation::NoHostVisible,
+                "noinstance" => c.vulkan = VkSituation::NoInstance,
+                _ => bad(
+                    "GDRSIM_VULKAN",
+                    &v,
+                    "expected ok, nodevice, noext, otheruuid, nohostvisible or noinstance",
+                ),
+            }
+        }
         if c.backing != Backing::Host {
             // Device memory is not a file the emulator can hand out as a dma-buf.
             c.dmabuf = false;
@@ -403,6 +439,27 @@ mod tests {
         assert!(w.is_empty());
         assert_eq!(c.bar1_reserved, 250 << 20);
         assert_eq!(parse_size("99999999999T"), None);
+    }
+
+    #[test]
+    fn vulkan_situations() {
+        let (c, w) = cfg(&[]);
+        assert!(w.is_empty());
+        assert_eq!(c.vulkan, VkSituation::Ok);
+        for (v, want) in [
+            ("ok", VkSituation::Ok),
+            ("nodevice", VkSituation::NoDevice),
+            (" noext", VkSituation::NoExt),
+            ("otheruuid", VkSituation::OtherUuid),
+            ("nohostvisible", VkSituation::NoHostVisible),
+            ("noinstance", VkSituation::NoInstance),
+        ] {
+            let (c, w) = cfg(&[("GDRSIM_VULKAN", v)]);
+            assert!(w.is_empty(), "{v}");
+            assert_eq!(c.vulkan, want, "{v}");
+        }
+        let (c, w) = cfg(&[("GDRSIM_VULKAN", "none")]);
+        assert_eq!((w.len(), c.vulkan), (1, VkSituation::Ok));
     }
 
     #[test]

@@ -21,6 +21,16 @@ pub struct Counters {
     pub ioctls: u64,
     /// dma-buf fds from `cuMemGetHandleForAddressRange` not yet closed.
     pub live_dmabufs: u64,
+    /// Export fds from `cuMemExportToShareableHandle` not yet closed or imported.
+    pub live_vmm_exports: u64,
+    /// Memory objects of the Vulkan stand-in (imports) not yet freed.
+    pub live_vk_imports: u64,
+    /// `vkMapMemory` mappings of the stand-in not yet unmapped.
+    pub live_vk_mappings: u64,
+    /// `VkDevice`s of the stand-in not yet destroyed.
+    pub live_vk_devices: u64,
+    /// `VkInstance`s of the stand-in not yet destroyed.
+    pub live_vk_instances: u64,
 }
 
 static FALLBACK: AtomicU64 = AtomicU64::new(0);

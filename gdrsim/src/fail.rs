@@ -1,6 +1,8 @@
 //! Fault injection: `GDRSIM_FAIL` / `gdrsim_set_fail`, a comma-separated list of `NAME:N:ERR`
 //! rules. The Nth call (1-based, counted from when the spec was set) of NAME fails with ERR;
-//! `N` may be `*` for every call.
+//! `N` may be `*` for every call. NAME is an ioctl, a system call, a CUDA function or a
+//! function of the Vulkan stand-in; for the last, ERR is a negative `VkResult` (a number or a
+//! `VK_ERROR_*` name).
 
 use crate::forklock::{self, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +21,19 @@ pub const IOCTL_NAMES: [&str; 9] = [
 ];
 
 const SYSCALL_NAMES: [&str; 4] = ["open", "mmap", "munmap", "close"];
+
+/// The Vulkan stand-in's functions a rule may name: those that return a `VkResult`.
+pub const VK_NAMES: [&str; 9] = [
+    "vkCreateInstance",
+    "vkEnumerateInstanceVersion",
+    "vkEnumerateInstanceExtensionProperties",
+    "vkEnumeratePhysicalDevices",
+    "vkEnumerateDeviceExtensionProperties",
+    "vkCreateDevice",
+    "vkAllocateMemory",
+    "vkMapMemory",
+    "vkEnumerateInstanceLayerProperties",
+];
 
 /// One parsed rule.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,8 +59,11 @@ pub fn parse(spec: &str) -> Result<Vec<Rule>, BadSpec> {
         else {
             return Err(BadSpec(format!("{item:?}: expected NAME:N:ERR")));
         };
-        let known =
-            IOCTL_NAMES.contains(&name) || SYSCALL_NAMES.contains(&name) || is_cuda_name(name);
+        let vk = name.starts_with("vk");
+        let known = IOCTL_NAMES.contains(&name)
+            || SYSCALL_NAMES.contains(&name)
+            || is_cuda_name(name)
+            || VK_NAMES.contains(&name);
         if !known {
             return Err(BadSpec(format!("{item:?}: unknown name {name:?}")));
         }
@@ -56,8 +74,12 @@ pub fn parse(spec: &str) -> Result<Vec<Rule>, BadSpec> {
                 _ => return Err(BadSpec(format!("{item:?}: N must be a number from 1 or *"))),
             },
         };
-        let err =
-            parse_err(err).ok_or_else(|| BadSpec(format!("{item:?}: unknown error {err:?}")))?;
+        let parsed = if vk {
+            parse_vk_err(err)
+        } else {
+            parse_err(err)
+        };
+        let err = parsed.ok_or_else(|| BadSpec(format!("{item:?}: unknown error {err:?}")))?;
         rules.push(Rule {
             name: name.to_string(),
             nth,
@@ -84,6 +106,47 @@ fn parse_err(s: &str) -> Option<i32> {
         .map(|(_, v)| *v)
         .or_else(|| crate::cuda::errors::code_of(s))
 }
+
+/// A Vulkan rule's error: a negative `VkResult`, as a number or a `VK_ERROR_*` name.
+fn parse_vk_err(s: &str) -> Option<i32> {
+    if let Ok(n) = s.parse::<i32>() {
+        return (n < 0).then_some(n);
+    }
+    VK_ERROR_NAMES
+        .iter()
+        .find(|(n, _)| *n == s)
+        .map(|(_, v)| *v)
+}
+
+const VK_ERROR_NAMES: [(&str, i32); 12] = {
+    use gdrapi_abi::vk::*;
+    [
+        ("VK_ERROR_OUT_OF_HOST_MEMORY", VK_ERROR_OUT_OF_HOST_MEMORY),
+        (
+            "VK_ERROR_OUT_OF_DEVICE_MEMORY",
+            VK_ERROR_OUT_OF_DEVICE_MEMORY,
+        ),
+        (
+            "VK_ERROR_INITIALIZATION_FAILED",
+            VK_ERROR_INITIALIZATION_FAILED,
+        ),
+        ("VK_ERROR_DEVICE_LOST", VK_ERROR_DEVICE_LOST),
+        ("VK_ERROR_MEMORY_MAP_FAILED", VK_ERROR_MEMORY_MAP_FAILED),
+        ("VK_ERROR_LAYER_NOT_PRESENT", VK_ERROR_LAYER_NOT_PRESENT),
+        (
+            "VK_ERROR_EXTENSION_NOT_PRESENT",
+            VK_ERROR_EXTENSION_NOT_PRESENT,
+        ),
+        ("VK_ERROR_FEATURE_NOT_PRESENT", VK_ERROR_FEATURE_NOT_PRESENT),
+        ("VK_ERROR_INCOMPATIBLE_DRIVER", VK_ERROR_INCOMPATIBLE_DRIVER),
+        ("VK_ERROR_TOO_MANY_OBJECTS", VK_ERROR_TOO_MANY_OBJECTS),
+        ("VK_ERROR_UNKNOWN", VK_ERROR_UNKNOWN),
+        (
+            "VK_ERROR_INVALID_EXTERNAL_HANDLE",
+            VK_ERROR_INVALID_EXTERNAL_HANDLE,
+        ),
+    ]
+};
 
 const ERRNO_NAMES: [(&str, i32); 24] = [
     ("EPERM", libc::EPERM),
@@ -209,5 +272,30 @@ mod tests {
         assert_eq!(parse("").unwrap(), vec![]);
         assert_eq!(parse("close:1:5").unwrap()[0].err, 5);
         assert_eq!(parse("cuInit:1:CUDA_ERROR_NO_DEVICE").unwrap()[0].err, 100);
+    }
+
+    #[test]
+    fn vulkan_rules_take_negative_results() {
+        let mut r =
+            parse("vkMapMemory:1:-5,vkAllocateMemory:*:VK_ERROR_INVALID_EXTERNAL_HANDLE").unwrap();
+        assert_eq!(hit(&mut r, "vkMapMemory"), Some(-5));
+        assert_eq!(hit(&mut r, "vkMapMemory"), None);
+        assert_eq!(hit(&mut r, "vkAllocateMemory"), Some(-1000072003));
+        assert_eq!(hit(&mut r, "vkAllocateMemory"), Some(-1000072003));
+        assert_eq!(
+            parse("vkCreateInstance:2:VK_ERROR_INCOMPATIBLE_DRIVER").unwrap()[0].err,
+            -9
+        );
+        for bad in [
+            "vkMapMemory:1:5",
+            "vkMapMemory:1:EINVAL",
+            "vkMapMemory:1:CUDA_ERROR_UNKNOWN",
+            "vkFreeMemory:1:-5",
+            "vkNoSuchThing:1:-1",
+            "cuInit:1:-5",
+            "cuInit:1:VK_ERROR_UNKNOWN",
+        ] {
+            assert!(parse(bad).is_err(), "{bad} accepted");
+        }
     }
 }

@@ -46,13 +46,31 @@ struct Chunk {
     live: u32,
 }
 
+/// A physical allocation of `cuMemCreate`. Its VRAM goes back to the pool once no CUDA
+/// reference, mapping, export fd, Vulkan import or pin holds it.
 #[derive(Debug)]
 struct PhysHandle {
     phys: u64,
     size: u64,
-    released: bool,
+    /// `requestedHandleTypes` of the `CUmemAllocationProp` it was created with.
+    handle_types: u32,
+    /// CUDA references: one from `cuMemCreate`, one per `cuMemRetainAllocationHandle`, less one
+    /// per `cuMemRelease`. At 0 the handle value is no longer valid for the CUDA API.
+    refs: u32,
     maps: u32,
+    /// Export fds not yet closed or imported, and Vulkan imports not yet freed.
+    holds: u32,
 }
+
+/// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
+pub const HANDLE_TYPE_POSIX_FD: u32 = 1;
+/// The handle types `cuda.h` defines: POSIX fd, Win32, Win32 KMT, fabric.
+const HANDLE_TYPES_KNOWN: u32 = 0xF;
+
+/// What `cuMemExportToShareableHandle` answers for an allocation created without the POSIX fd
+/// handle type. CUDA_ERROR_INVALID_VALUE is what the documentation suggests; the real driver's
+/// code for this case is still to be confirmed on a GPU.
+pub const EXPORT_NOT_REQUESTED: CUresult = cu::INVALID_VALUE;
 
 #[derive(Debug)]
 struct VMap {
@@ -297,7 +315,7 @@ impl Gpu {
 
     /// Number of live `cuMemAlloc` allocations plus unreleased `cuMemCreate` handles.
     pub fn live_allocations(&self) -> u64 {
-        (self.allocs.len() + self.handles.values().filter(|h| !h.released).count()) as u64
+        (self.allocs.len() + self.handles.values().filter(|h| h.refs > 0).count()) as u64
     }
 
     /// Returns freed memory that no held range (VRAM offsets of live pins and dma-bufs)
@@ -338,7 +356,9 @@ impl Gpu {
         let dead: Vec<u64> = self
             .handles
             .iter()
-            .filter(|(_, h)| h.released && h.maps == 0 && !overlaps(h.phys, h.size))
+            .filter(|(_, h)| {
+                h.refs == 0 && h.maps == 0 && h.holds == 0 && !overlaps(h.phys, h.size)
+            })
             .map(|(&id, _)| id)
             .collect();
         for id in dead {
@@ -369,11 +389,6 @@ impl Gpu {
             Some((&va, m)) if addr < va + m.size => Some((va, m.size)),
             _ => None,
         }
-    }
-
-    /// Whether `addr` lies in a range mapped from a `cuMemCreate` handle.
-    pub fn is_vmm_mapped(&self, addr: u64) -> bool {
-        matches!(self.vmaps.range(..=addr).next_back(), Some((&va, m)) if addr < va + m.size)
     }
 
     /// Total and free bytes of fake VRAM.
@@ -413,13 +428,22 @@ impl Gpu {
         Some(segs)
     }
 
-    /// `cuMemCreate`: a handle for `size` bytes of VRAM.
-    pub fn vmm_create(&mut self, size: u64) -> Result<u64, CUresult> {
+    /// `cuMemCreate`: a handle for `size` bytes of VRAM that may be exported as the handle types
+    /// `handle_types` (`requestedHandleTypes`): 0 or the POSIX fd type; the other types
+    /// `cuda.h` defines are not offered by the device (CUDA_ERROR_NOT_SUPPORTED), unknown bits
+    /// are CUDA_ERROR_INVALID_VALUE.
+    pub fn vmm_create(&mut self, size: u64, handle_types: u32) -> Result<u64, CUresult> {
         if self.memfd < 0 {
             return Err(cu::NOT_SUPPORTED);
         }
         if size == 0 || !size.is_multiple_of(VMM_GRANULARITY) {
             return Err(cu::INVALID_VALUE);
+        }
+        if handle_types & !HANDLE_TYPES_KNOWN != 0 {
+            return Err(cu::INVALID_VALUE);
+        }
+        if handle_types & !HANDLE_TYPE_POSIX_FD != 0 {
+            return Err(cu::NOT_SUPPORTED);
         }
         let phys = self
             .phys
@@ -432,21 +456,83 @@ impl Gpu {
             PhysHandle {
                 phys,
                 size,
-                released: false,
+                handle_types,
+                refs: 1,
                 maps: 0,
+                holds: 0,
             },
         );
         Ok(id)
     }
 
-    /// `cuMemRelease`: the handle's memory goes once unmapped and unpinned.
+    /// `cuMemRelease`: drops one CUDA reference; the memory goes once nothing holds it.
     pub fn vmm_release(&mut self, id: u64) -> Result<(), CUresult> {
         match self.handles.get_mut(&id) {
-            Some(h) if !h.released => {
-                h.released = true;
+            Some(h) if h.refs > 0 => {
+                h.refs -= 1;
                 Ok(())
             }
             _ => Err(cu::INVALID_VALUE),
+        }
+    }
+
+    /// `cuMemRetainAllocationHandle`: the handle mapped at `addr` (anywhere inside a
+    /// `cuMemMap`'d range), with one more CUDA reference. The handle value is the one
+    /// `cuMemCreate` returned.
+    pub fn vmm_retain(&mut self, addr: u64) -> Result<u64, CUresult> {
+        let id = match self.vmaps.range(..=addr).next_back() {
+            Some((&va, m)) if addr < va + m.size => m.handle,
+            _ => return Err(cu::INVALID_VALUE),
+        };
+        let h = self.handles.get_mut(&id).ok_or(cu::INVALID_VALUE)?;
+        h.refs += 1;
+        Ok(id)
+    }
+
+    /// The requested handle types of a handle the CUDA API may still use.
+    pub fn vmm_handle_types(&self, id: u64) -> Result<u32, CUresult> {
+        match self.handles.get(&id) {
+            Some(h) if h.refs > 0 => Ok(h.handle_types),
+            _ => Err(cu::INVALID_VALUE),
+        }
+    }
+
+    /// The requested handle types of the allocation mapped at `addr`, if any.
+    pub fn vmm_handle_types_at(&self, addr: u64) -> Option<u32> {
+        match self.vmaps.range(..=addr).next_back() {
+            Some((&va, m)) if addr < va + m.size => {
+                self.handles.get(&m.handle).map(|h| h.handle_types)
+            }
+            _ => None,
+        }
+    }
+
+    /// `cuMemExportToShareableHandle` of the POSIX fd type: the allocation gains a holder
+    /// (the fd); returns its size. Unknown or released handles are CUDA_ERROR_INVALID_VALUE,
+    /// an allocation created without the POSIX fd type [`EXPORT_NOT_REQUESTED`].
+    pub fn vmm_export(&mut self, id: u64) -> Result<u64, CUresult> {
+        let h = match self.handles.get_mut(&id) {
+            Some(h) if h.refs > 0 => h,
+            _ => return Err(cu::INVALID_VALUE),
+        };
+        if h.handle_types & HANDLE_TYPE_POSIX_FD == 0 {
+            return Err(EXPORT_NOT_REQUESTED);
+        }
+        h.holds += 1;
+        Ok(h.size)
+    }
+
+    /// The VRAM range `(offset in the memfd, size)` of a physical allocation that still
+    /// exists (whether or not the CUDA API may still use its handle).
+    pub fn vmm_range(&self, id: u64) -> Option<(u64, u64)> {
+        self.handles.get(&id).map(|h| (h.phys, h.size))
+    }
+
+    /// Drops a holder (an export fd or a Vulkan import) of a physical allocation; the caller
+    /// reclaims afterwards.
+    pub fn vmm_unhold(&mut self, id: u64) {
+        if let Some(h) = self.handles.get_mut(&id) {
+            h.holds = h.holds.saturating_sub(1);
         }
     }
 
@@ -487,7 +573,7 @@ impl Gpu {
             return Err(cu::INVALID_VALUE);
         }
         let h = self.handles.get_mut(&id).ok_or(cu::INVALID_HANDLE)?;
-        if h.released || offset.checked_add(size).is_none_or(|e| e > h.size) {
+        if h.refs == 0 || offset.checked_add(size).is_none_or(|e| e > h.size) {
             return Err(cu::INVALID_VALUE);
         }
         let phys = h.phys + offset;
@@ -611,8 +697,8 @@ mod tests {
     #[test]
     fn vmm_maps_handles_into_reservations() {
         let mut g = gpu();
-        let h = g.vmm_create(2 * VMM_GRANULARITY).unwrap();
-        assert_eq!(g.vmm_create(VMM_GRANULARITY / 2), Err(cu::INVALID_VALUE));
+        let h = g.vmm_create(2 * VMM_GRANULARITY, 0).unwrap();
+        assert_eq!(g.vmm_create(VMM_GRANULARITY / 2, 0), Err(cu::INVALID_VALUE));
         let va = g.vmm_reserve(4 * VMM_GRANULARITY, 0).unwrap();
         assert_eq!(va % VMM_GRANULARITY, 0);
         g.vmm_map(va + VMM_GRANULARITY, 2 * VMM_GRANULARITY, 0, h)
@@ -636,5 +722,51 @@ mod tests {
         assert_eq!(g.vmm_release(h), Err(cu::INVALID_VALUE));
         g.vmm_address_free(va, 4 * VMM_GRANULARITY).unwrap();
         assert_eq!(g.live_allocations(), 0);
+    }
+
+    #[test]
+    fn vmm_references_exports_and_holds() {
+        let mut g = gpu();
+        let size = 2 * VMM_GRANULARITY;
+        let free0 = g.mem_info().0;
+        assert_eq!(g.vmm_create(size, 2), Err(cu::NOT_SUPPORTED));
+        assert_eq!(g.vmm_create(size, 0x10), Err(cu::INVALID_VALUE));
+        let plain = g.vmm_create(size, 0).unwrap();
+        let h = g.vmm_create(size, HANDLE_TYPE_POSIX_FD).unwrap();
+        assert_eq!(g.vmm_export(plain), Err(EXPORT_NOT_REQUESTED));
+        assert_eq!(g.vmm_handle_types(plain), Ok(0));
+        assert_eq!(g.vmm_handle_types(h), Ok(HANDLE_TYPE_POSIX_FD));
+        let va = g.vmm_reserve(size, 0).unwrap();
+        assert_eq!(
+            g.vmm_retain(va),
+            Err(cu::INVALID_VALUE),
+            "reserved, not mapped"
+        );
+        g.vmm_map(va, size, 0, h).unwrap();
+        assert_eq!(g.vmm_retain(va + 12345), Ok(h));
+        assert_eq!(g.vmm_retain(va + size), Err(cu::INVALID_VALUE));
+        assert_eq!(g.vmm_handle_types_at(va + 5), Some(HANDLE_TYPE_POSIX_FD));
+        // Two references: the first release leaves the handle usable.
+        g.vmm_release(h).unwrap();
+        assert_eq!(g.live_allocations(), 2);
+        assert_eq!(g.vmm_export(h), Ok(size));
+        g.vmm_release(h).unwrap();
+        assert_eq!(g.vmm_release(h), Err(cu::INVALID_VALUE));
+        assert_eq!(g.vmm_export(h), Err(cu::INVALID_VALUE));
+        assert_eq!(g.vmm_handle_types(h), Err(cu::INVALID_VALUE));
+        // Still mapped: a retain at the address gives the same handle value again.
+        assert_eq!(g.vmm_retain(va), Ok(h));
+        g.vmm_release(h).unwrap();
+        g.vmm_address_free(va, size).unwrap();
+        g.vmm_release(plain).unwrap();
+        g.reclaim(&[]);
+        // Released and unmapped, but the export still holds the memory.
+        assert_eq!(g.live_allocations(), 0);
+        assert_eq!(g.vmm_range(h).map(|r| r.1), Some(size));
+        assert_eq!(g.mem_info().0, free0 - size);
+        g.vmm_unhold(h);
+        g.reclaim(&[]);
+        assert_eq!(g.vmm_range(h), None);
+        assert_eq!(g.mem_info().0, free0);
     }
 }

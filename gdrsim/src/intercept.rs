@@ -22,6 +22,8 @@ const FD_TABLE: usize = 1 << 16;
 pub const KIND_DEVICE: u8 = 1;
 /// fd kind bit: a dma-buf export.
 pub const KIND_DMABUF: u8 = 2;
+/// fd kind bit: a POSIX fd export of a `cuMemCreate` allocation.
+pub const KIND_VMMFD: u8 = 4;
 
 static FD_KIND: [AtomicU8; FD_TABLE] = [const { AtomicU8::new(0) }; FD_TABLE];
 static HIGH_FDS: AtomicBool = AtomicBool::new(false);
@@ -47,6 +49,9 @@ fn kind(fd: c_int) -> u8 {
             }
             if st.dmabufs.contains_key(&fd) {
                 k |= KIND_DMABUF;
+            }
+            if st.vmm_exports.contains_key(&fd) {
+                k |= KIND_VMMFD;
             }
             k
         }
@@ -344,6 +349,13 @@ fn emulated_mmap(
                 ANY_VMAS.store(true, Ordering::Release);
             }
             r
+        } else if k & KIND_DMABUF == 0 {
+            // A VMM export fd: an opaque handle for an importer, not something to map.
+            if st.export_of(fd).is_none() {
+                set_kind(fd, 0);
+                return None;
+            }
+            Err(libc::ENODEV)
         } else {
             let gone = st
                 .dmabufs
@@ -533,6 +545,7 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         if st.dmabufs.remove(&fd).is_some() {
             st.reclaim();
         }
+        st.drop_export(fd, false);
         if driver::lookup_fd(&mut st, fd).is_some() {
             driver::close_fd(&mut st, fd);
         }
@@ -560,6 +573,9 @@ fn kind_if_free(fd: c_int) -> u8 {
             }
             if st.dmabufs.contains_key(&fd) {
                 k |= KIND_DMABUF;
+            }
+            if st.vmm_exports.contains_key(&fd) {
+                k |= KIND_VMMFD;
             }
             k
         }

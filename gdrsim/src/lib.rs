@@ -26,4 +26,5 @@ mod real;
 mod state;
 mod testapi;
 mod uaccess;
+mod vkstandin;
 mod vulkan;

@@ -28,6 +28,23 @@ pub struct Dmabuf {
     pub ino: u64,
 }
 
+/// A POSIX fd handed out by `cuMemExportToShareableHandle` (an empty memfd of its own, so
+/// that the emulator recognises it by number and inode), not yet closed or imported. It holds
+/// the physical allocation.
+#[derive(Debug)]
+pub struct VmmExport {
+    /// The exported `cuMemCreate` handle.
+    pub handle: u64,
+    /// The physical allocation's size.
+    pub size: u64,
+    /// Which GPU generation the handle belongs to.
+    pub gen: u64,
+    /// The process that exported it.
+    pub pid: pid_t,
+    /// Inode of the fd's file, to notice an fd closed behind our back.
+    pub ino: u64,
+}
+
 /// Everything the emulator knows about this process.
 #[derive(Debug, Default)]
 pub struct State {
@@ -41,6 +58,10 @@ pub struct State {
     /// Host allocations of `cuMemAllocHost`/`cuMemHostAlloc`: address -> length.
     pub host: BTreeMap<u64, u64>,
     empty_fd: Option<c_int>,
+    /// Live export fds of `cuMemExportToShareableHandle`.
+    pub vmm_exports: BTreeMap<c_int, VmmExport>,
+    /// The Vulkan stand-in's objects.
+    pub vk: crate::vkstandin::Objects,
 }
 
 /// The one lock.
@@ -51,6 +72,8 @@ pub static STATE: Mutex<State> = Mutex::new(State {
     dmabufs: BTreeMap::new(),
     host: BTreeMap::new(),
     empty_fd: None,
+    vmm_exports: BTreeMap::new(),
+    vk: crate::vkstandin::Objects::new(),
 });
 
 /// The calling process's id.
@@ -87,8 +110,9 @@ impl State {
         Ok(())
     }
 
-    /// BAR1 bytes that GPU generation `gen` uses: its live gdrdrv pins (as pinned) and its
-    /// live dma-buf exports, which a CPU or a peer maps through BAR1 too.
+    /// BAR1 bytes that GPU generation `gen` uses: its live gdrdrv pins (as pinned), its
+    /// live dma-buf exports, which a CPU or a peer maps through BAR1 too, and the live mappings
+    /// of the Vulkan stand-in.
     pub fn bar1_used(&self, gen: u64) -> u64 {
         let exports: u64 = self
             .dmabufs
@@ -96,7 +120,34 @@ impl State {
             .filter(|d| d.gen == gen)
             .map(|d| d.size)
             .sum();
-        self.drv.bar1_used(gen).saturating_add(exports)
+        self.drv
+            .bar1_used(gen)
+            .saturating_add(exports)
+            .saturating_add(self.vk.bar1_used(gen))
+    }
+
+    /// Forgets the export fd `fd` (closed, or consumed by an import that takes over its hold
+    /// when `keep_hold`); the physical allocation loses that holder otherwise.
+    pub fn drop_export(&mut self, fd: c_int, keep_hold: bool) -> Option<VmmExport> {
+        let e = self.vmm_exports.remove(&fd)?;
+        if !keep_hold {
+            if let Some(g) = self.gpu_mut().filter(|g| g.gen == e.gen) {
+                g.vmm_unhold(e.handle);
+            }
+            self.reclaim();
+        }
+        Some(e)
+    }
+
+    /// The live export fd `fd` of this process: `None` (and the entry dropped) when the fd
+    /// now refers to another file (closed behind the emulator's back and reused).
+    pub fn export_of(&mut self, fd: c_int) -> Option<&VmmExport> {
+        let ino = self.vmm_exports.get(&fd)?.ino;
+        if crate::driver::inode_of(fd) != Some(ino) {
+            self.drop_export(fd, false);
+            return None;
+        }
+        self.vmm_exports.get(&fd)
     }
 
     /// VRAM offsets still held by live pins and dma-bufs of GPU generation `gen`.
@@ -186,6 +237,8 @@ impl State {
             open_files,
             ioctls: crate::counters::ioctls(),
             live_dmabufs: self.dmabufs.values().filter(|d| d.pid == me).count() as u64,
+            live_vmm_exports: self.vmm_exports.values().filter(|e| e.pid == me).count() as u64,
+            ..self.vk.counters(me)
         }
     }
 }

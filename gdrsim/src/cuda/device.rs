@@ -205,8 +205,8 @@ pub unsafe extern "C" fn cuDeviceGetPCIBusId(
     })
 }
 
-/// The emulated device's UUID.
-const UUID: [u8; 16] = *b"gdrsim-device-00";
+/// The emulated device's UUID (the Vulkan stand-in's device reports it too).
+pub(crate) const UUID: [u8; 16] = *b"gdrsim-device-00";
 
 /// `cuDeviceGetUuid`.
 ///

@@ -80,7 +80,7 @@ pub unsafe extern "C" fn cuIpcCloseMemHandle(_dptr: CUdeviceptr) -> CUresult {
 }
 
 /// Defines functions that answer CUDA_ERROR_NOT_SUPPORTED: the device reports no memory pools
-/// (attribute 115) and no shareable handle types beyond its own process.
+/// (attribute 115), and shareable handles are not imported back into CUDA.
 macro_rules! not_supported {
     ($($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*);)*) => {$(
         $(#[$doc])*
@@ -110,34 +110,7 @@ not_supported! {
     /// `cuMemPoolImportFromShareableHandle`.
     cuMemPoolImportFromShareableHandle(_pool: *mut *mut c_void, _handle: *mut c_void,
                                        _kind: c_int, _flags: c_ulonglong);
-    /// `cuMemExportToShareableHandle`: handles are created without shareable types.
-    cuMemExportToShareableHandle(_out: *mut c_void, _handle: u64, _kind: c_int,
-                                 _flags: c_ulonglong);
-    /// `cuMemImportFromShareableHandle`.
+    /// `cuMemImportFromShareableHandle`: an export fd is for the Vulkan stand-in; the
+    /// emulator does not import it back into CUDA.
     cuMemImportFromShareableHandle(_handle: *mut u64, _os: *mut c_void, _kind: c_int);
-    /// `cuMemGetAllocationPropertiesFromHandle`.
-    cuMemGetAllocationPropertiesFromHandle(_prop: *mut MemAllocationProp, _handle: u64);
-}
-
-/// `cuMemRetainAllocationHandle`: CUDA_ERROR_INVALID_VALUE for memory that is not mapped
-/// from a `cuMemCreate` handle (`cuMemAlloc` memory, host memory); the emulator does not
-/// hand out extra references to its handles (CUDA_ERROR_NOT_SUPPORTED).
-#[no_mangle]
-pub unsafe extern "C" fn cuMemRetainAllocationHandle(
-    handle: *mut u64,
-    addr: *mut c_void,
-) -> CUresult {
-    crate::vulkan::passthrough!(cuMemRetainAllocationHandle(handle: *mut u64, addr: *mut c_void));
-    entry("cuMemRetainAllocationHandle", || {
-        let st = STATE.lock();
-        let g = st.gpu().ok_or(cu::NOT_INITIALIZED)?;
-        if handle.is_null() {
-            return Err(cu::INVALID_VALUE);
-        }
-        if g.is_vmm_mapped(addr as u64) {
-            Err(cu::NOT_SUPPORTED)
-        } else {
-            Err(cu::INVALID_VALUE)
-        }
-    })
 }

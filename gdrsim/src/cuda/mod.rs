@@ -14,6 +14,7 @@ mod events;
 mod dmabuf;
 mod hookable;
 pub mod errors;
+pub(crate) use device::UUID;
 mod legacy;
 mod ipc;
 mod managed;
@@ -24,9 +25,9 @@ mod vmm;
 
 use crate::config;
 use crate::gpu::VMM_GRANULARITY;
-use crate::intercept::{set_kind, KIND_DMABUF};
+use crate::intercept::{set_kind, KIND_DMABUF, KIND_VMMFD};
 use crate::real;
-use crate::state::{pid, Dmabuf, State, STATE};
+use crate::state::{pid, Dmabuf, State, VmmExport, STATE};
 use errors as cu;
 use libc::{c_char, c_int, c_uint, c_ulonglong, c_void, size_t};
 use std::cell::Cell;
@@ -34,6 +35,21 @@ use std::cell::Cell;
 pub use gdrapi_support::cuda::{
     CUcontext, CUdevice, CUdeviceptr, CUresult, MemAccessDesc, MemAllocationProp,
 };
+
+/// The CUDA functions other modules' unit tests drive the fake GPU with.
+#[cfg(test)]
+pub(crate) mod testing {
+    pub use super::device::{cuDeviceGetUuid_v2, cuInit};
+    pub use super::memory::{
+        cuMemGetAddressRange_v2, cuMemGetInfo_v2, cuMemcpyDtoH_v2, cuMemsetD32_v2,
+    };
+    pub use super::pointer::cuPointerGetAttributes;
+    pub use super::vmm::{
+        cuMemAddressFree, cuMemAddressReserve, cuMemCreate, cuMemExportToShareableHandle,
+        cuMemGetAllocationPropertiesFromHandle, cuMemMap, cuMemRelease,
+        cuMemRetainAllocationHandle, cuMemUnmap,
+    };
+}
 
 static PRIMARY_CTX: [u64; 8] = [0; 8];
 

@@ -11,8 +11,8 @@ use super::*;
 enum Kind {
     /// `cuMemAlloc`/`cuMemAllocManaged` memory (managed if the flag is set).
     Device { managed: bool },
-    /// Memory mapped from a `cuMemCreate` handle.
-    Vmm,
+    /// Memory mapped from a `cuMemCreate` handle, with the handle types it was created with.
+    Vmm(u32),
     /// `cuMemAllocHost`/`cuMemHostAlloc` memory.
     Host,
     /// Host memory registered with `cuMemHostRegister`: (start, length).
@@ -25,8 +25,8 @@ fn kind_of(ptr: CUdeviceptr) -> Result<Kind, CUresult> {
     let st = STATE.lock();
     let g = st.gpu().ok_or(cu::NOT_INITIALIZED)?;
     if let Some((start, _)) = g.allocation_of(ptr) {
-        return Ok(if g.is_vmm_mapped(ptr) {
-            Kind::Vmm
+        return Ok(if let Some(types) = g.vmm_handle_types_at(ptr) {
+            Kind::Vmm(types)
         } else {
             Kind::Device {
                 managed: super::managed::is_managed(start),
@@ -62,7 +62,7 @@ fn default_value(attr: c_int, data: *mut c_void) -> Result<(), CUresult> {
 
 /// One attribute of a pointer of kind `k`.
 fn value(k: Kind, attr: c_int, data: *mut c_void, ptr: CUdeviceptr) -> Result<(), CUresult> {
-    let device = matches!(k, Kind::Device { .. } | Kind::Vmm);
+    let device = matches!(k, Kind::Device { .. } | Kind::Vmm(_));
     match (k, attr) {
         (Kind::Unknown, _) => default_value(attr, data),
         // IS_MANAGED
@@ -70,7 +70,8 @@ fn value(k: Kind, attr: c_int, data: *mut c_void, ptr: CUdeviceptr) -> Result<()
         (_, 8) => out(data.cast::<c_uint>(), 0),
         // IS_LEGACY_CUDA_IPC_CAPABLE: cuMemAlloc memory
         (_, 10) => out(data.cast::<c_uint>(), matches!(k, Kind::Device { managed: false }) as c_uint),
-        // ALLOWED_HANDLE_TYPES: CU_MEM_HANDLE_TYPE_NONE (handles are created without any)
+        // ALLOWED_HANDLE_TYPES: VMM memory's requested types; none for the rest
+        (Kind::Vmm(types), 14) => out(data.cast::<c_uint>(), types),
         (_, 14) => out(data.cast::<c_uint>(), 0),
         // IS_GPU_DIRECT_RDMA_CAPABLE
         (_, 15) => out(data.cast::<c_uint>(), device as c_uint),

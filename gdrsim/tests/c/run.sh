@@ -19,6 +19,15 @@ configs=(
     "GDRSIM_DEVICE_NODE=file GDRSIM_DEVICE_MODE=0640"
     "GDRSIM_DEVICE_NODE=stale GDRSIM_DEVICE_MAJOR=4095"
     "GDRSIM_DEVICE_NODE=nodriver GDRSIM_DEVICE_MAJOR=300"
+    # No gdrdrv and a driver without DMA-BUF mmap (an H200 with CUDA 13.0): the Vulkan import
+    # backend's situation, and the Vulkan stand-in's other situations (GDRSIM_VULKAN).
+    "GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000"
+    "GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRSIM_VULKAN=nodevice"
+    "GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRSIM_VULKAN=noext"
+    "GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRSIM_VULKAN=otheruuid"
+    "GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRSIM_VULKAN=nohostvisible"
+    "GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRSIM_VULKAN=noinstance"
+    "GDRSIM_NO_DEVICE=1 GDRSIM_BAR1_SIZE=4M"
 )
 passed=0
 failed=0
@@ -26,7 +35,8 @@ for c in "${configs[@]}"; do
     echo "== sim-tests ${c:-(defaults)}"
     out=$(env -u GDRSIM_PERSISTENT -u GDRSIM_PROFILE -u GDRSIM_DRIVER_VERSION -u GDRSIM_NO_DEVICE \
         -u GDRSIM_DEVICE_MODE -u GDRSIM_AS_USER -u GDRSIM_DMABUF -u GDRSIM_CUDA_VERSION \
-        -u GDRSIM_FAIL -u GDRSIM_VRAM_SIZE -u GDRSIM_DEVICE_NODE -u GDRSIM_DEVICE_MAJOR $c timeout 300 "$bin" 2>&1)
+        -u GDRSIM_FAIL -u GDRSIM_VRAM_SIZE -u GDRSIM_DEVICE_NODE -u GDRSIM_DEVICE_MAJOR \
+        -u GDRSIM_VULKAN -u GDRSIM_BAR1_SIZE -u GDRSIM_BAR1_RESERVED $c timeout 300 "$bin" 2>&1)
     rc=$?
     echo "$out" | grep -v '^PASS\|^SKIP'
     tally=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -1)

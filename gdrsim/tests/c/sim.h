@@ -129,5 +129,12 @@ int t_stale_fd(void);
 int t_node_stat(void);
 int t_node_stat_passthrough(void);
 int t_node_open(void);
+int t_vmm_export(void);
+int t_vk_device(void);
+int t_vk_import(void);
+int t_vk_fail(void);
+int t_vk_fork(void);
+int t_vk_threads(void);
+int t_vk_bar1(void);
 
 #endif

@@ -44,6 +44,13 @@ static const struct test_case cases[] = {
     {"chunk_pins", t_chunk_pins},
     {"syscall_mmap", t_syscall_mmap},
     {"proc_maps", t_proc_maps},
+    {"vmm_export", t_vmm_export},
+    {"vk_device", t_vk_device},
+    {"vk_import", t_vk_import},
+    {"vk_fail", t_vk_fail},
+    {"vk_fork", t_vk_fork},
+    {"vk_threads", t_vk_threads},
+    {"vk_bar1", t_vk_bar1},
 };
 
 int main(int argc, char **argv)

@@ -1,0 +1,247 @@
+//! Memory objects of the stand-in: imports of the emulator's VMM export fds and their CPU
+//! mappings of the fake VRAM.
+
+use super::device::memory_types;
+use super::objects::{Mapping, Memory};
+use super::{call, me, quietly, result};
+use crate::gpu::{self, GPU_PAGE};
+use crate::intercept::set_kind;
+use crate::real;
+use crate::state::{State, STATE};
+use gdrapi_abi::vk::*;
+use libc::{c_int, c_void};
+
+/// The `VkImportMemoryFdInfoKHR` in a `pNext` chain: (handleType, fd).
+///
+/// # Safety
+///
+/// `next` is NULL or the head of a chain of Vulkan structures, each starting with `sType`
+/// and `pNext`.
+unsafe fn find_import(mut next: *const c_void) -> Option<(u32, c_int)> {
+    let mut hops = 0;
+    while !next.is_null() && hops < 64 {
+        hops += 1;
+        // SAFETY: a chained structure of the caller (the contract).
+        let s = unsafe { &*next.cast::<VkBaseOutStructure>() };
+        if s.sType == STYPE_IMPORT_MEMORY_FD_INFO_KHR {
+            // SAFETY: its sType says it is a VkImportMemoryFdInfoKHR.
+            let i = unsafe { &*next.cast::<VkImportMemoryFdInfoKHR>() };
+            return Some((i.handleType, i.fd));
+        }
+        next = s.pNext.cast_const().cast();
+    }
+    None
+}
+
+/// `vkAllocateMemory`: imports an fd of `cuMemExportToShareableHandle`
+/// (`VkImportMemoryFdInfoKHR`, `VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT`) on a device
+/// with `VK_KHR_external_memory_fd` enabled, into a device-local memory type, with
+/// `allocationSize` the physical allocation's size. On success the stand-in owns the fd (it is
+/// closed) and the memory object holds the physical allocation until `vkFreeMemory`. Any
+/// other fd, handle type, memory type or size: VK_ERROR_INVALID_EXTERNAL_HANDLE, the fd left
+/// open. An allocation that imports nothing: VK_ERROR_OUT_OF_DEVICE_MEMORY (not offered).
+pub(super) unsafe extern "C" fn allocate(
+    device: VkDevice,
+    info: *const VkMemoryAllocateInfo,
+    _alloc: *const c_void,
+    memory: *mut VkDeviceMemory,
+) -> VkResult {
+    call("vkAllocateMemory", || {
+        result((|| {
+            if info.is_null() || memory.is_null() {
+                return Err(VK_ERROR_INITIALIZATION_FAILED);
+            }
+            // SAFETY: a non-NULL VkMemoryAllocateInfo from the caller.
+            let info = unsafe { &*info };
+            if info.sType != STYPE_MEMORY_ALLOCATE_INFO {
+                return Err(VK_ERROR_INITIALIZATION_FAILED);
+            }
+            let mut st = STATE.lock();
+            let pid = me();
+            let external_fd = st
+                .vk
+                .device(device as usize, pid)
+                .ok_or(VK_ERROR_INITIALIZATION_FAILED)?
+                .external_fd;
+            // SAFETY: the caller's pNext chain.
+            let import = unsafe { find_import(info.pNext) };
+            let Some((kind, fd)) = import.filter(|&(kind, _)| kind != 0) else {
+                return Err(VK_ERROR_OUT_OF_DEVICE_MEMORY);
+            };
+            const INVALID: VkResult = VK_ERROR_INVALID_EXTERNAL_HANDLE;
+            if kind != EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD || !external_fd {
+                return Err(INVALID);
+            }
+            let gen = st.gpu().map(|g| g.gen);
+            let (handle, size, gen) = match st.export_of(fd) {
+                Some(e) if e.pid == pid && Some(e.gen) == gen => (e.handle, e.size, e.gen),
+                _ => return Err(INVALID),
+            };
+            let flags = memory_types()
+                .get(info.memoryTypeIndex as usize)
+                .map(|&(flags, _)| flags)
+                .filter(|f| f & MEMORY_PROPERTY_DEVICE_LOCAL != 0)
+                .ok_or(INVALID)?;
+            if info.allocationSize != size {
+                return Err(INVALID);
+            }
+            // The fd's hold on the physical allocation becomes the memory object's.
+            st.drop_export(fd, true);
+            set_kind(fd, 0);
+            // SAFETY: the import owns the fd now (the Vulkan contract); it is ours to close.
+            unsafe { real::close(fd) };
+            let h = st.vk.add_memory(Memory {
+                pid,
+                device: device as usize,
+                gen,
+                handle,
+                size,
+                host_visible: flags & MEMORY_PROPERTY_HOST_VISIBLE != 0,
+                map: None,
+            });
+            // SAFETY: non-NULL out-pointer from the caller.
+            unsafe { memory.write(h) };
+            Ok(VK_SUCCESS)
+        })())
+    })
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as u64
+    } else {
+        4096
+    }
+}
+
+fn round_up(v: u64, to: u64) -> u64 {
+    v.div_ceil(to) * to
+}
+
+/// `vkMapMemory`: maps bytes `[offset, offset + size)` (`VK_WHOLE_SIZE`: to the end) of a
+/// host-visible memory object; `*data` is the address of byte `offset`, showing the same
+/// bytes as the device. VK_ERROR_MEMORY_MAP_FAILED for a memory type that is not host-visible,
+/// a memory object already mapped, a range outside the allocation (or empty), flags other
+/// than 0, a mapping that does not fit in what is left of BAR1, and unknown objects.
+pub(super) unsafe extern "C" fn map(
+    device: VkDevice,
+    memory: VkDeviceMemory,
+    offset: u64,
+    size: u64,
+    flags: u32,
+    data: *mut *mut c_void,
+) -> VkResult {
+    call("vkMapMemory", || {
+        result((|| {
+            const FAILED: VkResult = VK_ERROR_MEMORY_MAP_FAILED;
+            if data.is_null() || flags != 0 {
+                return Err(FAILED);
+            }
+            let mut st = STATE.lock();
+            let gpu = st.gpu().map(|g| (g.gen, g.memfd));
+            let m = st
+                .vk
+                .memory_mut(device as usize, memory, me())
+                .ok_or(FAILED)?;
+            if !m.host_visible || m.map.is_some() {
+                return Err(FAILED);
+            }
+            let len = if size == VK_WHOLE_SIZE {
+                m.size.checked_sub(offset).filter(|&l| l > 0)
+            } else {
+                offset
+                    .checked_add(size)
+                    .filter(|&end| size > 0 && end <= m.size)
+                    .map(|_| size)
+            }
+            .ok_or(FAILED)?;
+            let (gen, handle) = (m.gen, m.handle);
+            let (_, memfd) = gpu.filter(|&(g, _)| g == gen).ok_or(FAILED)?;
+            let (phys, _) = st.gpu().and_then(|g| g.vmm_range(handle)).ok_or(FAILED)?;
+            let page = page_size();
+            let (start, end) = (offset & !(page - 1), round_up(offset + len, page));
+            let bar1 = round_up(offset + len, GPU_PAGE) - (offset & !(GPU_PAGE - 1));
+            if !crate::bar1::fits(st.bar1_used(gen), bar1) {
+                return Err(FAILED);
+            }
+            // SAFETY: a new shared mapping of our VRAM memfd where the kernel chooses; the
+            // range [phys + start, phys + end) lies in the physical allocation.
+            let p = unsafe {
+                real::mmap(
+                    std::ptr::null_mut(),
+                    (end - start) as usize,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    memfd,
+                    (phys + start) as libc::off_t,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return Err(FAILED);
+            }
+            let base = p as u64;
+            gpu::dontfork(base, end - start);
+            if let Some(m) = st.vk.memory_mut(device as usize, memory, me()) {
+                m.map = Some(Mapping {
+                    base,
+                    len: end - start,
+                    bar1,
+                });
+            }
+            // SAFETY: non-NULL out-pointer from the caller.
+            unsafe { data.write((base + (offset - start)) as *mut c_void) };
+            Ok(VK_SUCCESS)
+        })())
+    })
+}
+
+/// Removes a mapping made by [`map`].
+fn unmap_now(x: Mapping) {
+    // SAFETY: [base, base + len) is a mapping vkMapMemory made and nobody else owns; the
+    // caller of vkUnmapMemory/vkFreeMemory gives it up.
+    unsafe { real::munmap(x.base as *mut c_void, x.len as usize) };
+}
+
+/// `vkUnmapMemory`: removes the memory object's mapping, if it has one.
+pub(super) unsafe extern "C" fn unmap(device: VkDevice, memory: VkDeviceMemory) {
+    quietly(|| {
+        let mut st = STATE.lock();
+        if let Some(m) = st.vk.memory_mut(device as usize, memory, me()) {
+            if let Some(x) = m.map.take() {
+                unmap_now(x);
+            }
+        }
+    })
+}
+
+/// Unmaps a memory object that is gone and drops its hold on the physical allocation (the
+/// caller reclaims).
+pub(super) fn release(st: &mut State, m: Memory) {
+    if let Some(x) = m.map {
+        unmap_now(x);
+    }
+    if let Some(g) = st.gpu_mut().filter(|g| g.gen == m.gen) {
+        g.vmm_unhold(m.handle);
+    }
+}
+
+/// `vkFreeMemory`: unmaps the memory object if it is mapped and lets go of its physical
+/// allocation (freed now if CUDA released and unmapped it and nothing else holds it).
+pub(super) unsafe extern "C" fn free(
+    device: VkDevice,
+    memory: VkDeviceMemory,
+    _alloc: *const c_void,
+) {
+    quietly(|| {
+        if memory == 0 {
+            return;
+        }
+        let mut st = STATE.lock();
+        if let Some(m) = st.vk.remove_memory(device as usize, memory, me()) {
+            release(&mut st, m);
+            st.reclaim();
+        }
+    })
+}

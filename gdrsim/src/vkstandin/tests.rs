@@ -1,0 +1,608 @@
+//! The stand-in driven as the library's Vulkan import backend drives it, on the fake GPU of
+//! the test process. The tests share that GPU and the fault-injection rules, so they run one
+//! at a time.
+
+use super::*;
+use crate::cuda::testing::*;
+use crate::cuda::{CUresult, MemAllocationProp};
+use gdrapi_support::cuda::MemLocation;
+use libc::{c_int, c_void};
+use std::sync::{Mutex, MutexGuard};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A command of the stand-in, cast to its type.
+macro_rules! command {
+    ($inst:expr, $name:literal as $ty:ty) => {{
+        let name = concat!($name, "\0").as_ptr().cast();
+        // SAFETY: a NUL-terminated name.
+        let f = unsafe { gdrsim_vkGetInstanceProcAddr($inst, name) };
+        let f = f.expect($name);
+        // SAFETY: the stand-in hands out this command with this type (its table checks it).
+        unsafe { std::mem::transmute::<unsafe extern "C" fn(), $ty>(f) }
+    }};
+}
+
+const GRAN: u64 = crate::gpu::VMM_GRANULARITY;
+
+fn counters() -> crate::counters::Counters {
+    crate::state::STATE.lock().counters()
+}
+
+struct Vk {
+    instance: VkInstance,
+    pd: VkPhysicalDevice,
+    device: VkDevice,
+    allocate: PFN_vkAllocateMemory,
+    free: PFN_vkFreeMemory,
+    map: PFN_vkMapMemory,
+    unmap: PFN_vkUnmapMemory,
+}
+
+impl Vk {
+    /// An instance, its device and a device with `extensions` enabled.
+    fn new(extensions: &[&std::ffi::CStr]) -> Vk {
+        let create: PFN_vkCreateInstance = command!(std::ptr::null_mut(), "vkCreateInstance" as _);
+        let app = VkApplicationInfo {
+            sType: STYPE_APPLICATION_INFO,
+            pNext: std::ptr::null(),
+            pApplicationName: std::ptr::null(),
+            applicationVersion: 0,
+            pEngineName: std::ptr::null(),
+            engineVersion: 0,
+            apiVersion: VK_API_VERSION_1_1,
+        };
+        let info = VkInstanceCreateInfo {
+            sType: STYPE_INSTANCE_CREATE_INFO,
+            pNext: std::ptr::null(),
+            flags: 0,
+            pApplicationInfo: &app,
+            enabledLayerCount: 0,
+            ppEnabledLayerNames: std::ptr::null(),
+            enabledExtensionCount: 0,
+            ppEnabledExtensionNames: std::ptr::null(),
+        };
+        let mut instance = std::ptr::null_mut();
+        // SAFETY: valid create info and out-pointer.
+        let r = unsafe { create(&info, std::ptr::null(), &mut instance) };
+        assert_eq!(r, VK_SUCCESS);
+        let enumerate: PFN_vkEnumeratePhysicalDevices =
+            command!(instance, "vkEnumeratePhysicalDevices" as _);
+        let mut pd = std::ptr::null_mut();
+        let mut n = 1;
+        // SAFETY: room for one handle.
+        assert_eq!(unsafe { enumerate(instance, &mut n, &mut pd) }, VK_SUCCESS);
+        let device = create_device(instance, pd, extensions).expect("vkCreateDevice");
+        let gdpa: PFN_vkGetDeviceProcAddr = command!(instance, "vkGetDeviceProcAddr" as _);
+        macro_rules! dev {
+            ($name:literal as $ty:ty) => {{
+                // SAFETY: a live device and a NUL-terminated name.
+                let f = unsafe { gdpa(device, concat!($name, "\0").as_ptr().cast()) }.expect($name);
+                // SAFETY: the stand-in hands out this command with this type.
+                unsafe { std::mem::transmute::<unsafe extern "C" fn(), $ty>(f) }
+            }};
+        }
+        Vk {
+            instance,
+            pd,
+            device,
+            allocate: dev!("vkAllocateMemory" as PFN_vkAllocateMemory),
+            free: dev!("vkFreeMemory" as PFN_vkFreeMemory),
+            map: dev!("vkMapMemory" as PFN_vkMapMemory),
+            unmap: dev!("vkUnmapMemory" as PFN_vkUnmapMemory),
+        }
+    }
+
+    fn import(&self, size: u64, type_index: u32, kind: u32, fd: c_int) -> Result<u64, VkResult> {
+        let import = VkImportMemoryFdInfoKHR {
+            sType: STYPE_IMPORT_MEMORY_FD_INFO_KHR,
+            pNext: std::ptr::null(),
+            handleType: kind,
+            fd,
+        };
+        let info = VkMemoryAllocateInfo {
+            sType: STYPE_MEMORY_ALLOCATE_INFO,
+            pNext: (&import as *const VkImportMemoryFdInfoKHR).cast(),
+            allocationSize: size,
+            memoryTypeIndex: type_index,
+        };
+        let mut m = 0;
+        // SAFETY: valid structures and out-pointer.
+        match unsafe { (self.allocate)(self.device, &info, std::ptr::null(), &mut m) } {
+            VK_SUCCESS => Ok(m),
+            e => Err(e),
+        }
+    }
+
+    fn map(&self, m: u64, offset: u64, size: u64) -> Result<*mut u8, VkResult> {
+        let mut p = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        match unsafe { (self.map)(self.device, m, offset, size, 0, &mut p) } {
+            VK_SUCCESS => Ok(p.cast()),
+            e => Err(e),
+        }
+    }
+
+    fn free(&self, m: u64) {
+        // SAFETY: any handle value is accepted.
+        unsafe { (self.free)(self.device, m, std::ptr::null()) };
+    }
+
+    fn close(self) {
+        let destroy_device: PFN_vkDestroyDevice = command!(self.instance, "vkDestroyDevice" as _);
+        let destroy: PFN_vkDestroyInstance = command!(self.instance, "vkDestroyInstance" as _);
+        // SAFETY: live handles of ours.
+        unsafe {
+            destroy_device(self.device, std::ptr::null());
+            destroy(self.instance, std::ptr::null());
+        }
+    }
+}
+
+fn create_device(
+    instance: VkInstance,
+    pd: VkPhysicalDevice,
+    extensions: &[&std::ffi::CStr],
+) -> Result<VkDevice, VkResult> {
+    let create: PFN_vkCreateDevice = command!(instance, "vkCreateDevice" as _);
+    let prio = 1.0f32;
+    let queue = VkDeviceQueueCreateInfo {
+        sType: STYPE_DEVICE_QUEUE_CREATE_INFO,
+        pNext: std::ptr::null(),
+        flags: 0,
+        queueFamilyIndex: 0,
+        queueCount: 1,
+        pQueuePriorities: &prio,
+    };
+    let names: Vec<*const c_char> = extensions.iter().map(|e| e.as_ptr()).collect();
+    let info = VkDeviceCreateInfo {
+        sType: STYPE_DEVICE_CREATE_INFO,
+        pNext: std::ptr::null(),
+        flags: 0,
+        queueCreateInfoCount: 1,
+        pQueueCreateInfos: &queue,
+        enabledLayerCount: 0,
+        ppEnabledLayerNames: std::ptr::null(),
+        enabledExtensionCount: names.len() as u32,
+        ppEnabledExtensionNames: names.as_ptr(),
+        pEnabledFeatures: std::ptr::null(),
+    };
+    let mut device = std::ptr::null_mut();
+    // SAFETY: valid structures and out-pointer.
+    match unsafe { create(pd, &info, std::ptr::null(), &mut device) } {
+        VK_SUCCESS => Ok(device),
+        e => Err(e),
+    }
+}
+
+fn cuda_up() {
+    // SAFETY: cuInit takes any flags.
+    assert_eq!(unsafe { cuInit(0) }, 0);
+}
+
+fn mem_create(size: u64, types: c_int) -> Result<u64, CUresult> {
+    let prop = MemAllocationProp {
+        kind: 1,
+        requested_handle_types: types,
+        location: MemLocation { kind: 1, id: 0 },
+        win32_handle_meta_data: std::ptr::null_mut(),
+        compression_type: 0,
+        gpu_direct_rdma_capable: 0,
+        usage: 0,
+        reserved: [0; 4],
+    };
+    let mut h = 0;
+    // SAFETY: valid out-pointer and properties.
+    match unsafe { cuMemCreate(&mut h, size as usize, &prop, 0) } {
+        0 => Ok(h),
+        e => Err(e),
+    }
+}
+
+fn export(h: u64) -> Result<c_int, CUresult> {
+    let mut fd: c_int = -1;
+    // SAFETY: an int out-pointer, as the POSIX fd type needs.
+    match unsafe { cuMemExportToShareableHandle((&mut fd as *mut c_int).cast(), h, 1, 0) } {
+        0 => Ok(fd),
+        e => Err(e),
+    }
+}
+
+/// Reserves and maps `h` (of `size` bytes); returns the address.
+fn mapped(h: u64, size: u64) -> u64 {
+    let mut va = 0;
+    // SAFETY: valid out-pointer.
+    let r = unsafe { cuMemAddressReserve(&mut va, size as usize, 0, 0, 0) };
+    assert_eq!(r, 0);
+    // SAFETY: no pointer arguments.
+    assert_eq!(unsafe { cuMemMap(va, size as usize, 0, h, 0) }, 0);
+    va
+}
+
+fn mem_free() -> u64 {
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: valid out-pointers.
+    assert_eq!(unsafe { cuMemGetInfo_v2(&mut free, &mut total) }, 0);
+    free as u64
+}
+
+fn fd_open(fd: c_int) -> bool {
+    // SAFETY: F_GETFD only asks about the descriptor.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+}
+
+#[test]
+fn global_commands_only_without_an_instance() {
+    let _s = serial();
+    let none = std::ptr::null_mut();
+    for name in [
+        c"vkCreateInstance",
+        c"vkEnumerateInstanceVersion",
+        c"vkEnumerateInstanceExtensionProperties",
+        c"vkGetInstanceProcAddr",
+    ] {
+        // SAFETY: NUL-terminated names.
+        let r = unsafe { gdrsim_vkGetInstanceProcAddr(none, name.as_ptr()) };
+        assert!(r.is_some(), "{name:?}");
+    }
+    for name in [
+        c"vkDestroyInstance",
+        c"vkAllocateMemory",
+        c"vkNoSuchCommand",
+    ] {
+        // SAFETY: NUL-terminated names.
+        let r = unsafe { gdrsim_vkGetInstanceProcAddr(none, name.as_ptr()) };
+        assert!(r.is_none(), "{name:?}");
+    }
+    // SAFETY: a NULL name is accepted and refused; a made-up instance is unknown.
+    unsafe {
+        assert!(gdrsim_vkGetInstanceProcAddr(none, std::ptr::null()).is_none());
+        assert!(
+            gdrsim_vkGetInstanceProcAddr(8 as VkInstance, c"vkCreateDevice".as_ptr()).is_none()
+        );
+    }
+    let version: PFN_vkEnumerateInstanceVersion = command!(none, "vkEnumerateInstanceVersion" as _);
+    let mut v = 0;
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { version(&mut v) }, VK_SUCCESS);
+    assert!(v >= VK_API_VERSION_1_1);
+}
+
+#[test]
+fn the_device_answers_as_nvidias_does() {
+    let _s = serial();
+    cuda_up();
+    let vk = Vk::new(&[EXT_EXTERNAL_MEMORY, EXT_EXTERNAL_MEMORY_FD]);
+    let c = counters();
+    assert_eq!((c.live_vk_instances, c.live_vk_devices), (1, 1));
+    for name in [
+        "vkDestroyInstance",
+        "vkEnumeratePhysicalDevices",
+        "vkGetPhysicalDeviceProperties",
+        "vkGetPhysicalDeviceProperties2",
+        "vkGetPhysicalDeviceMemoryProperties",
+        "vkEnumerateDeviceExtensionProperties",
+        "vkCreateDevice",
+        "vkGetDeviceProcAddr",
+        "vkDestroyDevice",
+    ] {
+        let n = std::ffi::CString::new(name).unwrap();
+        // SAFETY: a live instance and a NUL-terminated name.
+        let r = unsafe { gdrsim_vkGetInstanceProcAddr(vk.instance, n.as_ptr()) };
+        assert!(r.is_some(), "{name}");
+    }
+    // SAFETY: unknown names give NULL.
+    let r = unsafe { gdrsim_vkGetInstanceProcAddr(vk.instance, c"vkQueueSubmit".as_ptr()) };
+    assert!(r.is_none());
+    // SAFETY: vkGetDeviceProcAddr has no instance-level commands.
+    assert!(unsafe { get_device_proc_addr(vk.device, c"vkCreateDevice".as_ptr()) }.is_none());
+
+    let enumerate: PFN_vkEnumeratePhysicalDevices =
+        command!(vk.instance, "vkEnumeratePhysicalDevices" as _);
+    let (mut n, mut pd) = (0u32, std::ptr::null_mut());
+    // SAFETY: count query, then an array with no room.
+    unsafe {
+        assert_eq!(
+            enumerate(vk.instance, &mut n, std::ptr::null_mut()),
+            VK_SUCCESS
+        );
+        assert_eq!(n, 1);
+        n = 0;
+        assert_eq!(enumerate(vk.instance, &mut n, &mut pd), VK_INCOMPLETE);
+        assert_eq!(n, 0);
+    }
+
+    let props2: PFN_vkGetPhysicalDeviceProperties2 =
+        command!(vk.instance, "vkGetPhysicalDeviceProperties2" as _);
+    // SAFETY: all-zero bytes are valid for these plain structures.
+    let mut id: VkPhysicalDeviceIDProperties = unsafe { std::mem::zeroed() };
+    id.sType = STYPE_PHYSICAL_DEVICE_ID_PROPERTIES;
+    // SAFETY: as above.
+    let mut p2: VkPhysicalDeviceProperties2 = unsafe { std::mem::zeroed() };
+    p2.sType = STYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    p2.pNext = (&mut id as *mut VkPhysicalDeviceIDProperties).cast();
+    // SAFETY: valid structures.
+    unsafe { props2(vk.pd, &mut p2) };
+    let mut uuid = [0u8; 16];
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { cuDeviceGetUuid_v2(&mut uuid, 0) }, 0);
+    assert_eq!(id.deviceUUID, uuid);
+    assert_eq!(p2.properties.vendorID, 0x10de);
+    assert_eq!(p2.properties.deviceType, PHYSICAL_DEVICE_TYPE_DISCRETE_GPU);
+    // SAFETY: the name is NUL-terminated.
+    let name = unsafe { std::ffi::CStr::from_ptr(p2.properties.deviceName.as_ptr()) };
+    assert_eq!(name.to_str(), Ok(device::DEVICE_NAME));
+
+    let memprops: PFN_vkGetPhysicalDeviceMemoryProperties =
+        command!(vk.instance, "vkGetPhysicalDeviceMemoryProperties" as _);
+    // SAFETY: as above.
+    let mut mp: VkPhysicalDeviceMemoryProperties = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid structure.
+    unsafe { memprops(vk.pd, &mut mp) };
+    let flags: Vec<u32> = mp.memoryTypes[..mp.memoryTypeCount as usize]
+        .iter()
+        .map(|t| t.propertyFlags)
+        .collect();
+    assert_eq!(flags, [0x1, 0x7, 0xe]);
+    assert_eq!(mp.memoryHeaps[0].size, crate::config::get().vram_size);
+    assert_eq!(mp.memoryHeaps[0].flags, MEMORY_HEAP_DEVICE_LOCAL);
+
+    let exts: PFN_vkEnumerateDeviceExtensionProperties =
+        command!(vk.instance, "vkEnumerateDeviceExtensionProperties" as _);
+    // SAFETY: zeroed plain structures.
+    let mut list: [VkExtensionProperties; 4] = unsafe { std::mem::zeroed() };
+    let mut n = 4;
+    // SAFETY: room for 4.
+    let r = unsafe { exts(vk.pd, std::ptr::null(), &mut n, list.as_mut_ptr()) };
+    assert_eq!(r, VK_SUCCESS);
+    assert_eq!(n, 2);
+    // SAFETY: NUL-terminated names.
+    let second = unsafe { std::ffi::CStr::from_ptr(list[1].extensionName.as_ptr()) };
+    assert_eq!(second, EXT_EXTERNAL_MEMORY_FD);
+
+    assert_eq!(
+        create_device(vk.instance, vk.pd, &[c"VK_KHR_swapchain"]),
+        Err(VK_ERROR_EXTENSION_NOT_PRESENT)
+    );
+    let vk2 = Vk::new(&[]);
+    assert_eq!(counters().live_vk_instances, 2);
+    vk2.close();
+    vk.close();
+    let c = counters();
+    assert_eq!((c.live_vk_instances, c.live_vk_devices), (0, 0));
+}
+
+#[test]
+fn imports_map_the_exported_bytes_until_freed() {
+    let _s = serial();
+    cuda_up();
+    let size = 2 * GRAN;
+    let free0 = mem_free();
+    let h = mem_create(size, 1).unwrap();
+    let va = mapped(h, size);
+    let (fd1, fd2) = (export(h).unwrap(), export(h).unwrap());
+    assert_ne!(fd1, fd2, "each export is a new fd");
+    assert_eq!(counters().live_vmm_exports, 2);
+    // SAFETY: a valid fd; the mapping attempt is refused.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd2,
+            0,
+        )
+    };
+    assert_eq!(p, libc::MAP_FAILED);
+    // SAFETY: closing our own fd.
+    assert_eq!(unsafe { libc::close(fd2) }, 0);
+    assert_eq!(counters().live_vmm_exports, 1);
+
+    let vk = Vk::new(&[EXT_EXTERNAL_MEMORY_FD]);
+    let opaque = EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD;
+    assert_eq!(
+        vk.import(size - GRAN, 1, opaque, fd1),
+        Err(VK_ERROR_INVALID_EXTERNAL_HANDLE)
+    );
+    assert_eq!(
+        vk.import(size, 2, opaque, fd1),
+        Err(VK_ERROR_INVALID_EXTERNAL_HANDLE)
+    );
+    assert_eq!(
+        vk.import(size, 1, 0x10, fd1),
+        Err(VK_ERROR_INVALID_EXTERNAL_HANDLE)
+    );
+    assert_eq!(
+        vk.import(size, 1, opaque, 0),
+        Err(VK_ERROR_INVALID_EXTERNAL_HANDLE)
+    );
+    assert!(fd_open(fd1), "a refused import leaves the fd open");
+    let m = vk.import(size, 1, opaque, fd1).unwrap();
+    assert!(!fd_open(fd1), "a successful import owns the fd");
+    let c = counters();
+    assert_eq!((c.live_vmm_exports, c.live_vk_imports), (0, 1));
+
+    let off = GRAN + 4096 + 12;
+    let p = vk.map(m, off, 64).unwrap();
+    assert_eq!(
+        vk.map(m, 0, VK_WHOLE_SIZE),
+        Err(VK_ERROR_MEMORY_MAP_FAILED),
+        "mapped already"
+    );
+    // SAFETY: 64 mapped bytes at p.
+    unsafe { p.write_volatile(0xa5) };
+    let mut b = [0u8; 1];
+    // SAFETY: a valid destination.
+    let r = unsafe { cuMemcpyDtoH_v2(b.as_mut_ptr().cast(), va + off, 1) };
+    assert_eq!(r, 0);
+    assert_eq!(b[0], 0xa5);
+    // SAFETY: device memory of ours.
+    assert_eq!(unsafe { cuMemsetD32_v2(va + off + 4, 0x0102_0304, 1) }, 0);
+    // SAFETY: within the mapping.
+    let r = unsafe { p.add(4).cast::<u32>().read_unaligned() };
+    assert_eq!(r, 0x0102_0304);
+
+    // CUDA lets go of everything; the import still holds the bytes.
+    // SAFETY: no pointer arguments.
+    unsafe {
+        assert_eq!(cuMemUnmap(va, size as usize), 0);
+        assert_eq!(cuMemRelease(h), 0);
+        assert_eq!(cuMemAddressFree(va, size as usize), 0);
+    }
+    assert_eq!(counters().live_allocations, 0);
+    // SAFETY: still mapped.
+    assert_eq!(unsafe { p.read_volatile() }, 0xa5);
+    assert_eq!(mem_free(), free0 - size, "held memory is still used");
+    // SAFETY: unmapping our mapping, then mapping again.
+    unsafe { (vk.unmap)(vk.device, m) };
+    assert_eq!(counters().live_vk_mappings, 0);
+    let q = vk.map(m, 0, VK_WHOLE_SIZE).unwrap();
+    // SAFETY: the whole allocation is mapped.
+    assert_eq!(unsafe { q.add(off as usize).read_volatile() }, 0xa5);
+    vk.free(m); // unmaps as well
+    let c = counters();
+    assert_eq!((c.live_vk_imports, c.live_vk_mappings), (0, 0));
+    assert_eq!(mem_free(), free0);
+    vk.close();
+    assert_eq!(
+        counters(),
+        crate::counters::Counters {
+            ioctls: counters().ioctls,
+            ..Default::default()
+        }
+    );
+}
+
+#[test]
+fn cuda_side_of_the_export() {
+    let _s = serial();
+    cuda_up();
+    let size = GRAN;
+    let plain = mem_create(size, 0).unwrap();
+    let h = mem_create(size, 1).unwrap();
+    assert_eq!(mem_create(size, 2), Err(crate::cuda::errors::NOT_SUPPORTED));
+    assert_eq!(export(plain), Err(crate::gpu::EXPORT_NOT_REQUESTED));
+    let mut fd: c_int = -1;
+    // SAFETY: valid out-pointers, refused arguments.
+    unsafe {
+        let out = (&mut fd as *mut c_int).cast::<c_void>();
+        assert_eq!(cuMemExportToShareableHandle(out, h, 1, 1), 1, "flags");
+        assert_eq!(cuMemExportToShareableHandle(out, h, 8, 0), 1, "fabric");
+        assert_eq!(
+            cuMemExportToShareableHandle(std::ptr::null_mut(), h, 1, 0),
+            1
+        );
+    }
+    let va = mapped(h, size);
+    let mut got = 0;
+    // SAFETY: valid out-pointers.
+    unsafe {
+        assert_eq!(
+            cuMemRetainAllocationHandle(&mut got, (va + 100) as *mut c_void),
+            0
+        );
+        assert_eq!(got, h);
+        assert_eq!(
+            cuMemRetainAllocationHandle(std::ptr::null_mut(), va as *mut c_void),
+            1
+        );
+        assert_eq!(
+            cuMemRetainAllocationHandle(&mut got, (&mut fd as *mut c_int).cast()),
+            1
+        );
+    }
+    // SAFETY: all-zero bytes are a valid CUmemAllocationProp.
+    let mut prop: MemAllocationProp = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    let r = unsafe { cuMemGetAllocationPropertiesFromHandle(&mut prop, h) };
+    assert_eq!(r, 0);
+    assert_eq!(
+        (
+            prop.kind,
+            prop.requested_handle_types,
+            prop.location.kind,
+            prop.location.id
+        ),
+        (1, 1, 1, 0)
+    );
+    let (mut base, mut len) = (0u64, 0usize);
+    // SAFETY: valid out-pointers.
+    let r = unsafe { cuMemGetAddressRange_v2(&mut base, &mut len, va + 7) };
+    assert_eq!(r, 0);
+    assert_eq!((base, len as u64), (va, size));
+    let mut types: libc::c_uint = 9;
+    let attr: c_int = 14; // ALLOWED_HANDLE_TYPES
+    let mut data = [(&mut types as *mut libc::c_uint).cast::<c_void>()];
+    // SAFETY: one attribute, one data pointer.
+    let r = unsafe { cuPointerGetAttributes(1, &attr, data.as_mut_ptr(), va) };
+    assert_eq!(r, 0);
+    assert_eq!(types, 1);
+    // SAFETY: no pointer arguments.
+    unsafe {
+        assert_eq!(cuMemRelease(h), 0);
+        assert_eq!(cuMemRelease(h), 0, "the retained reference");
+        assert_eq!(cuMemRelease(h), 1);
+        assert_eq!(cuMemGetAllocationPropertiesFromHandle(&mut prop, h), 1);
+        assert_eq!(cuMemUnmap(va, size as usize), 0);
+        assert_eq!(cuMemAddressFree(va, size as usize), 0);
+        assert_eq!(cuMemRelease(plain), 0);
+    }
+    assert_eq!(counters().live_allocations, 0);
+}
+
+#[test]
+fn fault_injection_and_forbidden_uses() {
+    let _s = serial();
+    cuda_up();
+    let size = GRAN;
+    let h = mem_create(size, 1).unwrap();
+    let fd = export(h).unwrap();
+    // Without VK_KHR_external_memory_fd nothing can be imported.
+    let plain = Vk::new(&[EXT_EXTERNAL_MEMORY]);
+    let opaque = EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD;
+    assert_eq!(
+        plain.import(size, 1, opaque, fd),
+        Err(VK_ERROR_INVALID_EXTERNAL_HANDLE)
+    );
+    plain.close();
+    let vk = Vk::new(&[EXT_EXTERNAL_MEMORY, EXT_EXTERNAL_MEMORY_FD]);
+    crate::fail::set(Some(
+        "vkAllocateMemory:1:VK_ERROR_OUT_OF_HOST_MEMORY,vkMapMemory:1:-5",
+    ))
+    .unwrap();
+    assert_eq!(
+        vk.import(size, 1, opaque, fd),
+        Err(VK_ERROR_OUT_OF_HOST_MEMORY)
+    );
+    assert!(fd_open(fd), "a failed import leaves the fd open");
+    let m = vk.import(size, 1, opaque, fd).unwrap();
+    assert_eq!(vk.map(m, 0, 64), Err(VK_ERROR_MEMORY_MAP_FAILED));
+    assert!(vk.map(m, 0, 64).is_ok());
+    crate::fail::set(None).unwrap();
+    let fd = export(h).unwrap();
+    let device_only = vk.import(size, 0, opaque, fd).unwrap();
+    assert_eq!(
+        vk.map(device_only, 0, 64),
+        Err(VK_ERROR_MEMORY_MAP_FAILED),
+        "not host-visible"
+    );
+    assert_eq!(
+        vk.map(m, 0, 64),
+        Err(VK_ERROR_MEMORY_MAP_FAILED),
+        "mapped already"
+    );
+    // SAFETY: no pointer arguments.
+    assert_eq!(unsafe { cuMemRelease(h) }, 0);
+    // Freeing the device frees its memory object.
+    vk.close();
+    let c = counters();
+    assert_eq!(
+        (c.live_vk_imports, c.live_vk_devices, c.live_allocations),
+        (0, 0, 0)
+    );
+}

@@ -1,0 +1,241 @@
+//! `libvulkan.so.1` of `build/sim/vulkan`: what a program that loads the Vulkan loader gets
+//! when that directory comes first on `LD_LIBRARY_PATH`. It holds no Vulkan of its own: every
+//! command comes from the emulator (`libcuda.so.1`, gdrsim), whose `gdrsim_vkGetInstanceProcAddr`
+//! it looks up at call time, first among the process's global symbols (the emulator preloaded
+//! or linked) and then in an already loaded `libcuda.so.1`. Without the emulator it is a
+//! loader that finds no driver: `vkGetInstanceProcAddr` gives NULL for everything,
+//! `vkCreateInstance` VK_ERROR_INCOMPATIBLE_DRIVER.
+//!
+//! Exported: `vkGetInstanceProcAddr` and the global commands (`vkCreateInstance`,
+//! `vkEnumerateInstanceVersion`, `vkEnumerateInstanceExtensionProperties`,
+//! `vkEnumerateInstanceLayerProperties`); every other command is reached through
+//! `vkGetInstanceProcAddr`/`vkGetDeviceProcAddr`, as the library does. `gdrsim_vulkan_standin`
+//! lets a program check which `libvulkan.so.1` it loaded. No panic unwinds out of a function.
+
+#![allow(non_snake_case, non_upper_case_globals)]
+
+use gdrapi_abi::vk::*;
+use libc::{c_char, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Present (non-zero) in the stand-in and in no real loader: `dlsym(handle,
+/// "gdrsim_vulkan_standin")` tells a test which `libvulkan.so.1` it got.
+#[no_mangle]
+pub static gdrsim_vulkan_standin: u32 = 1;
+
+/// The emulator's `gdrsim_vkGetInstanceProcAddr`, once found.
+static EMULATOR: AtomicUsize = AtomicUsize::new(0);
+
+/// Looks `name` up among the process's global symbols, then in a loaded `libcuda.so.1`.
+fn lookup(name: &std::ffi::CStr) -> *mut c_void {
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no preconditions.
+    let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    if !f.is_null() {
+        return f;
+    }
+    // SAFETY: RTLD_NOLOAD only returns a library that is already loaded (never loads one).
+    let h = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    if h.is_null() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: a handle dlopen just gave; closing it drops only the reference taken above.
+    unsafe {
+        let f = libc::dlsym(h, name.as_ptr());
+        libc::dlclose(h);
+        f
+    }
+}
+
+/// The emulator's `vkGetInstanceProcAddr`, if the emulator is in the process.
+fn emulator() -> Option<PFN_vkGetInstanceProcAddr> {
+    let mut p = EMULATOR.load(Ordering::Acquire);
+    if p == 0 {
+        p = lookup(c"gdrsim_vkGetInstanceProcAddr") as usize;
+        if p == 0 {
+            return None;
+        }
+        EMULATOR.store(p, Ordering::Release);
+    }
+    // SAFETY: `p` is the address of the emulator's gdrsim_vkGetInstanceProcAddr, which has
+    // this type.
+    Some(unsafe { std::mem::transmute::<usize, PFN_vkGetInstanceProcAddr>(p) })
+}
+
+/// A global command of the emulator, cast to its type `F`.
+///
+/// # Safety
+///
+/// `F` must be the function pointer type of the command `name`.
+unsafe fn global<F: Copy>(name: &std::ffi::CStr) -> Option<F> {
+    let gipa = emulator()?;
+    // SAFETY: the emulator's vkGetInstanceProcAddr with a NULL instance and a NUL-terminated
+    // name.
+    let f = unsafe { gipa(std::ptr::null_mut(), name.as_ptr()) }?;
+    assert_eq!(size_of::<F>(), size_of::<unsafe extern "C" fn()>());
+    // SAFETY: the emulator hands out `name` with the type `F` (the caller's contract); both are
+    // function pointers of the same size.
+    Some(unsafe { std::mem::transmute_copy::<unsafe extern "C" fn(), F>(&f) })
+}
+
+/// Runs `f`, giving `fallback` if it panics.
+fn guarded<T>(fallback: T, f: impl FnOnce() -> T) -> T {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(fallback)
+}
+
+/// `vkGetInstanceProcAddr`: the emulator's answer; NULL without the emulator.
+///
+/// # Safety
+///
+/// The Vulkan contract: `name` is NULL or a NUL-terminated string; `instance` is NULL or an
+/// instance of this library.
+#[no_mangle]
+pub unsafe extern "C" fn vkGetInstanceProcAddr(
+    instance: VkInstance,
+    name: *const c_char,
+) -> PFN_vkVoidFunction {
+    guarded(None, || {
+        let gipa = emulator()?;
+        // SAFETY: the caller's arguments, under the same contract.
+        unsafe { gipa(instance, name) }
+    })
+}
+
+/// `vkCreateInstance`; VK_ERROR_INCOMPATIBLE_DRIVER without the emulator.
+///
+/// # Safety
+///
+/// The Vulkan contract: `info` points to a valid `VkInstanceCreateInfo`, `instance` is
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn vkCreateInstance(
+    info: *const VkInstanceCreateInfo,
+    alloc: *const c_void,
+    instance: *mut VkInstance,
+) -> VkResult {
+    guarded(VK_ERROR_UNKNOWN, || {
+        // SAFETY: vkCreateInstance has this type.
+        match unsafe { global::<PFN_vkCreateInstance>(c"vkCreateInstance") } {
+            // SAFETY: the caller's arguments, under the same contract.
+            Some(f) => unsafe { f(info, alloc, instance) },
+            None => VK_ERROR_INCOMPATIBLE_DRIVER,
+        }
+    })
+}
+
+/// `vkEnumerateInstanceVersion`; without the emulator, the loader's own version (1.1).
+///
+/// # Safety
+///
+/// The Vulkan contract: `version` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn vkEnumerateInstanceVersion(version: *mut u32) -> VkResult {
+    guarded(VK_ERROR_UNKNOWN, || {
+        // SAFETY: vkEnumerateInstanceVersion has this type.
+        match unsafe { global::<PFN_vkEnumerateInstanceVersion>(c"vkEnumerateInstanceVersion") } {
+            // SAFETY: the caller's argument, under the same contract.
+            Some(f) => unsafe { f(version) },
+            None if version.is_null() => VK_ERROR_INITIALIZATION_FAILED,
+            None => {
+                // SAFETY: a non-NULL out-pointer of the caller.
+                unsafe { version.write(VK_API_VERSION_1_1) };
+                VK_SUCCESS
+            }
+        }
+    })
+}
+
+/// An empty enumeration (a loader without drivers or layers).
+///
+/// # Safety
+///
+/// `count` is NULL or writable.
+unsafe fn none(count: *mut u32) -> VkResult {
+    if count.is_null() {
+        return VK_ERROR_INITIALIZATION_FAILED;
+    }
+    // SAFETY: a non-NULL out-pointer of the caller.
+    unsafe { count.write(0) };
+    VK_SUCCESS
+}
+
+/// `vkEnumerateInstanceExtensionProperties`; none without the emulator.
+///
+/// # Safety
+///
+/// The Vulkan contract: `layer` NULL or a NUL-terminated string, `count` writable, `props`
+/// NULL or writable for `*count` entries.
+#[no_mangle]
+pub unsafe extern "C" fn vkEnumerateInstanceExtensionProperties(
+    layer: *const c_char,
+    count: *mut u32,
+    props: *mut VkExtensionProperties,
+) -> VkResult {
+    guarded(VK_ERROR_UNKNOWN, || {
+        let name = c"vkEnumerateInstanceExtensionProperties";
+        // SAFETY: the command has this type.
+        match unsafe { global::<PFN_vkEnumerateInstanceExtensionProperties>(name) } {
+            // SAFETY: the caller's arguments, under the same contract.
+            Some(f) => unsafe { f(layer, count, props) },
+            // SAFETY: as above.
+            None => unsafe { none(count) },
+        }
+    })
+}
+
+/// `vkEnumerateInstanceLayerProperties`; none without the emulator.
+///
+/// # Safety
+///
+/// The Vulkan contract: `count` writable, `props` NULL or writable for `*count` entries.
+#[no_mangle]
+pub unsafe extern "C" fn vkEnumerateInstanceLayerProperties(
+    count: *mut u32,
+    props: *mut VkLayerProperties,
+) -> VkResult {
+    guarded(VK_ERROR_UNKNOWN, || {
+        let name = c"vkEnumerateInstanceLayerProperties";
+        // SAFETY: the command has this type.
+        match unsafe { global::<PFN_vkEnumerateInstanceLayerProperties>(name) } {
+            // SAFETY: the caller's arguments, under the same contract.
+            Some(f) => unsafe { f(count, props) },
+            // SAFETY: as above.
+            None => unsafe { none(count) },
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The unit tests run without the emulator: a loader that finds no driver.
+    #[test]
+    fn without_the_emulator_there_is_no_driver() {
+        // SAFETY: NUL-terminated names; NULL instance.
+        unsafe {
+            assert!(
+                vkGetInstanceProcAddr(std::ptr::null_mut(), c"vkCreateInstance".as_ptr()).is_none()
+            );
+            assert!(vkGetInstanceProcAddr(std::ptr::null_mut(), std::ptr::null()).is_none());
+        }
+        let mut instance = std::ptr::null_mut();
+        // SAFETY: the stand-in answers before reading the (NULL) create info.
+        let r = unsafe { vkCreateInstance(std::ptr::null(), std::ptr::null(), &mut instance) };
+        assert_eq!(r, VK_ERROR_INCOMPATIBLE_DRIVER);
+        let (mut v, mut n) = (0, 7);
+        // SAFETY: valid out-pointers.
+        unsafe {
+            assert_eq!(vkEnumerateInstanceVersion(&mut v), VK_SUCCESS);
+            assert_eq!(
+                vkEnumerateInstanceExtensionProperties(
+                    std::ptr::null(),
+                    &mut n,
+                    std::ptr::null_mut()
+                ),
+                VK_SUCCESS
+            );
+        }
+        assert_eq!((v, n), (VK_API_VERSION_1_1, 0));
+        assert_eq!(gdrsim_vulkan_standin, 1);
+    }
+}
