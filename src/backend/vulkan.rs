@@ -34,6 +34,10 @@ use parking_lot::Mutex;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 
+/// `CUDA_ERROR_INVALID_VALUE`: what `cuMemRetainAllocationHandle` answers for an address
+/// outside `cuMemCreate` memory.
+const CUDA_ERROR_INVALID_VALUE: i32 = 1;
+
 /// The GPU page: pins cover whole ones, as gdrdrv's do.
 const GPU_PAGE: u64 = 1 << 16;
 
@@ -301,6 +305,11 @@ impl VulkanImport {
         let vmm = self.cuda.vmm().map_err(Error::from)?;
         let addr = req.addr;
         let handle = vmm.retain_allocation(addr).map_err(|e| {
+            // CUDA_ERROR_INVALID_VALUE: the address is not in cuMemCreate memory. Any other
+            // failure is the driver's, and comes back as its errno.
+            if e.code != CUDA_ERROR_INVALID_VALUE {
+                return self.fail(e);
+            }
             crate::gdr_err!(
                 "vulkan backend cannot pin {addr:#x}: it is not memory from cuMemCreate ({}); \
                  allocate with cuMemCreate and requestedHandleTypes = \
