@@ -63,3 +63,29 @@ test-ext: lib sim ext ext-programs
 
 TEST_TARGETS += test-ext
 .PHONY: ext ext-programs test-ext
+
+# ---- the Rust crate (rust/, package gdrapi-rs) ----
+# The emulator goes into the processes cargo runs (tests, doc examples, examples), never into
+# cargo or rustc themselves: through the target runner, which cargo also uses for doc tests.
+RUST_CRATE_HOST := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
+RUST_CRATE_RUNNER_VAR := CARGO_TARGET_$(shell echo '$(RUST_CRATE_HOST)' | tr 'a-z.-' 'A-Z__')_RUNNER
+RUST_CRATE_RUNNER = env LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(SIM_DIR)/vulkan:$(SIM_DIR):$(LIB_DIR)
+
+# Tests, doc examples and examples on each backend; then the documentation with warnings as
+# errors, and `cargo package` (which builds the packaged crate on its own).
+test-rust-crate: lib sim ext
+	@fail=0; for b in gdrdrv dmabuf vulkan; do \
+		case $$b in gdrdrv) e=;; dmabuf) e="GDRSIM_NO_DEVICE=1";; \
+		vulkan) e="GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRAPI_USE_VULKAN=1";; esac; \
+		echo "== gdrapi-rs on the $$b backend"; \
+		run=(env $$e GDRAPI_RS_TEST=1 GDRAPI_RS_TEST_BACKEND=$$b $(RUST_CRATE_RUNNER_VAR)="$(RUST_CRATE_RUNNER)"); \
+		"$${run[@]}" $(CARGO) test --locked -q -p gdrapi-rs $(CARGO_FLAGS) || fail=1; \
+		for x in flags pin; do "$${run[@]}" $(CARGO) run --locked -q -p gdrapi-rs --example $$x $(CARGO_FLAGS) || fail=1; done; \
+	done; \
+	echo "== gdrapi-rs: documentation (warnings are errors) and cargo package"; \
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --locked -q --no-deps -p gdrapi-rs $(CARGO_FLAGS) || fail=1; \
+	$(CARGO) package --locked -q -p gdrapi-rs --allow-dirty $(CARGO_FLAGS) || fail=1; \
+	if [ $$fail -eq 0 ]; then echo "test-rust-crate: passed on gdrdrv, dma-buf and vulkan"; fi; exit $$fail
+
+TEST_TARGETS += test-rust-crate
+.PHONY: test-rust-crate
