@@ -5,10 +5,10 @@
 # first on the library path). For each: the API with both kinds of memory, threads, fork, 1000
 # flags written and read by both sides, fault injection; then the gdrdrv variants that change
 # what the allocator meets (driver 2.4, non-persistent, the coherent profile), the refusal when
-# no backend serves and its log line, silence without GDRCOPY_ENABLE_LOGGING, the ELF facts of
-# both libraries, and valgrind on the api and fault programs.
+# no backend serves and its log line, silence without GDRCOPY_ENABLE_LOGGING, the README's C
+# example, the ELF facts of both libraries, and valgrind on the api and fault programs.
 # Usage: run.sh OUT_DIR LIB_DIR SIM_DIR   (EXT_SUITES="api threads fork flags faults variants
-# refused elf valgrind" picks parts; EXT_VALGRIND=0 leaves valgrind out)
+# refused readme elf valgrind" picks parts; EXT_VALGRIND=0 leaves valgrind out)
 set -u
 OUT=$1 LIB=$2 SIM=$3
 T=$OUT/ext_test F=$OUT/flags FAULTS=$OUT/ext_faults
@@ -20,7 +20,7 @@ SUITE_UNSET="GDRCOPY_USE_DMABUF_MMAP GDRSIM_FAIL GDRSIM_NO_DEVICE GDRSIM_DMABUF 
     GDRSIM_VULKAN GDRAPI_USE_VULKAN GDRAPI_TEST_ALLOC GDRSIM_DRIVER_VERSION GDRSIM_PERSISTENT
     GDRSIM_PROFILE GDRAPI_READ_FENCE"
 SUITE_ENV="LD_PRELOAD=$SIM/libcuda.so.1 LD_LIBRARY_PATH=$SIM/vulkan:$SIM:$LIB GDRAPI_TEST_OURS=1 GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=2"
-suites=${EXT_SUITES:-api threads fork flags faults variants refused elf valgrind}
+suites=${EXT_SUITES:-api threads fork flags faults variants refused readme elf valgrind}
 [ "${EXT_VALGRIND:-1}" = 0 ] && suites=${suites//valgrind/}
 want() { [[ " $suites " == *" $1 "* ]]; }
 
@@ -92,6 +92,21 @@ if want refused; then
         GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 "$T" refused 2>&1 >/dev/null)
     if [ -z "$err" ]; then echo "ok   silent without GDRCOPY_ENABLE_LOGGING"; pass=$((pass + 1))
     else echo "FAIL silent without GDRCOPY_ENABLE_LOGGING: stderr has: $err"; fail=$((fail + 1)); fi
+fi
+
+if want readme; then
+    # The README's C example (section "Host-written GPU memory") builds and runs as shown.
+    awk '/^## Host-written GPU memory/ {s = 1} s && /^```c$/ {c = 1; next} c && /^```$/ {exit} c' \
+        "$here/../../README.md" >"$OUT/readme_example.c"
+    if [ -s "$OUT/readme_example.c" ] &&
+        ${CC:-cc} -std=c11 -Wall -Wextra -Werror -Iinclude "$OUT/readme_example.c" -o "$OUT/readme_example" \
+            -L"$LIB" -Wl,-rpath-link,"$LIB" -lgdrapi_ext >"$LOGS/readme-build.log" 2>&1; then
+        echo "ok   readme: the C example builds"; pass=$((pass + 1))
+        for b in gdrdrv vulkan; do
+            # shellcheck disable=SC2046
+            case_ readme-$b 'flag at device address 0x[0-9a-f]+: 1$' $(env_of $b) -- "$OUT/readme_example"
+        done
+    else echo "FAIL readme: the C example does not build"; cat "$LOGS/readme-build.log"; fail=$((fail + 1)); fi
 fi
 
 if want elf; then
