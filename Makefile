@@ -63,8 +63,7 @@ SIM_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(SIM_DIR):$(LIB_DI
 # as NCCL's cuMem allocator does).
 # SIM_VULKAN_VARS are the settings alone, for scripts that compose their own paths.
 SIM_VULKAN_VARS = GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRAPI_USE_VULKAN=1 GDRAPI_TEST_ALLOC=vmm
-SIM_VULKAN_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(SIM_DIR)/vulkan:$(SIM_DIR):$(LIB_DIR) \
-	$(SIM_VULKAN_VARS)
+SIM_VULKAN_ENV = $(SIM_STANDIN_ENV) $(SIM_VULKAN_VARS)
 
 # Test targets add themselves here; `make test` runs them in order.
 TEST_TARGETS :=

@@ -5,6 +5,9 @@
 #   $(libdir)/libgdrapi.so.2.6, libgdrapi.so.2 -> libgdrapi.so.2.6, libgdrapi.so -> libgdrapi.so.2
 #   $(includedir)/gdrapi.h, gdrconfig.h
 #   $(libdir)/pkgconfig/gdrapi.pc        (upstream has none; generated from pkgconfig/gdrapi.pc.in)
+#   $(libdir)/libgdrapi_ext.so.0.1, libgdrapi_ext.so.0 -> libgdrapi_ext.so.0.1,
+#   libgdrapi_ext.so -> libgdrapi_ext.so.0   (host-written memory, mk/37-ext.mk)
+#   $(includedir)/gdrapi_ext.h, $(libdir)/pkgconfig/gdrapi_ext.pc   (its header and pkg-config file)
 #   $(bindir)/gdrcopy_copybw, gdrcopy_copylat, gdrcopy_apiperf, gdrcopy   (those `make tools` built)
 #   $(bindir)/copybw, copylat, apiperf   (upstream's compat names, links to the gdrcopy_* programs)
 # uninstall removes exactly those files. It then removes the directories that install may have
@@ -19,6 +22,7 @@ INSTALL_TOOLS := gdrcopy_copybw gdrcopy_copylat gdrcopy_apiperf gdrcopy
 INSTALL_TOOL_LINKS := copybw:gdrcopy_copybw copylat:gdrcopy_copylat apiperf:gdrcopy_apiperf
 
 PC_FILE := $(BUILD_DIR)/pkgconfig/gdrapi.pc
+PC_EXT_FILE := $(BUILD_DIR)/pkgconfig/gdrapi_ext.pc
 
 # pkg-config variables, written relative to ${prefix}/${exec_prefix} where they lie below them,
 # so that the file stays correct if the tree is moved as a whole.
@@ -27,21 +31,25 @@ PC_EXEC_PREFIX := $(if $(filter $(prefix),$(exec_prefix)),$${prefix},$(call pc_r
 PC_LIBDIR := $(call pc_rel,$(libdir),$(exec_prefix),exec_prefix)
 PC_INCLUDEDIR := $(call pc_rel,$(includedir),$(prefix),prefix)
 
-.PHONY: $(PC_FILE)
-$(PC_FILE): pkgconfig/gdrapi.pc.in
+.PHONY: $(PC_FILE) $(PC_EXT_FILE)
+$(PC_FILE) $(PC_EXT_FILE): $(BUILD_DIR)/pkgconfig/%.pc: pkgconfig/%.pc.in
 	@mkdir -p $(dir $@)
 	sed -e 's|@prefix@|$(prefix)|g' -e 's|@exec_prefix@|$(PC_EXEC_PREFIX)|g' \
 	    -e 's|@libdir@|$(PC_LIBDIR)|g' -e 's|@includedir@|$(PC_INCLUDEDIR)|g' \
-	    -e 's|@VERSION@|$(VERSION)|g' $< > $@.tmp
+	    -e 's|@VERSION@|$(VERSION)|g' -e 's|@EXT_VERSION@|$(EXT_VERSION)|g' $< > $@.tmp
 	mv $@.tmp $@
 
-install: lib tools $(PC_FILE)
+install: lib ext tools $(PC_FILE) $(PC_EXT_FILE)
 	install -d $(DESTDIR)$(libdir) $(DESTDIR)$(includedir) $(DESTDIR)$(pkgconfigdir)
 	install -m 755 $(LIB_DIR)/$(LIB_REAL) $(DESTDIR)$(libdir)/$(LIB_REAL)
 	ln -sfn $(LIB_REAL) $(DESTDIR)$(libdir)/$(LIB_SONAME)
 	ln -sfn $(LIB_SONAME) $(DESTDIR)$(libdir)/libgdrapi.so
-	install -m 644 include/gdrapi.h include/gdrconfig.h $(DESTDIR)$(includedir)/
+	install -m 755 $(LIB_DIR)/$(EXT_REAL) $(DESTDIR)$(libdir)/$(EXT_REAL)
+	ln -sfn $(EXT_REAL) $(DESTDIR)$(libdir)/$(EXT_SONAME)
+	ln -sfn $(EXT_SONAME) $(DESTDIR)$(libdir)/libgdrapi_ext.so
+	install -m 644 include/gdrapi.h include/gdrconfig.h include/gdrapi_ext.h $(DESTDIR)$(includedir)/
 	install -m 644 $(PC_FILE) $(DESTDIR)$(pkgconfigdir)/gdrapi.pc
+	install -m 644 $(PC_EXT_FILE) $(DESTDIR)$(pkgconfigdir)/gdrapi_ext.pc
 	@set -e; for t in $(INSTALL_TOOLS); do \
 	    if [ -f $(BIN_DIR)/$$t ]; then \
 	        echo "install -D -m 755 $(BIN_DIR)/$$t $(DESTDIR)$(bindir)/$$t"; \
@@ -58,8 +66,11 @@ install: lib tools $(PC_FILE)
 uninstall:
 	rm -f $(DESTDIR)$(libdir)/$(LIB_REAL) $(DESTDIR)$(libdir)/$(LIB_SONAME) \
 	      $(DESTDIR)$(libdir)/libgdrapi.so \
+	      $(DESTDIR)$(libdir)/$(EXT_REAL) $(DESTDIR)$(libdir)/$(EXT_SONAME) \
+	      $(DESTDIR)$(libdir)/libgdrapi_ext.so \
 	      $(DESTDIR)$(includedir)/gdrapi.h $(DESTDIR)$(includedir)/gdrconfig.h \
-	      $(DESTDIR)$(pkgconfigdir)/gdrapi.pc
+	      $(DESTDIR)$(includedir)/gdrapi_ext.h \
+	      $(DESTDIR)$(pkgconfigdir)/gdrapi.pc $(DESTDIR)$(pkgconfigdir)/gdrapi_ext.pc
 	rm -f $(addprefix $(DESTDIR)$(bindir)/,$(INSTALL_TOOLS))
 	@set -e; for l in $(INSTALL_TOOL_LINKS); do \
 	    f=$(DESTDIR)$(bindir)/$${l%%:*}; \

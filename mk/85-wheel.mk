@@ -28,11 +28,12 @@ wheel:
 	    [ -d "$$(rustc --print sysroot)/lib/rustlib/$$a-unknown-linux-gnu" ] || \
 	    { echo "make wheel: the Rust target $$a-unknown-linux-gnu is missing (rustup target add)"; exit 1; }; done
 	CARGO_TARGET_DIR=$(WHEEL_CARGO_TARGET_DIR) $(CARGO) zigbuild --release --locked \
-	    -p gdrapi -p gdrcopy-tools $(foreach a,$(WHEEL_ARCHES),--target $(a)-unknown-linux-gnu.$(WHEEL_GLIBC)) \
+	    -p gdrapi -p gdrapi-ext -p gdrcopy-tools $(foreach a,$(WHEEL_ARCHES),--target $(a)-unknown-linux-gnu.$(WHEEL_GLIBC)) \
 	    $(CARGO_FLAGS)
 	rm -rf $(WHEEL_DIR)
 	$(foreach a,$(WHEEL_ARCHES),python3 python/build_wheel.py --version $(WHEEL_VERSION) \
 	    --plat $(call WHEEL_PLAT,$(a)) --lib $(WHEEL_CARGO_TARGET_DIR)/$(a)-unknown-linux-gnu/release/libgdrapi.so \
+	    --ext-lib $(WHEEL_CARGO_TARGET_DIR)/$(a)-unknown-linux-gnu/release/libgdrapi_ext.so --ext-version $(EXT_VERSION) \
 	    --bin-dir $(WHEEL_CARGO_TARGET_DIR)/$(a)-unknown-linux-gnu/release --include-dir include \
 	    --pc-in pkgconfig/gdrapi.pc.in --license LICENSE --out-dir $(WHEEL_DIR) &&) true
 	@set -e; for w in $(WHEEL_DIR)/*.whl; do echo "$(AUDITWHEEL) show $$w"; $(AUDITWHEEL) show "$$w"; done

@@ -2,17 +2,20 @@
 # test-wheel.sh: the wheels of `make wheel`, checked as a user gets them.
 #
 # For each wheel: its file list (the library under its three names, header, pkg-config file,
-# the four programs, console scripts), the library's ELF facts (abi-tests/c/check-elf.sh:
+# the four programs, console scripts; libgdrapi_ext under its three, its header and .pc file),
+# the library's ELF facts (abi-tests/c/check-elf.sh:
 # symbols, soname, no libgcc_s; DT_NEEDED may also name libpthread.so.0 and libdl.so.2, the
 # parts of glibc that glibc 2.34 merged into libc.so.6 and that a glibc-2.17 link still names),
-# and `auditwheel show`: a manylinux tag and no external library but glibc's.
+# libgdrapi_ext's (NEEDED libgdrapi.so.2, found beside it through RUNPATH $ORIGIN), and
+# `auditwheel show`: a manylinux tag and no external library but glibc's.
 # x86_64, in a fresh venv: pip install (offline), `python -m gdrapi_rs` answers (--libdir,
 # --cflags, --libs, --pkgconfigdir, --version, --self-test), a C program built with those flags
 # and one with pkg-config, dlopen by both names through LD_LIBRARY_PATH=$(--libdir) on the
-# emulator, the doctor from the installed console script on the emulator, the other console
-# scripts, then pip uninstall leaving nothing of the package.
-# aarch64, under qemu-user on the emulator built for aarch64: dlopen by both names, and the
-# wheel's doctor (which pins, maps and copies).
+# emulator, a program of host-written memory built with --ext-libs and with pkg-config gdrapi_ext
+# allocating on the emulator, the doctor from the installed console script on the emulator, the
+# other console scripts, then pip uninstall leaving nothing of the package.
+# aarch64, under qemu-user on the emulator built for aarch64: dlopen by both names, the wheel's
+# doctor (which pins, maps and copies), and host-written memory through libgdrapi_ext.
 #
 # Environment (set by mk/85-wheel.mk): WHEEL_DIR, SIM_DIR, SIM_AARCH64_DIR (the emulator built
 # for aarch64), WHEEL_VERSION, CC, AUDITWHEEL.
@@ -50,6 +53,8 @@ check_wheel() { # check_wheel ARCH: file list, ELF facts, auditwheel; unpacks in
     local want
     for want in lib/libgdrapi.so.2.6 lib/libgdrapi.so.2 lib/libgdrapi.so lib/pkgconfig/gdrapi.pc \
                 include/gdrapi.h include/gdrconfig.h bin/gdrcopy bin/gdrcopy_copybw \
+                lib/libgdrapi_ext.so.0.1 lib/libgdrapi_ext.so.0 lib/libgdrapi_ext.so \
+                lib/pkgconfig/gdrapi_ext.pc include/gdrapi_ext.h \
                 bin/gdrcopy_copylat bin/gdrcopy_apiperf __init__.py __main__.py _tools.py; do
         has "$arch: the wheel holds gdrapi_rs/$want" "$names" "^gdrapi_rs/$want\$"
     done
@@ -62,6 +67,17 @@ check_wheel() { # check_wheel ARCH: file list, ELF facts, auditwheel; unpacks in
     expect "$arch: the three library names are one file's copies" \
         cmp -s "$lib/libgdrapi.so.2.6" "$lib/libgdrapi.so.2"
     expect "$arch: libgdrapi.so is the same file" cmp -s "$lib/libgdrapi.so.2.6" "$lib/libgdrapi.so"
+    expect "$arch: libgdrapi_ext's three names are one file's copies" \
+        bash -c 'cmp -s "$1/libgdrapi_ext.so.0.1" "$1/libgdrapi_ext.so.0" && cmp -s "$1/libgdrapi_ext.so.0.1" "$1/libgdrapi_ext.so"' _ "$lib"
+    local ext_needed
+    ext_needed=$(readelf -d "$lib/libgdrapi_ext.so.0.1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
+    has "$arch: libgdrapi_ext needs libgdrapi.so.2 and glibc only ($ext_needed)" "$ext_needed" \
+        '^((ld-linux[^ ]*|libc\.so\.6|libpthread\.so\.0|libdl\.so\.2|libm\.so\.6|librt\.so\.1|libgdrapi\.so\.2) )+$'
+    has "$arch: libgdrapi_ext finds libgdrapi.so.2 beside it (RUNPATH \$ORIGIN)" \
+        "$(readelf -d "$lib/libgdrapi_ext.so.0.1" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')" '^\$ORIGIN$'
+    has "$arch: libgdrapi_ext exports exactly its functions (abi-tests/ext/symbols.txt)" \
+        "$(nm -D --defined-only "$lib/libgdrapi_ext.so.0.1" | awk '{print $3}' | sort | tr '\n' ' ')" \
+        "^$(sort abi-tests/ext/symbols.txt | tr '\n' ' ')\$"
     # check-elf.sh wants the links of a system install: give it those beside the wheel's file.
     mkdir -p "$work/elf-$arch"
     cp "$lib/libgdrapi.so.2.6" "$work/elf-$arch/"
@@ -120,6 +136,25 @@ C
     same "and runs from the wheel's library" "$("$work/use")" "2.6"
     same "it needs libgdrapi.so.2" "$(readelf -d "$work/use" | sed -n 's/.*(NEEDED).*\[\(libgdrapi[^]]*\)\]/\1/p')" \
         "libgdrapi.so.2"
+    # Host-written memory: built with --ext-libs (run path) and with pkg-config, on the emulator.
+    same "--ext-libs" "$("$py" -m gdrapi_rs --ext-libs)" \
+        "-L$site/gdrapi_rs/lib -Wl,-rpath,$site/gdrapi_rs/lib -lgdrapi_ext"
+    has "--self-test loaded libgdrapi_ext.so.0" "$("$py" -m gdrapi_rs --self-test 2>&1)" \
+        "^ok   .*/libgdrapi_ext\.so\.0: gdrx_runtime_get_version\(\) = 0\.1"
+    # shellcheck disable=SC2046
+    expect "ext_smoke.c builds with --cflags --ext-libs" \
+        $CC -o "$work/ext-smoke" abi-tests/pkg/ext_smoke.c $("$py" -m gdrapi_rs --cflags --ext-libs) -ldl
+    expect "and allocates, copies and frees on the emulator from the wheel's libgdrapi_ext (run path)" \
+        env LD_PRELOAD="$SIM_DIR/libcuda.so.1" LD_LIBRARY_PATH="$SIM_DIR" \
+        "$work/ext-smoke" "$site/gdrapi_rs/lib/libgdrapi_ext.so.0" open
+    # shellcheck disable=SC2046
+    expect "ext_smoke.c builds with pkg-config gdrapi_ext (relative to the wheel)" \
+        $CC -o "$work/ext-smoke-pc" abi-tests/pkg/ext_smoke.c \
+        $(PKG_CONFIG_PATH=$("$py" -m gdrapi_rs --pkgconfigdir) pkg-config --cflags --libs gdrapi_ext) -ldl
+    expect "and runs with LD_LIBRARY_PATH=\$(--libdir) on the emulator" \
+        env LD_PRELOAD="$SIM_DIR/libcuda.so.1" LD_LIBRARY_PATH="$site/gdrapi_rs/lib:$SIM_DIR" \
+        "$work/ext-smoke-pc" "$site/gdrapi_rs/lib/libgdrapi_ext.so.0" open
+
     pc=$(PKG_CONFIG_PATH=$("$py" -m gdrapi_rs --pkgconfigdir) pkg-config --cflags --libs gdrapi)
     # pkg-config keeps ${pcfiledir}/../.. as written: compare the directories it names.
     pc_dirs=$(for f in $pc; do case $f in -I* | -L*) printf '%s%s ' "${f:0:2}" "$(realpath -m "${f:2}")";;
@@ -184,6 +219,12 @@ if check_wheel aarch64; then
     same "aarch64: the wheel's doctor on the emulator: exit status" "$rc" 0
     has "aarch64: the doctor loaded the wheel's library" "$out" "^\[PASS\] library +libgdrapi 2\.6 loaded from $a/lib/libgdrapi\.so\.2\$"
     has "aarch64: the doctor's pin, map and copy round trip passed" "$out" "^\[PASS\] roundtrip "
+    expect "aarch64: ext_smoke.c builds with aarch64-linux-gnu-gcc against the wheel's libgdrapi_ext" \
+        aarch64-linux-gnu-gcc -Wall -Iinclude abi-tests/pkg/ext_smoke.c -o "$work/ext-smoke-aarch64" \
+        -L"$a/lib" -Wl,-rpath-link,"$a/lib" -lgdrapi_ext -ldl
+    out=$("${QEMU[@]}" "$work/ext-smoke-aarch64" "$a/lib/libgdrapi_ext.so.0" open 2>&1); rc=$?
+    same "aarch64: host-written memory allocates, copies and frees on the emulator: exit status" "$rc" 0
+    [ $rc -eq 0 ] || echo "$out" | sed 's/^/    | /'
 fi
 
 echo "test-wheel"

@@ -5,12 +5,15 @@
 #    (gdrcopy provides libgdrapi.so.2, gdrcopy-devel and gdrcopy-tools require it), and need
 #    no glibc newer than 2.17, nor libcuda or libgcc_s.
 # 2. Their file lists equal those of the .deb files (`make deb`, built if build/deb has none)
-#    package by package (libgdrapi2 / gdrcopy, libgdrapi-dev / gdrcopy-devel, gdrcopy-tools),
+#    package by package (libgdrapi2 and libgdrapi-ext0 / gdrcopy, libgdrapi-dev / gdrcopy-devel,
+#    gdrcopy-tools),
 #    after mapping /usr/lib/<triplet> to the RPM libdir and leaving out each format's own
 #    documentation directory (/usr/share/doc, /usr/share/licenses) and lintian's overrides.
 # 3. rpm --root into a scratch root (--nodeps: Debian's rpm database knows no glibc): all three
 #    install, rpm -V finds every file as packaged, the links are right, check-elf.sh passes on
-#    the installed library, and the installed doctor and copylat run on the emulator with it.
+#    the installed library, and the installed doctor and copylat run on the emulator with it;
+#    host-written memory (abi-tests/pkg/ext_smoke.c, built with the installed gdrapi_ext.pc)
+#    allocates and copies on the emulator with the installed libgdrapi_ext.so.0.1.
 # 4. rpm --root -e removes them and leaves no file but rpm's own database.
 #
 # Environment (set by mk/86-rpm.mk): BUILD_DIR, RPM_DIR, SIM_DIR, PKG_VERSION, MAKE.
@@ -32,7 +35,7 @@ finish() { echo "test-rpm"; echo "$passed passed, $failed failed"; [ "$failed" -
 arch=$(rpm --eval '%{_arch}')
 libdir=$(rpm --eval '%{_libdir}')
 rpmfile() { echo "$RPM_DIR/$1-$PKG_VERSION-1.$arch.rpm"; }
-PAIRS=(libgdrapi2:gdrcopy libgdrapi-dev:gdrcopy-devel gdrcopy-tools:gdrcopy-tools)
+PAIRS=(libgdrapi2+libgdrapi-ext0:gdrcopy libgdrapi-dev:gdrcopy-devel gdrcopy-tools:gdrcopy-tools)
 RPMS=()
 for p in "${PAIRS[@]}"; do
     f=$(rpmfile "${p#*:}")
@@ -76,9 +79,13 @@ rpm_list() { # the files and links of an RPM, docs left out
 }
 for p in "${PAIRS[@]}"; do
     d=${p%%:*} r=${p#*:}
-    deb=$(ls "$DEB_DIR/${d}_"*.deb 2>/dev/null | grep -v dbgsym | head -1)
-    if [ -z "$deb" ]; then bad "no $d .deb in $DEB_DIR"; continue; fi
-    deb_list "$deb" >"$work/$d.deb.txt"
+    : >"$work/$d.deb.txt"
+    for one in ${d//+/ }; do # an RPM may hold what several .deb files hold
+        deb=$(ls "$DEB_DIR/${one}_"*.deb 2>/dev/null | grep -v dbgsym | head -1)
+        if [ -z "$deb" ]; then bad "no $one .deb in $DEB_DIR"; continue 2; fi
+        deb_list "$deb" >>"$work/$d.deb.txt"
+    done
+    sort -o "$work/$d.deb.txt" "$work/$d.deb.txt"
     rpm_list "$(rpmfile "$r")" >"$work/$r.rpm.txt"
     if diff -u "$work/$d.deb.txt" "$work/$r.rpm.txt" >"$work/diff.txt"; then
         ok "$r has the files of $d ($(wc -l <"$work/$r.rpm.txt") files and links):"
@@ -99,6 +106,13 @@ expect "rpm -V: every installed file as packaged" "${R[@]}" -V --nodeps gdrcopy 
 expect "libgdrapi.so.2 -> libgdrapi.so.2.6" test "$(readlink "$root$libdir/libgdrapi.so.2")" = libgdrapi.so.2.6
 expect "libgdrapi.so -> libgdrapi.so.2" test "$(readlink "$root$libdir/libgdrapi.so")" = libgdrapi.so.2
 expect "copylat -> gdrcopy_copylat" test "$(readlink "$root/usr/bin/copylat")" = gdrcopy_copylat
+expect "libgdrapi_ext.so.0 -> libgdrapi_ext.so.0.1, libgdrapi_ext.so -> libgdrapi_ext.so.0" \
+    test "$(readlink "$root$libdir/libgdrapi_ext.so.0") $(readlink "$root$libdir/libgdrapi_ext.so")" = \
+    "libgdrapi_ext.so.0.1 libgdrapi_ext.so.0"
+has "libgdrapi_ext.so.0.1 needs libgdrapi.so.2 and glibc only" \
+    "$(readelf -d "$root$libdir/libgdrapi_ext.so.0.1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')" \
+    '^(ld-linux[^ ]* )?libc\.so\.6 (libdl\.so\.2 )?libgdrapi\.so\.2 (libpthread\.so\.0 )?$'
+has "gdrcopy provides libgdrapi_ext.so.0()(64bit)" "$(rpm -qp --provides "$(rpmfile gdrcopy)")" '^libgdrapi_ext\.so\.0\(\)\(64bit\)' 
 expect "the installed library's ELF facts (check-elf.sh; glibc 2.17 names libpthread, libdl)" env \
     CHECK_ELF_GLIBC_SPLIT=1 abi-tests/c/check-elf.sh "$root$libdir" include/gdrapi.h abi-tests/c/symbols.txt
 has "gdrapi.pc points at the installed files" "$(cat "$root$libdir/pkgconfig/gdrapi.pc")" "^libdir=\\$\\{exec_prefix\\}/lib64$"
@@ -110,6 +124,12 @@ if [ $rc -eq 0 ] && grep -q "$root$libdir/libgdrapi.so.2" <<<"$out"; then
     ok "the installed doctor passes on the emulator with the installed library"
 else bad "the installed doctor (exit $rc):"; echo "$out" | sed 's/^/    /'; fi
 expect "the installed copylat runs on the emulator" "${SIM[@]}" "$root/usr/bin/copylat" -s 4096 -w 2 -r 2
+# shellcheck disable=SC2046 # pkg-config prints several words on purpose
+expect "a program of host-written memory builds with the installed gdrapi_ext.pc" \
+    "${CC:-cc}" -Wall -Werror -o "$work/ext-smoke" abi-tests/pkg/ext_smoke.c \
+    $(PKG_CONFIG_SYSROOT_DIR="$root" PKG_CONFIG_LIBDIR="$root$libdir/pkgconfig" pkg-config --cflags --libs gdrapi_ext) -ldl
+expect "and allocates and copies on the emulator with the installed libgdrapi_ext.so.0.1" \
+    "${SIM[@]}" "$work/ext-smoke" "$root$libdir/libgdrapi_ext.so.0.1" open
 
 # ---- 4. removal ----
 expect "rpm --root -e (the three packages)" "${R[@]}" -e gdrcopy-tools gdrcopy-devel gdrcopy

@@ -19,12 +19,15 @@
 //! - [`process`]: which process is calling (a token a child never shares with its parent).
 //! - [`sys`]: thin `Result` wrappers over the C library's `open`, `ioctl`, `mmap`,
 //!   `munmap`, `madvise`, `close`, `sysconf`.
-//! - [`log`]: upstream's `GDRCOPY_ENABLE_LOGGING` / `GDRCOPY_LOG_LEVEL` logging.
+//! - [`log`]: upstream's `GDRCOPY_ENABLE_LOGGING` / `GDRCOPY_LOG_LEVEL` logging (from
+//!   `gdrapi-boundary`, shared with `libgdrapi_ext.so.0`, as is the `entry!` macro).
 //! - [`nvml`]: BAR1 figures for the log line of a failed pin (NVML, dlopened then only).
 //! - [`error`]: the typed error and its errno mapping.
 
 #[macro_use]
-pub mod log;
+extern crate gdrapi_boundary;
+pub use gdrapi_boundary::log;
+pub use gdrapi_boundary::{gdr_dbg, gdr_err, gdr_info, gdr_warn};
 pub mod backend;
 pub mod copy;
 pub mod cuda;

@@ -3,8 +3,10 @@
 # Which backend gdr_open picks is the machine's (gdrdrv, DMA-BUF mmap, or, with
 # GDRAPI_USE_VULKAN=1 set here, the Vulkan import); the Vulkan scenarios run where it is the
 # Vulkan import. Runs: the backend scenarios (abi-tests/vulkan), NCCL's allocation pattern,
-# the C ABI suite's threads and fork programs, the byte-exact copy sweep, the three tools and
-# the doctor; prints each program's tally and the total.
+# host-written memory (abi-tests/ext: its api, threads and fork scenarios, and 1000 flags
+# checked by both sides with the time of a flag write and of a read round trip), the C ABI
+# suite's threads and fork programs, the byte-exact copy sweep, the three tools and the
+# doctor; prints each program's tally and the total.
 # Usage: run.sh BUILD_DIR   (build/lib, build/bin, build/abi, build/vulkan, build/gpu)
 # GPU_SIM=<the emulator's folder> runs the same script on the emulator and its Vulkan stand-in
 # instead (make test-gpu-script: the script itself, in CI).
@@ -84,6 +86,16 @@ else
     echo "test-gpu: the Vulkan scenarios need the Vulkan import (here: ${backend:-none})"
 fi
 prog "nccl pattern" "$B/vulkan/nccl_pattern"
+# Host-written memory (gdrapi_ext.h) on whatever backend this machine has.
+case $backend in dma-buf) ext_backend=dmabuf ;; *) ext_backend=${backend:-none} ;; esac
+prog "ext: api" "$B/ext/ext_test" api "$ext_backend"
+prog "ext: threads" "$B/ext/ext_test" threads "$ext_backend"
+prog "ext: fork" "$B/ext/ext_test" fork "$ext_backend"
+# 1000 flags from one pin, written by the CPU and checked by the GPU (PTX kernels) and the
+# reverse; the cost of a flag write and of a read round trip (medians).
+prog "ext: 1000 flags, CPU and GPU" "$B/ext/flags" 1000 20000
+grep '^flags:' "$LOGS/ext__1000_flags__CPU_and_GPU.log"
+cp "$LOGS/ext__1000_flags__CPU_and_GPU.log" "$B/gpu/flags.txt" 2>/dev/null
 prog "abi: threads" "$B/abi/threads"
 prog "abi: fork" "$B/abi/fork"
 prog "copy sweep" "$B/gpu/copysweep"

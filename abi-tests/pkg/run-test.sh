@@ -6,9 +6,12 @@
 # 2. dpkg -i the packages; build a C program with `pkg-config --cflags --libs gdrapi` and one
 #    that only dlopens; run both without a driver and on the emulator, checking that the
 #    linked library, dlopen("libgdrapi.so") and dlopen("libgdrapi.so.2") all land on the
-#    installed file; check what dpkg-shlibdeps derives from the symbols file.
+#    installed file; the same for host-written memory (libgdrapi-ext0, `pkg-config gdrapi_ext`,
+#    ext_smoke.c allocating on the emulator); check what dpkg-shlibdeps derives from the
+#    symbols file.
 # 3. make install into temporary prefixes (prefix=, DESTDIR=, libdir=): include/ and exactly
-#    one of lib/ or lib64/, a gdrapi.pc that works; make uninstall leaves the prefix empty.
+#    one of lib/ or lib64/, a gdrapi.pc and a gdrapi_ext.pc that work; make uninstall leaves
+#    the prefix empty.
 #    With the default prefix (/usr/local, under a private tmpfs), uninstall keeps the
 #    system's directories.
 # 4. dpkg --purge; every file the packages had installed is gone, ldconfig forgets the library.
@@ -32,7 +35,7 @@ MAKE=${MAKE:-make}
 export BUILD_DIR LIB_DIR SIM_DIR MAKE
 DEB_DIR=$BUILD_DIR/deb
 # Every package whose files ours would replace (NVIDIA's included).
-CONFLICTING=(libgdrapi2 libgdrapi-dev gdrcopy-tools libgdrapi gdrcopy-tests gdrapi-rs-test-consumer)
+CONFLICTING=(libgdrapi2 libgdrapi-ext0 libgdrapi-dev gdrcopy-tools libgdrapi gdrcopy-tests gdrapi-rs-test-consumer)
 TOOLS=(gdrcopy_copybw gdrcopy_copylat gdrcopy_apiperf gdrcopy)
 
 passed=0
@@ -73,7 +76,8 @@ if /sbin/ldconfig -p | grep -q 'libgdrapi\.so'; then
 fi
 
 stray=()
-for f in /usr/lib/*/libgdrapi.so* /usr/include/gdrapi.h /usr/include/gdrconfig.h \
+for f in /usr/lib/*/libgdrapi.so* /usr/lib/*/libgdrapi_ext.so* /usr/include/gdrapi.h \
+    /usr/include/gdrconfig.h /usr/include/gdrapi_ext.h \
     /usr/bin/{gdrcopy_copybw,gdrcopy_copylat,gdrcopy_apiperf,gdrcopy,copybw,copylat,apiperf}; do
     if [ -e "$f" ] || [ -L "$f" ]; then stray+=("$f"); fi
 done
@@ -84,7 +88,8 @@ fi
 
 shadow=()
 for f in /usr/local/lib/pkgconfig/gdrapi.pc /usr/local/lib/*/pkgconfig/gdrapi.pc \
-    /usr/local/include/gdrapi.h /usr/local/lib/libgdrapi.so*; do
+    /usr/local/include/gdrapi.h /usr/local/lib/libgdrapi.so* /usr/local/lib/libgdrapi_ext.so* \
+    /usr/local/include/gdrapi_ext.h; do
     if [ -e "$f" ] || [ -L "$f" ]; then shadow+=("$f"); fi
 done
 if [ ${#shadow[@]} -gt 0 ]; then
@@ -124,13 +129,13 @@ multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 version=$(dpkg-deb -f "$DEB_DIR"/libgdrapi2_*_"$arch".deb Version)
 deb() { echo "$DEB_DIR/${1}_${version}_$arch.deb"; }
 stage_bin=$DEB_DIR/src/gdrapi-rs/debian/build-area/bin
-debs=("$(deb libgdrapi2)" "$(deb libgdrapi-dev)")
+debs=("$(deb libgdrapi2)" "$(deb libgdrapi-ext0)" "$(deb libgdrapi-dev)")
 with_tools=0
 if compgen -G "$stage_bin/gdrcopy*" >/dev/null; then
     with_tools=1
     debs+=("$(deb gdrcopy-tools)")
 fi
-for f in "${debs[@]}" "$(deb libgdrapi2-dbgsym)"; do
+for f in "${debs[@]}" "$(deb libgdrapi2-dbgsym)" "$(deb libgdrapi-ext0-dbgsym)"; do
     expect "package built: ${f##*/}" test -f "$f"
 done
 if [ $with_tools = 0 ]; then
@@ -156,10 +161,17 @@ $libdir/libgdrapi.so.2.6 -
 EOF
 expect "libgdrapi2 holds libgdrapi.so.2.6, the .so.2 and .so links, and its docs" \
     diff -u "$TMP/lib.want" "$TMP/lib.list"
+contents "$(deb libgdrapi-ext0)" >"$TMP/ext.list"
+printf '%s\n' "$libdir/libgdrapi_ext.so.0 l libgdrapi_ext.so.0.1" "$libdir/libgdrapi_ext.so.0.1 -" \
+    "/usr/share/doc/libgdrapi-ext0/changelog.gz -" "/usr/share/doc/libgdrapi-ext0/copyright -" \
+    | sort >"$TMP/ext.want"
+expect "libgdrapi-ext0 holds libgdrapi_ext.so.0.1, the .so.0 link, and its docs" \
+    diff -u "$TMP/ext.want" "$TMP/ext.list"
 contents "$(deb libgdrapi-dev)" | grep -v '^/usr/share/doc/' >"$TMP/dev.list"
 printf '%s\n' "$libdir/pkgconfig/gdrapi.pc -" "/usr/include/gdrapi.h -" \
-    "/usr/include/gdrconfig.h -" | sort >"$TMP/dev.want"
-expect "libgdrapi-dev holds gdrapi.h, gdrconfig.h and gdrapi.pc" \
+    "/usr/include/gdrconfig.h -" "/usr/include/gdrapi_ext.h -" "$libdir/pkgconfig/gdrapi_ext.pc -" \
+    "$libdir/libgdrapi_ext.so l libgdrapi_ext.so.0" | sort >"$TMP/dev.want"
+expect "libgdrapi-dev holds gdrapi.h, gdrconfig.h, gdrapi.pc, gdrapi_ext.h, gdrapi_ext.pc, the libgdrapi_ext.so link" \
     diff -u "$TMP/dev.want" "$TMP/dev.list"
 if [ $with_tools = 1 ]; then
     contents "$(deb gdrcopy-tools)" | grep -v '^/usr/share/doc/' >"$TMP/tools.list"
@@ -186,6 +198,11 @@ expect "libgdrapi2 Depends on libc6 (from shlibs)" \
     bash -c '[[ "$1" == *"libc6 (>= "* ]]' _ "$(field libgdrapi2 Depends)"
 expect "libgdrapi-dev Depends on libgdrapi2 (= $version)" \
     bash -c '[[ "$1" == *"libgdrapi2 (= $2)"* ]]' _ "$(field libgdrapi-dev Depends)" "$version"
+expect "libgdrapi-dev Depends on libgdrapi-ext0 (= $version)" \
+    bash -c '[[ "$1" == *"libgdrapi-ext0 (= $2)"* ]]' _ "$(field libgdrapi-dev Depends)" "$version"
+expect "libgdrapi-ext0 is Multi-Arch: same" test "$(field libgdrapi-ext0 Multi-Arch)" = same
+expect "libgdrapi-ext0 Depends on libgdrapi2 (= $version) (it needs this library, which is thread-safe)" \
+    bash -c '[[ "$1" == *"libgdrapi2 (= $2)"* ]]' _ "$(field libgdrapi-ext0 Depends)" "$version"
 if [ $with_tools = 1 ]; then
     expect "gdrcopy-tools Conflicts with and Replaces NVIDIA's gdrcopy-tests" \
         bash -c '[[ "$1" == *gdrcopy-tests* && "$2" == *gdrcopy-tests* ]]' _ \
@@ -204,6 +221,19 @@ expect "symbols file lists exactly what the shipped library exports" \
 expect "shipped library is stripped, with SONAME libgdrapi.so.2" \
     bash -c '! readelf -S "$1" | grep -q "\.debug_info" && readelf -d "$1" | grep -q "SONAME.*\[libgdrapi\.so\.2\]"' \
     _ "$TMP/root$libdir/libgdrapi.so.2.6"
+mkdir -p "$TMP/ctrl-ext" "$TMP/root-ext"
+dpkg-deb -e "$(deb libgdrapi-ext0)" "$TMP/ctrl-ext"
+dpkg-deb -x "$(deb libgdrapi-ext0)" "$TMP/root-ext"
+expect "libgdrapi-ext0 activates the ldconfig trigger" grep -qx 'activate-noawait ldconfig' "$TMP/ctrl-ext/triggers"
+sed -n 's/^ \([^@ ]*\)@Base .*/\1/p' "$TMP/ctrl-ext/symbols" | sort >"$TMP/ext-symbols.file"
+nm -D --defined-only "$TMP/root-ext$libdir/libgdrapi_ext.so.0.1" | awk '{print $3}' | sort >"$TMP/ext-symbols.lib"
+sort abi-tests/ext/symbols.txt >"$TMP/ext-symbols.want"
+expect "libgdrapi-ext0's symbols file lists exactly what it exports (abi-tests/ext/symbols.txt)" \
+    bash -c 'diff -u "$1" "$2" && diff -u "$1" "$3"' _ "$TMP/ext-symbols.file" "$TMP/ext-symbols.lib" \
+    "$TMP/ext-symbols.want"
+expect "shipped libgdrapi_ext is stripped, with SONAME libgdrapi_ext.so.0 and NEEDED libgdrapi.so.2" \
+    bash -c '! readelf -S "$1" | grep -q "\.debug_info" && readelf -d "$1" | grep -q "SONAME.*\[libgdrapi_ext\.so\.0\]" &&
+             readelf -d "$1" | grep -q "NEEDED.*\[libgdrapi\.so\.2\]"' _ "$TMP/root-ext$libdir/libgdrapi_ext.so.0.1"
 
 # ---------------------------------------------------------------------------------------
 # 2. Install them and use them.
@@ -218,6 +248,8 @@ expect "ldconfig (trigger) knows libgdrapi.so.2 in $libdir" \
 expect "pkg-config --modversion gdrapi is 2.6" test "$(pkg-config --modversion gdrapi)" = 2.6
 expect "pkg-config --libs gdrapi is -lgdrapi" test "$(pkg-config --libs gdrapi | xargs)" = -lgdrapi
 expect "pkg-config libdir is $libdir" test "$(pkg-config --variable=libdir gdrapi)" = "$libdir"
+expect "pkg-config --modversion gdrapi_ext is 0.1" test "$(pkg-config --modversion gdrapi_ext)" = 0.1
+expect "pkg-config --libs gdrapi_ext is -lgdrapi_ext" test "$(pkg-config --libs gdrapi_ext | xargs)" = -lgdrapi_ext
 
 src=abi-tests/pkg/pkg_smoke.c
 # shellcheck disable=SC2046 # pkg-config prints several words on purpose
@@ -253,6 +285,25 @@ expect "linked program on the emulator: gdr_open, gdr_driver_get_version and gdr
     run_smoke "$TMP/smoke" open LD_PRELOAD="$SIM_DIR/libcuda.so.1"
 expect "dlopen-only program on the emulator: same through both names" \
     run_smoke "$TMP/smoke-dl" open LD_PRELOAD="$SIM_DIR/libcuda.so.1"
+
+ext_src=abi-tests/pkg/ext_smoke.c
+ext_real=$libdir/libgdrapi_ext.so.0.1
+# shellcheck disable=SC2046
+expect "cc ... \$(pkg-config --cflags --libs gdrapi_ext) builds a program of host-written memory" \
+    "$CC" -Wall -Wextra -Werror -o "$TMP/ext-smoke" "$ext_src" $(pkg-config --cflags --libs gdrapi_ext) -ldl
+expect "it records DT_NEEDED libgdrapi_ext.so.0 (and not libgdrapi.so.2: the library brings that)" \
+    bash -c 'readelf -d "$1" | grep -q "NEEDED.*\[libgdrapi_ext\.so\.0\]" && ! readelf -d "$1" | grep -q "NEEDED.*\[libgdrapi\.so\.2\]"' _ "$TMP/ext-smoke"
+ext_smoke() { # ext_smoke PROGRAM EXPECTED MODE [VAR=VALUE...]
+    local prog=$1 want=$2 mode=$3; shift 3
+    env -u LD_LIBRARY_PATH -u LD_PRELOAD "$@" "$prog" "$want" "$mode" >"$TMP/ext-smoke.out" 2>&1 || {
+        sed 's/^/    /' "$TMP/ext-smoke.out" >&2
+        return 1
+    }
+}
+expect "host-written memory, no emulator: the installed $ext_real loads with libgdrapi.so.2 (gdrx_open: any)" \
+    ext_smoke "$TMP/ext-smoke" "$ext_real" any
+expect "host-written memory on the emulator: allocated, copied both ways, freed" \
+    ext_smoke "$TMP/ext-smoke" "$ext_real" open LD_PRELOAD="$SIM_DIR/libcuda.so.1"
 
 if [ $with_tools = 1 ]; then
     expect "installed gdrcopy --version says 2.6.0" \
@@ -294,8 +345,8 @@ mkdir -p "$P"
 expect "make install prefix=<tmp>" make_q install prefix="$P"
 libs=0
 for d in lib lib64; do [ -d "$P/$d" ] && libs=$((libs + 1)); done
-expect "the prefix holds include/gdrapi.h, include/gdrconfig.h" \
-    test -f "$P/include/gdrapi.h" -a -f "$P/include/gdrconfig.h"
+expect "the prefix holds include/gdrapi.h, include/gdrconfig.h, include/gdrapi_ext.h" \
+    test -f "$P/include/gdrapi.h" -a -f "$P/include/gdrconfig.h" -a -f "$P/include/gdrapi_ext.h"
 expect "the prefix holds exactly one of lib/ or lib64/ (UCX takes lib64 whenever it exists)" test $libs = 1
 expect "lib/ holds libgdrapi.so.2.6 and the links .so.2 -> .so.2.6, .so -> .so.2" \
     bash -c 'test -f "$1/libgdrapi.so.2.6" && test "$(readlink "$1/libgdrapi.so.2")" = libgdrapi.so.2.6 &&
@@ -303,6 +354,12 @@ expect "lib/ holds libgdrapi.so.2.6 and the links .so.2 -> .so.2.6, .so -> .so.2
 expect "gdrapi.pc says prefix=<tmp>, libdir=\${exec_prefix}/lib, Version: 2.6" \
     bash -c 'grep -qx "prefix=$2" "$1" && grep -qx "libdir=\${exec_prefix}/lib" "$1" &&
              grep -qx "Version: 2.6" "$1"' _ "$P/lib/pkgconfig/gdrapi.pc" "$P"
+expect "lib/ holds libgdrapi_ext.so.0.1 and the links .so.0 -> .so.0.1, .so -> .so.0" \
+    bash -c 'test -f "$1/libgdrapi_ext.so.0.1" && test "$(readlink "$1/libgdrapi_ext.so.0")" = libgdrapi_ext.so.0.1 &&
+             test "$(readlink "$1/libgdrapi_ext.so")" = libgdrapi_ext.so.0' _ "$P/lib"
+expect "gdrapi_ext.pc says prefix=<tmp>, Version: 0.1, Requires.private: gdrapi" \
+    bash -c 'grep -qx "prefix=$2" "$1" && grep -qx "Version: 0.1" "$1" && grep -qx "Requires.private: gdrapi" "$1"' \
+    _ "$P/lib/pkgconfig/gdrapi_ext.pc" "$P"
 if compgen -G "$BUILD_DIR/bin/gdrcopy*" >/dev/null; then
     for t in "${TOOLS[@]}"; do expect "bin/$t installed" test -x "$P/bin/$t"; done
     for t in copybw copylat apiperf; do
@@ -318,6 +375,13 @@ expect "a program builds against the prefix with PKG_CONFIG_PATH=<tmp>/lib/pkgco
     $(PKG_CONFIG_PATH="$P/lib/pkgconfig" pkg-config --cflags --libs gdrapi) -ldl
 expect "with LD_LIBRARY_PATH=<tmp>/lib every name resolves to the prefix's library" \
     run_smoke "$TMP/smoke-prefix" "$bare" LD_LIBRARY_PATH="$P/lib"
+# shellcheck disable=SC2046
+expect "a program of host-written memory builds against the prefix (pkg-config gdrapi_ext)" \
+    "$CC" -Wall -Werror -o "$TMP/ext-smoke-prefix" "$ext_src" \
+    $(PKG_CONFIG_PATH="$P/lib/pkgconfig" pkg-config --cflags --libs gdrapi_ext) -ldl
+expect "and runs on the emulator from the prefix (LD_LIBRARY_PATH=<tmp>/lib)" \
+    ext_smoke "$TMP/ext-smoke-prefix" "$P/lib/libgdrapi_ext.so.0.1" open \
+    LD_PRELOAD="$SIM_DIR/libcuda.so.1" LD_LIBRARY_PATH="$P/lib"
 expect "make uninstall prefix=<tmp>" make_q uninstall prefix="$P"
 expect "after make uninstall the prefix is empty" test -z "$(ls -A "$P")"
 
@@ -340,10 +404,12 @@ if unshare -m true 2>/dev/null; then
         unshare -m bash -c 'set -e
             mount -t tmpfs gdrapi-test /usr/local
             mkdir /usr/local/bin /usr/local/include /usr/local/lib
-            mk() { "$MAKE" --no-print-directory -o lib -o tools -o "$LIB_DIR/libgdrapi.so.2.6" \
+            mk() { "$MAKE" --no-print-directory -o lib -o ext -o tools -o "$LIB_DIR/libgdrapi.so.2.6" \
+                       -o "$LIB_DIR/libgdrapi_ext.so.0.1" \
                        BUILD_DIR="$BUILD_DIR" "$@" >/dev/null; }
             mk install
             test -f /usr/local/lib/libgdrapi.so.2.6 -a -f /usr/local/include/gdrapi.h
+            test -f /usr/local/lib/libgdrapi_ext.so.0.1 -a -f /usr/local/include/gdrapi_ext.h
             grep -qx "prefix=/usr/local" /usr/local/lib/pkgconfig/gdrapi.pc
             mk uninstall
             test -z "$(find /usr/local ! -type d)"
@@ -421,8 +487,8 @@ if command -v apt-get >/dev/null; then
     apt-get install -y -o Dpkg::Use-Pty=0 "$nv_lib" >"$TMP/back.log" 2>&1 ||
         { cat "$TMP/back.log" >&2; fail "apt-get install of NVIDIA's libgdrapi over ours"; }
     expect "apt-get left no package half-done (dpkg --audit is empty)" test -z "$(dpkg --audit)"
-    expect "apt-get install of NVIDIA's libgdrapi removes libgdrapi2 and libgdrapi-dev" \
-        bash -c '! dpkg-query -W -f="\${db:Status-Status}\n" libgdrapi2 libgdrapi-dev 2>/dev/null | grep -qx installed'
+    expect "apt-get install of NVIDIA's libgdrapi removes libgdrapi2, libgdrapi-ext0 and libgdrapi-dev" \
+        bash -c '! dpkg-query -W -f="\${db:Status-Status}\n" libgdrapi2 libgdrapi-ext0 libgdrapi-dev 2>/dev/null | grep -qx installed'
     expect "... and the dependent program stays installed" \
         bash -c '[ "$(dpkg-query -W -f="\${db:Status-Status}" gdrapi-rs-test-consumer)" = installed ] && [ -z "$(dpkg --audit)" ]'
     expect "NVIDIA's files are back" grep -q NVIDIA /usr/include/gdrapi.h

@@ -1,6 +1,7 @@
 """libgdrapi.so.2 (gdrapi-rs, a drop-in replacement for the library of NVIDIA gdrcopy 2.6) in a wheel.
 
-The wheel holds the library, its C header and pkg-config file, and the gdrcopy tools. This module
+The wheel holds the library, its C header and pkg-config file, the gdrcopy tools, and
+libgdrapi_ext.so.0 (host-written GPU memory, gdrapi_ext.h, gdrapi_ext.pc). This module
 says where they are, so that programs that link ``-lgdrapi`` or ``dlopen("libgdrapi.so")`` can be
 pointed at them, and loads the library with ctypes::
 
@@ -15,13 +16,17 @@ import os
 __all__ = [
     "LIB_NAMES",
     "SONAME",
+    "EXT_NAMES",
+    "EXT_SONAME",
     "libdir",
     "includedir",
     "pkgconfigdir",
     "bindir",
     "cflags",
     "libs",
+    "ext_libs",
     "load",
+    "load_ext",
     "runtime_version",
 ]
 
@@ -29,6 +34,10 @@ __all__ = [
 SONAME = "libgdrapi.so.2"
 #: The three names the library answers to in :func:`libdir`, as in a system install.
 LIB_NAMES = ("libgdrapi.so.2.6", SONAME, "libgdrapi.so")
+#: The soname of libgdrapi_ext (host-written GPU memory), which needs libgdrapi.so.2 beside it.
+EXT_SONAME = "libgdrapi_ext.so.0"
+#: Its three names in :func:`libdir`.
+EXT_NAMES = ("libgdrapi_ext.so.0.1", EXT_SONAME, "libgdrapi_ext.so")
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -62,6 +71,19 @@ def libs():
     """Linker flags for a program that links libgdrapi; the run path lets it load without
     LD_LIBRARY_PATH."""
     return "-L{0} -Wl,-rpath,{0} -lgdrapi".format(libdir())
+
+
+def ext_libs():
+    """Linker flags for a program that links libgdrapi_ext (gdrapi_ext.h)."""
+    return "-L{0} -Wl,-rpath,{0} -lgdrapi_ext".format(libdir())
+
+
+def load_ext(name=EXT_SONAME):
+    """Loads the wheel's libgdrapi_ext under ``name`` (one of :data:`EXT_NAMES`); it brings the
+    wheel's libgdrapi.so.2 with it. Raises OSError if it cannot be loaded."""
+    if name not in EXT_NAMES:
+        raise ValueError("not one of libgdrapi_ext's names: %r" % (name,))
+    return ctypes.CDLL(os.path.join(libdir(), name))
 
 
 def load(name=SONAME):

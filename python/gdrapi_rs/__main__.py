@@ -27,6 +27,20 @@ def self_test(out):
             failed += 1
         else:
             out.write("ok   %s: gdr_runtime_get_version() = %d.%d\n" % ((path,) + version))
+    try:
+        ext = gdrapi_rs.load_ext()
+        major, minor = ctypes.c_int(-1), ctypes.c_int(-1)
+        ext.gdrx_runtime_get_version(ctypes.byref(major), ctypes.byref(minor))
+        if (major.value, minor.value) == (0, 1):
+            out.write("ok   %s: gdrx_runtime_get_version() = 0.1\n"
+                      % os.path.join(gdrapi_rs.libdir(), gdrapi_rs.EXT_SONAME))
+        else:
+            out.write("FAIL %s: gdrx_runtime_get_version() = %d.%d, want 0.1\n"
+                      % (gdrapi_rs.EXT_SONAME, major.value, minor.value))
+            failed += 1
+    except OSError as e:
+        out.write("FAIL load %s: %s\n" % (gdrapi_rs.EXT_SONAME, e))
+        failed += 1
     lib = gdrapi_rs.load()
     lib.gdr_open.restype = ctypes.c_void_p
     lib.gdr_close.argtypes = [ctypes.c_void_p]
@@ -60,6 +74,8 @@ def main(argv=None):
                    help="compiler flags for gdrapi.h")
     p.add_argument("--libs", action="append_const", const="libs", dest="ask",
                    help="linker flags for libgdrapi (with a run path to the wheel)")
+    p.add_argument("--ext-libs", action="append_const", const="ext_libs", dest="ask",
+                   help="linker flags for libgdrapi_ext (gdrapi_ext.h: host-written GPU memory)")
     p.add_argument("--version", action="append_const", const="version", dest="ask",
                    help="the library's version, from gdr_runtime_get_version()")
     p.add_argument("--self-test", action="store_true",

@@ -1,106 +1,12 @@
-//! The C boundary: the [`entry!`] macro every exported function is written with, the panic
-//! guard it installs, the value a caught panic returns ([`OnPanic`]), and the checked C output
-//! pointer ([`Out`]).
+//! The C boundary: the [`entry!`] macro every exported function is written with and the
+//! panic guard it installs (both from `gdrapi-boundary`, shared with `libgdrapi_ext.so.0`),
+//! the C status of a result ([`status`]) and the checked C output pointer ([`Out`]).
 
 use crate::error::Result;
+pub(crate) use gdrapi_boundary::{entry, guard};
 use std::marker::PhantomData;
 use std::os::raw::c_int;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::NonNull;
-
-/// Defines one exported C function: `#[no_mangle] pub unsafe extern "C" fn`, its C name
-/// written once (the body sees it as the constant `FUNC`, from `stringify!`), its body run
-/// inside [`guard`], which turns a panic into a log line and the return type's [`OnPanic`]
-/// value. The doc comment gets the `# Safety` section every entry shares.
-///
-/// `unguarded fn` leaves the guard out: for the copy entries only, whose accepted path
-/// cannot panic and must not pay for the guard; they enter it themselves on every other path.
-macro_rules! entry {
-    (
-        $(#[$attr:meta])*
-        unguarded fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block
-    ) => {
-        $(#[$attr])*
-        ///
-        /// # Safety
-        /// Every pointer argument is NULL or valid for the access the C API documents.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) $(-> $ret)? {
-            /// This entry's C name, for log lines.
-            const FUNC: &str = stringify!($name);
-            $body
-        }
-    };
-    (
-        $(#[$attr:meta])*
-        fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block
-    ) => {
-        $(#[$attr])*
-        ///
-        /// # Safety
-        /// Every pointer argument is NULL or valid for the access the C API documents.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) $(-> $ret)? {
-            /// This entry's C name, for log lines.
-            const FUNC: &str = stringify!($name);
-            $crate::ffi::boundary::guard(FUNC, move || $body)
-        }
-    };
-}
-pub(crate) use entry;
-
-/// What a C entry returns when its body panicked: the failure value of its return type.
-pub(crate) trait OnPanic {
-    /// The failure value.
-    fn on_panic() -> Self;
-}
-
-impl OnPanic for c_int {
-    /// EINVAL, as upstream answers a call it cannot serve.
-    fn on_panic() -> Self {
-        libc::EINVAL
-    }
-}
-
-impl<T> OnPanic for *mut T {
-    /// NULL (`gdr_open`'s failure).
-    fn on_panic() -> Self {
-        std::ptr::null_mut()
-    }
-}
-
-impl OnPanic for () {
-    fn on_panic() -> Self {}
-}
-
-/// Runs `body` for the C function `name`; if it panics, logs the panic and returns the
-/// [`OnPanic`] value instead of unwinding into C.
-///
-/// The library's state stays consistent across a caught panic: records are only changed
-/// through atomics and parking_lot locks, which do not poison, and every transient handle
-/// state is undone by a drop guard.
-#[inline(always)]
-pub(crate) fn guard<R: OnPanic>(name: &'static str, body: impl FnOnce() -> R) -> R {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(v) => v,
-        Err(payload) => {
-            caught(name, payload);
-            R::on_panic()
-        }
-    }
-}
-
-/// Logs a panic caught at the boundary of the C function `name`.
-#[cold]
-#[inline(never)]
-fn caught(name: &'static str, payload: Box<dyn std::any::Any + Send>) {
-    let msg = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".to_string());
-    gdr_err!("internal error in {}: {}; the call failed", name, msg);
-}
 
 /// The C return value of a result: 0, or the positive errno value.
 pub(crate) fn status(r: Result<()>) -> c_int {
@@ -181,16 +87,6 @@ pub(crate) unsafe fn out<'a, T>(
 mod tests {
     use super::*;
     use crate::error::Error;
-
-    #[test]
-    fn a_panic_becomes_the_return_types_failure_value() {
-        let v = guard("test_fn", || -> c_int { panic!("boom") });
-        assert_eq!(v, libc::EINVAL);
-        let p = guard("test_fn", || -> *mut u8 { panic!("boom") });
-        assert!(p.is_null());
-        guard("test_fn", || -> () { panic!("boom") });
-        assert_eq!(guard("test_fn", || 7), 7);
-    }
 
     #[test]
     fn status_is_zero_or_errno() {

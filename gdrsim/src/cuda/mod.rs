@@ -14,6 +14,7 @@ mod events;
 mod dmabuf;
 mod hookable;
 pub mod errors;
+pub(crate) use device::UUID;
 mod legacy;
 mod ipc;
 mod managed;

@@ -1,0 +1,357 @@
+/*
+ * ext_faults - a fault at every driver call the allocator of gdrapi_ext.h makes, on the
+ * emulator (abi-tests/reliability/faults.c does the same for libgdrapi's own calls).
+ *
+ * A fixed workload uses every function: gdrx_open, gdrx_info, three allocations (the first
+ * makes a shared chunk, the second shares it, the third is large and gets its own), copies both
+ * ways, a lookup, two frees (the shared chunk empties and is released), a fourth allocation (a
+ * new chunk) and gdrx_close with two allocations live. For every call NAME the emulator can
+ * fail (the CUDA functions the allocator calls, those libgdrapi calls for it, gdrdrv's ioctls,
+ * open, mmap, munmap and close, and on the Vulkan import its VMM exports and Vulkan calls), each
+ * error in a list and the Nth such call for N = 1..MAX_NTH, the workload runs with the rule
+ * "NAME:N:ERR" armed. Every run checks:
+ *   - each function returned 0 or exactly the injected error (as an errno: libgdrapi's tables
+ *     for CUresult and VkResult); gdrx_open may also return ENODEV, when the fault made
+ *     gdr_open fail (which reports no errno);
+ *   - the failed call, repeated once the fault is spent, succeeds (gdrx_free and gdrx_close:
+ *     the allocation or allocator is gone even so, and EINVAL afterwards);
+ *   - copies that succeeded read back what was written;
+ *   - after gdrx_close the emulator counts no pin, mapping, open device file, dma-buf, VMM
+ *     export or Vulkan object more than before, and no device allocation.
+ * The CUDA initialisation (once per process) is failed in a fresh child for each rule.
+ *
+ * Usage: ext_faults BACKEND [cumemalloc] [noinit]   (BACKEND: gdrdrv, dmabuf, vulkan; run.sh
+ * sets the emulator's situation for it)
+ */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ext.h"
+#include "gpu.h"
+
+#define MAX_NTH 8
+
+enum {
+    S_OPEN, S_INFO, S_ALLOC1, S_ALLOC2, S_ALLOC_BIG, S_COPY_TO, S_COPY_FROM, S_LOOKUP, S_FREE1,
+    S_FREE2, S_ALLOC3, S_CLOSE, S_COUNT
+};
+static const char *const step_names[S_COUNT] = {
+    "gdrx_open", "gdrx_info", "gdrx_alloc (new chunk)", "gdrx_alloc (shared chunk)",
+    "gdrx_alloc (large)", "gdrx_copy_to", "gdrx_copy_from", "gdrx_lookup",
+    "gdrx_free", "gdrx_free (chunk empties)", "gdrx_alloc (chunk again)", "gdrx_close",
+};
+
+#define SKIPPED (-1000)
+
+static unsigned open_flags;
+static int dmabuf_mode;
+static const char *cur_spec = "";
+static int cur_err;
+
+static int errno_of_curesult(int r)
+{
+    switch (r) {
+    case 1: case 201: return EINVAL;
+    case 2: return ENOMEM;
+    case 3: case 100: case 101: return ENODEV;
+    case 801: return ENOTSUP;
+    default: return EIO;
+    }
+}
+
+static int errno_of_vkresult(int r)
+{
+    switch (r) {
+    case -1: case -2: case -5: case -10: return ENOMEM;
+    case -1000072003: return EINVAL;
+    case -3: case -9: return ENODEV;
+    case -6: case -7: case -8: return ENOTSUP;
+    default: return EIO;
+    }
+}
+
+static void bad(const char *step, const char *what, int rc)
+{
+    check_report(0, __FILE__, __LINE__, what);
+    printf("    with %s: %s returned %d\n", cur_spec, step, rc);
+}
+
+static int ok_or_injected(int step, int rc)
+{
+    /* The DMA-BUF backend reports the kernel-internal ENOTSUPP (524) as ENOTSUP. */
+    int translated = dmabuf_mode && cur_err == 524 && rc == ENOTSUP;
+    int open_enodev = step == S_OPEN && rc == ENODEV;
+    if (rc != 0 && rc != cur_err && !translated && !open_enodev) {
+        bad(step_names[step], "result is neither 0 nor the injected error", rc);
+        return 0;
+    }
+    check_passed_count++;
+    return 1;
+}
+
+static void workload(int rc[S_COUNT])
+{
+    gdrx_t x = NULL;
+    gdrx_mem_t m1, m2, big, m3, found;
+    gdrx_info_t in;
+    size_t off;
+    int have1 = 0, have2 = 0, havebig = 0, have3 = 0, r;
+    unsigned char out[200], back[200];
+
+    for (int i = 0; i < S_COUNT; i++)
+        rc[i] = SKIPPED;
+
+#define STEP(id, call)                                                                         \
+    do {                                                                                       \
+        r = (call);                                                                            \
+        rc[id] = r;                                                                            \
+        if (ok_or_injected(id, r) && r != 0) {                                                 \
+            r = (call);                                                                        \
+            if (r != 0)                                                                        \
+                bad(step_names[id], "the call fails again once the fault is spent", r);        \
+        }                                                                                      \
+    } while (0)
+
+    STEP(S_OPEN, gdrx_open(&x, 0, open_flags));
+    if (r != 0)
+        return;
+    memset(&in, 0, sizeof(in));
+    STEP(S_INFO, gdrx_info(x, &in));
+    STEP(S_ALLOC1, gdrx_alloc(x, 8, 0, &m1));
+    have1 = r == 0;
+    STEP(S_ALLOC2, gdrx_alloc(x, 100, 256, &m2));
+    have2 = r == 0;
+    STEP(S_ALLOC_BIG, gdrx_alloc(x, in.small_max + 4096, 0, &big));
+    havebig = r == 0;
+    if (have2) {
+        for (int i = 0; i < (int)sizeof(out); i++)
+            out[i] = (unsigned char)(i * 7 + cur_err);
+        memset(back, 0, sizeof(back));
+        STEP(S_COPY_TO, gdrx_copy_to(&m2, 0, out, 100));
+        STEP(S_COPY_FROM, gdrx_copy_from(&m2, 0, back, 100));
+        if (r == 0)
+            CHECK(memcmp(out, back, 100) == 0);
+        STEP(S_LOOKUP, gdrx_lookup(x, m2.dev_ptr + 50, &found, &off));
+        if (r == 0)
+            CHECK(found.handle == m2.handle && off == 50);
+    }
+    if (havebig) {
+        CHECK_EQ(gdrx_copy_to(&big, big.size - 200, out, 200), 0);
+        memset(back, 0, sizeof(back));
+        CHECK_EQ(gdrx_copy_from(&big, big.size - 200, back, 200), 0);
+        CHECK(memcmp(out, back, 200) == 0);
+    }
+    /* A free that reports an error has freed all the same. */
+    if (have1) {
+        r = gdrx_free(x, &m1);
+        rc[S_FREE1] = r;
+        ok_or_injected(S_FREE1, r);
+        CHECK_EQ(gdrx_free(x, &m1), EINVAL);
+    }
+    if (have2) {
+        r = gdrx_free(x, &m2);
+        rc[S_FREE2] = r;
+        ok_or_injected(S_FREE2, r);
+        CHECK_EQ(gdrx_copy_to(&m2, 0, out, 1), EINVAL);
+    }
+    STEP(S_ALLOC3, gdrx_alloc(x, 64, 0, &m3));
+    have3 = r == 0;
+    (void)have3;
+    r = gdrx_close(x);
+    rc[S_CLOSE] = r;
+    ok_or_injected(S_CLOSE, r);
+    CHECK_EQ(gdrx_close(x), EINVAL);
+    if (havebig)
+        CHECK_EQ(gdrx_copy_to(&big, 0, out, 1), EINVAL);
+#undef STEP
+}
+
+static struct left before;
+/* On the Vulkan import, libgdrapi's pin releases the reference cuMemRetainAllocationHandle took
+ * with a cuMemRelease whose failure it only logs: the allocation then outlives the workload by
+ * that reference. Those runs do not count device allocations (the allocator's own cuMemRelease
+ * failures are counted on the other backends, where only it calls cuMemRelease). */
+static int skip_allocations;
+
+static int leaks(void)
+{
+    struct left now = counted();
+    if (skip_allocations)
+        now.allocations = before.allocations;
+    if (nothing_left(cur_spec, before, now)) {
+        check_passed_count++;
+        return 0;
+    }
+    check_report(0, __FILE__, __LINE__, "leak after the workload");
+    return 1;
+}
+
+/* The CUDA driver is loaded and initialised once per process, at the first gdrx_open: its
+ * faults are injected in a fresh child for each rule. */
+static long init_faults(const char *const *names, int nnames, const int *errs, int nerrs)
+{
+    long fired = 0;
+    char spec[128];
+    for (int n = 0; n < nnames; n++)
+        for (int e = 0; e < nerrs; e++) {
+            snprintf(spec, sizeof(spec), "%s:1:%d", names[n], errs[e]);
+            fflush(stdout);
+            pid_t pid = fork();
+            if (pid < 0) {
+                CHECK(!"fork");
+                continue;
+            }
+            if (pid == 0) {
+                struct left b = counted();
+                gdrx_t x;
+                int code = 0;
+                alarm(30);
+                if (gdrsim_set_fail(spec) != 0)
+                    _exit(8);
+                int rc = gdrx_open(&x, 0, open_flags);
+                if (rc != 0 && rc != errno_of_curesult(errs[e]) && rc != ENODEV)
+                    code |= 2;
+                if (rc != 0)
+                    code |= 1;
+                else if (gdrx_close(x) != 0)
+                    code |= 4;
+                if (!nothing_left(spec, b, counted()))
+                    code |= 4;
+                if (gdrx_open(&x, 0, open_flags) != 0 || gdrx_close(x) != 0)
+                    code |= 16;
+                _exit(code);
+            }
+            int status = 0;
+            if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+                check_report(0, __FILE__, __LINE__, "the child ended by a signal");
+                printf("    with %s (before the first gdrx_open)\n", spec);
+                continue;
+            }
+            int code = WEXITSTATUS(status);
+            if (code & ~1) {
+                check_report(0, __FILE__, __LINE__, "gdrx_open under an init fault");
+                printf("    with %s (before the first gdrx_open): %s%s%s\n", spec,
+                       code & 2 ? "an error that is not the injected one; " : "",
+                       code & 4 ? "gdrx_close failed or something was left; " : "",
+                       code & 16 ? "gdrx_open fails again once the fault is spent" : "");
+            } else {
+                check_passed_count++;
+            }
+            fired += code & 1;
+        }
+    return fired;
+}
+
+int main(int argc, char **argv)
+{
+    const char *backend = argc > 1 ? argv[1] : "gdrdrv";
+    int noinit = 0;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "cumemalloc") == 0)
+            open_flags |= GDRX_OPEN_CUMEMALLOC;
+        if (strcmp(argv[i], "noinit") == 0)
+            noinit = 1;
+    }
+    int vulkan = strcmp(backend, "vulkan") == 0;
+    dmabuf_mode = strcmp(backend, "dmabuf") == 0;
+    static const char *const sys_names[] = {
+        "GET_VERSION", "GET_ATTR", "PIN_BUFFER_V2", "PIN_BUFFER", "UNPIN_BUFFER", "GET_INFO",
+        "GET_INFO_V2", "REQ_MAPPING_TYPE", "open", "mmap", "munmap", "close",
+    };
+    static const int errnos[] = {EINVAL, EACCES, EFAULT, ENOMEM, EIO, EBUSY, 524, EAGAIN};
+    static const char *const cuda_names[] = {
+        "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetAttribute", "cuDevicePrimaryCtxRetain",
+        "cuDevicePrimaryCtxRelease", "cuCtxGetCurrent", "cuCtxSetCurrent",
+        "cuMemGetAllocationGranularity", "cuMemCreate", "cuMemAddressReserve", "cuMemMap",
+        "cuMemSetAccess", "cuMemUnmap", "cuMemAddressFree", "cuMemRelease", "cuMemAlloc",
+        "cuMemFree", "cuPointerSetAttribute", "cuPointerGetAttribute",
+        "cuMemGetHandleForAddressRange",
+    };
+    static const char *const vmm_names[] = {
+        "cuMemRetainAllocationHandle", "cuMemGetAllocationPropertiesFromHandle",
+        "cuMemExportToShareableHandle", "cuMemGetAddressRange_v2",
+    };
+    static const int cuerrs[] = {1, 2, 3, 100, 201, 801, 999};
+    static const char *const vk_names[] = {"vkCreateDevice", "vkAllocateMemory", "vkMapMemory"};
+    static const int vkerrs[] = {-1, -2, -3, -4, -5, -10};
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+    const struct {
+        const char *const *names;
+        int n;
+        const int *errs;
+        int nerr;
+        int (*errno_of)(int);
+        int vulkan_only;
+    } groups[] = {
+        {sys_names, COUNT(sys_names), errnos, COUNT(errnos), NULL, 0},
+        {cuda_names, COUNT(cuda_names), cuerrs, COUNT(cuerrs), errno_of_curesult, 0},
+        {vmm_names, COUNT(vmm_names), cuerrs, COUNT(cuerrs), errno_of_curesult, 1},
+        {vk_names, COUNT(vk_names), vkerrs, COUNT(vkerrs), errno_of_vkresult, 1},
+    };
+    int baseline[S_COUNT], rc[S_COUNT];
+    long runs = 0, injected = 0, total_leaks = 0;
+    char spec[128];
+
+    REQUIRE(gdrsim_present());
+    gpu_init();
+    /* No context current: the allocator makes its own current around its calls and puts the
+     * caller's (none) back, so that cuCtxSetCurrent is called and can fail. */
+    REQUIRE(cuCtxSetCurrent(NULL) == CUDA_SUCCESS);
+    if (!noinit) {
+        static const char *const init_names[] = {"cuInit", "cuDriverGetVersion", "cuGetProcAddress"};
+        long fired = init_faults(init_names, COUNT(init_names), cuerrs, COUNT(cuerrs));
+        printf("%-40s %4ld faults injected (first gdrx_open, %d rules)\n", "CUDA initialisation",
+               fired, COUNT(init_names) * COUNT(cuerrs));
+        injected += fired;
+        runs += COUNT(init_names) * COUNT(cuerrs);
+    }
+
+    cur_spec = "(none)";
+    cur_err = 0;
+    before = counted();
+    workload(baseline);
+    for (int i = 0; i < S_COUNT; i++)
+        if (baseline[i] != 0) {
+            printf("fault-free run: %s returned %d\n", step_names[i], baseline[i]);
+            CHECK(baseline[i] == 0);
+        }
+    REQUIRE(leaks() == 0);
+
+    for (int k = 0; k < COUNT(groups); k++) {
+        if (groups[k].vulkan_only && !vulkan)
+            continue;
+        for (int n = 0; n < groups[k].n; n++) {
+            const char *name = groups[k].names[n];
+            long fired = 0;
+            for (int e = 0; e < groups[k].nerr; e++) {
+                int err = groups[k].errs[e];
+                for (int nth = 1; nth <= MAX_NTH; nth++) {
+                    snprintf(spec, sizeof(spec), "%s:%d:%d", name, nth, err);
+                    cur_spec = spec;
+                    cur_err = groups[k].errno_of ? groups[k].errno_of(err) : err;
+                    skip_allocations = vulkan && strcmp(name, "cuMemRelease") == 0;
+                    before = counted();
+                    /* A failed restore leaves the allocator's context current: none again. */
+                    REQUIRE(cuCtxSetCurrent(NULL) == CUDA_SUCCESS);
+                    REQUIRE(gdrsim_set_fail(spec) == 0);
+                    workload(rc);
+                    gdrsim_set_fail(NULL);
+                    runs++;
+                    if (memcmp(rc, baseline, sizeof(rc)) != 0)
+                        fired++;
+                    total_leaks += leaks();
+                }
+            }
+            printf("%-40s %4ld faults injected\n", name, fired);
+            injected += fired;
+        }
+    }
+#undef COUNT
+    printf("faults: gdrx on the %s backend%s, %ld runs, %ld faults injected, %ld runs with a leak\n",
+           backend, open_flags ? " (cuMemAlloc)" : "", runs, injected, total_leaks);
+    char done[80];
+    snprintf(done, sizeof(done), "ext faults (%s%s)", backend, open_flags ? ", cuMemAlloc" : "");
+    return check_done(done);
+}
