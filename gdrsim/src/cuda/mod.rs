@@ -14,7 +14,6 @@ mod events;
 mod dmabuf;
 mod hookable;
 pub mod errors;
-pub(crate) use device::UUID;
 mod legacy;
 mod ipc;
 mod managed;
