@@ -219,6 +219,8 @@ static void large_allocation(gdrx_t x)
     for (size_t i = 0; i < n; i++)
         buf[i] = ~buf[i];
     CHECK_EQ(cuMemcpyHtoD((CUdeviceptr)big.dev_ptr, buf, n * 8), CUDA_SUCCESS);
+    /* From pageable memory the copy may still be on its way when cuMemcpyHtoD returns. */
+    CHECK_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
     memset(back, 0, n * 8);
     CHECK_EQ(gdrx_copy_from(&big, 0, back, n * 8), 0);
     CHECK(memcmp(buf, back, n * 8) == 0);

@@ -174,6 +174,7 @@ static int gdr_calloc(gdr_t g, struct cumem *m, size_t offset, size_t size, stru
     CUdeviceptr aligned = (dev + GPU_PAGE - 1) & ~(GPU_PAGE - 1);
     CHECK(aligned + mapped <= m->va + m->size);
     CHECK_EQ(cuMemsetD8(dev, 0, size + GPU_PAGE), CUDA_SUCCESS);
+    CHECK_EQ(cuCtxSynchronize(), CUDA_SUCCESS); /* the memset runs asynchronously */
     memset(&b->mh, 0, sizeof b->mh);
     int r;
     if (gdr.pin_v2 && (runtime_major > 2 || (runtime_major == 2 && runtime_minor >= 5)))

@@ -169,6 +169,8 @@ static void round_trip(gdr_mh_t mh, void *map, CUdeviceptr d, size_t size, unsig
     for (size_t i = 0; i < size; i++)
         h[i] = pattern(i, seed + 1);
     CHECK_EQ(cuMemcpyHtoD(d, h, size), CUDA_SUCCESS);
+    /* From pageable memory the copy may still be on its way when cuMemcpyHtoD returns. */
+    CHECK_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
     memset(back, 0, size);
     CHECK_EQ(gdr_copy_from_mapping(mh, back, map, size), 0);
     CHECK(memcmp(h, back, size) == 0);
