@@ -5,6 +5,11 @@
  * to show which UCX runs move their data through our library and how often UCX registers
  * memory. Preloaded after the emulator; forwards every call to the libgdrapi.so.2 the process
  * loaded.
+ *
+ * make test-nccl builds the same file as a libgdrapi.so of its own (soname libgdrapi.so,
+ * needing libgdrapi.so.2) put first on LD_LIBRARY_PATH: NCCL dlopens "libgdrapi.so" and takes
+ * each function with dlsym on that handle, which a preloaded object cannot interpose
+ * (abi-tests/nccl/README.md).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>

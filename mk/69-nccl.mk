@@ -1,0 +1,28 @@
+# make test-nccl-count (CI): the counting shim that make test-nccl puts in front of the
+# library, on the emulator's Vulkan stand-in, under nccl_pattern (which dlopens libgdrapi.so as
+# NCCL does): every call is counted, and the counts agree with the library's own debug lines.
+
+NCCL_OUT := $(BUILD_DIR)/nccl
+NCCL_SHIM := $(NCCL_OUT)/count/libgdrapi.so
+
+# ucx/gdr_count.c as a libgdrapi.so of its own, needing libgdrapi.so.2: first on
+# LD_LIBRARY_PATH, it is what dlopen("libgdrapi.so") finds (NCCL's dlsym on that handle cannot
+# be interposed with LD_PRELOAD). --no-as-needed: it calls nothing of libgdrapi.so.2 by name.
+$(NCCL_SHIM): ucx/gdr_count.c | $(if $(PREBUILT),,lib)
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -Wall -Werror -shared -fPIC -Wl,-soname,libgdrapi.so $< -o $@ \
+		-Wl,--no-as-needed -L$(LIB_DIR) -l:libgdrapi.so.2 -ldl
+
+test-nccl-count: lib sim vulkan-programs $(NCCL_SHIM)
+	@log=$(NCCL_OUT)/count-check.log; \
+	$(SIM_VULKAN_ENV) LD_LIBRARY_PATH=$(NCCL_OUT)/count:$(SIM_DIR)/vulkan:$(SIM_DIR):$(LIB_DIR) \
+		GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=1 $(VULKAN_OUT)/nccl_pattern >$$log 2>&1; \
+	rc=$$?; counts=$$(abi-tests/nccl/counts.sh $$log 1); crc=$$?; echo "test-nccl-count: $$counts"; \
+	want='counts: pin=3 map=3 unmap=3 unpin=3 to=1024 from=1 processes=1; library log: pinned=3 mapped=3 unmapped=3'; \
+	if [ $$rc -ne 0 ] || [ $$crc -ne 0 ] || ! grep -qx '[0-9]* passed, 0 failed' $$log || \
+		[ "$$counts" != "$$want" ]; then \
+		tail -20 $$log; echo "test-nccl-count: FAILED (want: $$want)"; exit 1; fi; \
+	echo "test-nccl-count: nccl_pattern through the counting shim: every call counted, as the library logged it"
+
+TEST_TARGETS += test-nccl-count
+.PHONY: test-nccl-count
