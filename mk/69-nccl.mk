@@ -1,6 +1,21 @@
-# make test-nccl-count (CI): the counting shim that make test-nccl puts in front of the
-# library, on the emulator's Vulkan stand-in, under nccl_pattern (which dlopens libgdrapi.so as
-# NCCL does): every call is counted, and the counts agree with the library's own debug lines.
+# make test-nccl: real NCCL (a pip wheel) on two GPUs, its network transport forced on
+# loopback (no P2P, no shared memory: NCCL's socket transport on lo), gdrcopy enabled
+# (NCCL_GDRCOPY_ENABLE=1) through this library with no kernel module (GDRAPI_USE_VULKAN=1):
+# the all-reduce sums from 8 B to 64 MiB, NCCL's "GDRCOPY enabled" line with this library's
+# versions, NCCL's pins and maps counted as they reach the library, then a latency table with
+# and without NCCL_GDRCOPY_ENABLE (abi-tests/nccl/run.sh; abi-tests/nccl/README.md). Skips with
+# a reason where fewer than two GPUs are visible. Not part of `make test`: CI has no GPU, and
+# NCCL is a 200 MB wheel that no CI run should download.
+#
+# PREBUILT=1 builds nothing with cargo (a GPU machine without a Rust toolchain: `make lib`
+# here, carry build/lib there). allreduce.c is compiled by the script against the NCCL and
+# CUDA runtime it finds (abi-tests/nccl/locate.py: NCCL_HOME and CUDA_HOME, else the pip wheels
+# of python3, else /usr/local/cuda, else a scratch venv where pip reaches an index).
+#
+# make nccl-program: that build alone, no GPU needed (a compile check of allreduce.c).
+# make test-nccl-count (CI): the counting shim test-nccl puts in front of the library, on the
+# emulator's Vulkan stand-in, under nccl_pattern (which dlopens libgdrapi.so as NCCL does):
+# every call is counted, and the counts agree with the library's own debug lines.
 
 NCCL_OUT := $(BUILD_DIR)/nccl
 NCCL_SHIM := $(NCCL_OUT)/count/libgdrapi.so
@@ -12,6 +27,12 @@ $(NCCL_SHIM): ucx/gdr_count.c | $(if $(PREBUILT),,lib)
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -Wall -Werror -shared -fPIC -Wl,-soname,libgdrapi.so $< -o $@ \
 		-Wl,--no-as-needed -L$(LIB_DIR) -l:libgdrapi.so.2 -ldl
+
+test-nccl: $(if $(PREBUILT),,lib) $(NCCL_SHIM)
+	abi-tests/nccl/run.sh $(BUILD_DIR)
+
+nccl-program: $(if $(PREBUILT),,lib) $(NCCL_SHIM)
+	abi-tests/nccl/run.sh $(BUILD_DIR) --build-only
 
 test-nccl-count: lib sim vulkan-programs $(NCCL_SHIM)
 	@log=$(NCCL_OUT)/count-check.log; \
@@ -25,4 +46,4 @@ test-nccl-count: lib sim vulkan-programs $(NCCL_SHIM)
 	echo "test-nccl-count: nccl_pattern through the counting shim: every call counted, as the library logged it"
 
 TEST_TARGETS += test-nccl-count
-.PHONY: test-nccl-count
+.PHONY: test-nccl nccl-program test-nccl-count
