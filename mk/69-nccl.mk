@@ -36,8 +36,8 @@ nccl-program: $(if $(PREBUILT),,lib) $(NCCL_SHIM)
 
 test-nccl-count: lib sim vulkan-programs $(NCCL_SHIM)
 	@log=$(NCCL_OUT)/count-check.log; \
-	$(SIM_VULKAN_ENV) LD_LIBRARY_PATH=$(NCCL_OUT)/count:$(SIM_DIR)/vulkan:$(SIM_DIR):$(LIB_DIR) \
-		GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=1 $(VULKAN_OUT)/nccl_pattern >$$log 2>&1; \
+	LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(NCCL_OUT)/count:$(SIM_DIR)/vulkan:$(SIM_DIR):$(LIB_DIR) \
+		$(SIM_VULKAN_VARS) GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=1 $(VULKAN_OUT)/nccl_pattern >$$log 2>&1; \
 	rc=$$?; counts=$$(abi-tests/nccl/counts.sh $$log 1); crc=$$?; echo "test-nccl-count: $$counts"; \
 	want='counts: pin=3 map=3 unmap=3 unpin=3 to=1024 from=1 processes=1; library log: pinned=3 mapped=3 unmapped=3'; \
 	if [ $$rc -ne 0 ] || [ $$crc -ne 0 ] || ! grep -qx '[0-9]* passed, 0 failed' $$log || \
