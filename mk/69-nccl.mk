@@ -20,18 +20,20 @@
 NCCL_OUT := $(BUILD_DIR)/nccl
 NCCL_SHIM := $(NCCL_OUT)/count/libgdrapi.so
 
-# ucx/gdr_count.c as a libgdrapi.so of its own, needing libgdrapi.so.2: first on
-# LD_LIBRARY_PATH, it is what dlopen("libgdrapi.so") finds (NCCL's dlsym on that handle cannot
-# be interposed with LD_PRELOAD). --no-as-needed: it calls nothing of libgdrapi.so.2 by name.
+# ucx/gdr_count.c as a libgdrapi.so of its own, needing libgdrapi.so.2 (run.sh builds it the
+# same way for test-nccl): first on LD_LIBRARY_PATH, it is what dlopen("libgdrapi.so") finds
+# (NCCL's dlsym on that handle cannot be interposed with LD_PRELOAD). --no-as-needed: it calls
+# nothing of libgdrapi.so.2 by name.
 $(NCCL_SHIM): ucx/gdr_count.c | $(if $(PREBUILT),,lib)
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -Wall -Werror -shared -fPIC -Wl,-soname,libgdrapi.so $< -o $@ \
 		-Wl,--no-as-needed -L$(LIB_DIR) -l:libgdrapi.so.2 -ldl
 
-test-nccl: $(if $(PREBUILT),,lib) $(NCCL_SHIM)
+# The script builds allreduce.c and the shim itself, once it has found two GPUs and NCCL.
+test-nccl: $(if $(PREBUILT),,lib)
 	abi-tests/nccl/run.sh $(BUILD_DIR)
 
-nccl-program: $(if $(PREBUILT),,lib) $(NCCL_SHIM)
+nccl-program: $(if $(PREBUILT),,lib)
 	abi-tests/nccl/run.sh $(BUILD_DIR) --build-only
 
 test-nccl-count: lib sim vulkan-programs $(NCCL_SHIM)

@@ -4,10 +4,10 @@
 # See abi-tests/nccl/README.md for what it proves and why each setting is there.
 #
 # Usage: run.sh BUILD_DIR [--build-only]
-#   BUILD_DIR holds lib/ (the library, `make lib`) and nccl/count/libgdrapi.so (the counting
-#   shim, ucx/gdr_count.c built by make as a libgdrapi.so in front of the library); the script
-#   builds BUILD_DIR/nccl/allreduce (abi-tests/nccl/allreduce.c) against the NCCL it finds.
-#   --build-only builds and stops (no GPU needed).
+#   BUILD_DIR holds lib/ (the library, `make lib`); the script builds BUILD_DIR/nccl/allreduce
+#   (abi-tests/nccl/allreduce.c) against the NCCL it finds, and nccl/count/libgdrapi.so, the
+#   counting shim (ucx/gdr_count.c as a libgdrapi.so in front of the library, as
+#   mk/69-nccl.mk builds it for test-nccl-count). --build-only builds and stops (no GPU needed).
 #
 # Steps: skips (exit 0) with a reason where fewer than two GPUs are visible; finds NCCL and the
 # CUDA runtime (locate.py: NCCL_HOME, CUDA_HOME, else this python3's pip wheels, else
@@ -28,6 +28,7 @@ set -u
 B=$(cd "$1" && pwd)
 build_only=${2:-}
 HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
 OUT=$B/nccl
 LOGS=$OUT/logs
 mode=${NCCL_TEST_MODE:-fork}
@@ -96,7 +97,10 @@ build() {
         "$HERE/allreduce.c" -o "$OUT/allreduce" \
         -L"$NCCL_LIBDIR" -l:libnccl.so.2 -L"$CUDART_LIBDIR" -l:"$CUDART_LIB" \
         -Wl,-rpath,"$NCCL_LIBDIR:$CUDART_LIBDIR" || return 1
-    echo "test-nccl: built $OUT/allreduce"
+    mkdir -p "$OUT/count"
+    ${CC:-cc} -O1 -g -Wall -Werror -shared -fPIC -Wl,-soname,libgdrapi.so "$ROOT/ucx/gdr_count.c" \
+        -o "$OUT/count/libgdrapi.so" -Wl,--no-as-needed -L"$B/lib" -l:libgdrapi.so.2 -ldl || return 1
+    echo "test-nccl: built $OUT/allreduce and $OUT/count/libgdrapi.so"
 }
 
 main() {
@@ -108,8 +112,8 @@ main() {
             return 0
         fi
     fi
-    if [ ! -e "$B/lib/libgdrapi.so.2" ] || [ ! -e "$OUT/count/libgdrapi.so" ]; then
-        echo "test-nccl: FAILED: no $B/lib/libgdrapi.so.2 or $OUT/count/libgdrapi.so (run it through make test-nccl; with PREBUILT=1, carry build/lib)"
+    if [ ! -e "$B/lib/libgdrapi.so.2" ]; then
+        echo "test-nccl: FAILED: no $B/lib/libgdrapi.so.2 (make lib; with PREBUILT=1, carry build/lib here)"
         return 1
     fi
     build || return 1
