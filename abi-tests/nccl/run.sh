@@ -112,6 +112,13 @@ main() {
             return 0
         fi
     fi
+    # A copy of build/lib that lost its links (libgdrapi.so.2 -> .so.2.N, libgdrapi.so -> .so.2).
+    local real
+    real=$(cd "$B/lib" 2>/dev/null && ls libgdrapi.so.2.[0-9]* 2>/dev/null | head -1)
+    if [ -n "$real" ]; then
+        [ -e "$B/lib/libgdrapi.so.2" ] || ln -sfn "$real" "$B/lib/libgdrapi.so.2"
+        [ -e "$B/lib/libgdrapi.so" ] || ln -sfn libgdrapi.so.2 "$B/lib/libgdrapi.so"
+    fi
     if [ ! -e "$B/lib/libgdrapi.so.2" ]; then
         echo "test-nccl: FAILED: no $B/lib/libgdrapi.so.2 (make lib; with PREBUILT=1, carry build/lib here)"
         return 1
