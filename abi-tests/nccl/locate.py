@@ -128,7 +128,7 @@ def main():
         print("WHY=" + shlex.quote(why))
         return 1
     incs, libdir, lib, where = rt
-    out["CUDART_CFLAGS"] = " ".join("-I" + i for i in incs)
+    out["CUDART_CFLAGS"] = " ".join("-isystem " + i for i in incs)
     out["CUDART_LIBDIR"], out["CUDART_LIB"], out["CUDART_FROM"] = libdir, lib, where
     for k, v in out.items():
         print("%s=%s" % (k, shlex.quote(v)))
