@@ -56,6 +56,7 @@ fn threshold_from(enable: Option<&str>, level: Option<&str>) -> Option<i32> {
     Some(level.map_or(Level::Error as i32, atoi))
 }
 
+#[inline]
 fn config() -> Option<i32> {
     *CONFIG.0.get_or_init(|| {
         let enable = std::env::var_os("GDRCOPY_ENABLE_LOGGING");
