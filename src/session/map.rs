@@ -1,0 +1,262 @@
+//! `gdr_map_v2` (and `gdr_map`) and `gdr_unmap`: a quick path that holds a gdrdrv handle in
+//! MAPPING or UNMAPPING instead of taking the session's lock, and the path through the
+//! session for everything else.
+
+use super::lookup::{quick_handle, session_and_handle};
+use super::state::{self, hold, Transition};
+use crate::backend::{gdrdrv, Backend, BackendKind, Mapping, MappingType};
+use crate::error::{Error, Result};
+use crate::sys;
+use std::sync::atomic::Ordering;
+
+/// `gdr_map_v2`: maps `size` bytes (rounded up to the host page) of the pinned buffer with
+/// the mapping type `flags` asks for; returns the mapping's address.
+#[inline(always)]
+pub fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
+    match quick_map(g, mh, size, flags) {
+        Some(r) => r,
+        None => map_through_session(g, mh, size, flags),
+    }
+}
+
+/// [`map`] in the quick case of [`super::lookup::quick_handle`], without the session's lock; `None`
+/// for anything else, valid or not.
+#[inline(always)]
+fn quick_map(g: usize, mh: u64, size: usize, flags: i32) -> Option<Result<usize>> {
+    let h = quick_handle(g, mh)?;
+    let request = u32::try_from(flags).ok().and_then(MappingType::from_raw)?;
+    let rounded = sys::round_up(size, h.driver()?.page_size())?;
+    let d = hold(h, g, state::PINNED, state::MAPPING)?;
+    let busy = Transition::mapping(h);
+    Some(
+        d.map(h.pin_handle.load(Ordering::Acquire), rounded, request)
+            .map(|m| busy.mapped(&m, BackendKind::Gdrdrv)),
+    )
+}
+
+/// [`map`] through the session, held shared: every case but the quick one, with its errors.
+#[cold]
+#[inline(never)]
+fn map_through_session(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
+    let (open, h) = session_and_handle(g, mh)?;
+    let s = h.state.load(Ordering::Acquire);
+    if s == state::MAPPED || s == state::MAPPING {
+        gdr_err!("mh is mapped already");
+        return Err(Error::AlreadyMapped);
+    }
+    let request = match u32::try_from(flags).ok().and_then(MappingType::from_raw) {
+        Some(t) => t,
+        None => {
+            gdr_err!("encounter unsupported gdr_map_flags");
+            return Err(Error::InvalidArgument("unknown gdr_map_flags"));
+        }
+    };
+    let Some(rounded) = sys::round_up(size, open.page_size) else {
+        gdr_err!("gdr_map: size {} is too large", size);
+        return Err(Error::InvalidArgument("map size overflows"));
+    };
+    if let Err(now) = h.state.compare_exchange(
+        state::PINNED,
+        state::MAPPING,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        if now == state::MAPPED || now == state::MAPPING {
+            gdr_err!("mh is mapped already");
+            return Err(Error::AlreadyMapped);
+        }
+        gdr_err!(
+            "gdr_mh_t 0x{:x} is being unmapped or unpinned by another thread",
+            mh
+        );
+        return Err(Error::InvalidHandle);
+    }
+    let busy = Transition::mapping(h);
+    let m = open.backend.map(&h.pin(), rounded, request)?;
+    Ok(busy.mapped(&m, open.backend.kind()))
+}
+
+/// `gdr_unmap`: `va` and `size` must be the address `gdr_map` returned and the size it was
+/// given (compared after rounding to the host page).
+#[inline(always)]
+pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
+    match quick_unmap(g, mh, va, size) {
+        Some(r) => r,
+        None => unmap_through_session(g, mh, va, size),
+    }
+}
+
+/// [`unmap`] in the quick case of [`super::lookup::quick_handle`], without the session's lock, when
+/// `va` and `size` match the handle's mapping; `None` for anything else, valid or not.
+#[inline(always)]
+fn quick_unmap(g: usize, mh: u64, va: usize, size: usize) -> Option<Result<()>> {
+    let h = quick_handle(g, mh)?;
+    let rounded = sys::round_up(size, h.driver()?.page_size())?;
+    let matches =
+        || h.map_addr.load(Ordering::Acquire) == va && h.map_len.load(Ordering::Acquire) == rounded;
+    // A mismatch leaves the state alone, so that copies through the mapping go on.
+    if h.state.load(Ordering::Acquire) != state::MAPPED || !matches() {
+        return None;
+    }
+    hold(h, g, state::MAPPED, state::UNMAPPING)?;
+    if !matches() {
+        // Remapped by another thread in between.
+        h.state.store(state::MAPPED, Ordering::Release);
+        return None;
+    }
+    let m = h.mapping();
+    gdr_dbg!("unmapping va: {:#x}", m.addr);
+    let busy = Transition::unmapping(h);
+    // SAFETY: `m` is the mapping the driver made for this handle, which its UNMAPPING state
+    // takes out of use.
+    let r = unsafe { gdrdrv::unmap(h.pin_handle.load(Ordering::Acquire), &m) };
+    Some(r.map(|()| busy.unmapped(&m, BackendKind::Gdrdrv)))
+}
+
+/// [`unmap`] through the session, held shared: every case but the quick one, with its
+/// errors.
+#[cold]
+#[inline(never)]
+fn unmap_through_session(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
+    let (open, h) = session_and_handle(g, mh)?;
+    let rounded = sys::round_up(size, open.page_size);
+    let matches = |addr: usize, len: usize| va == addr && rounded == Some(len);
+    let refuse = |m: &Mapping| {
+        gdr_err!(
+            "gdr_unmap: va {:#x} size {} do not match the mapping of this handle (va {:#x}, rounded size {})",
+            va,
+            size,
+            m.addr,
+            m.len
+        );
+        Err(Error::InvalidArgument("va/size do not match the mapping"))
+    };
+    // Refuse a mismatch before touching the state, so that concurrent copies through
+    // the (still valid) mapping are not disturbed by a bad call.
+    if h.state.load(Ordering::Acquire) == state::MAPPED
+        && !matches(
+            h.map_addr.load(Ordering::Acquire),
+            h.map_len.load(Ordering::Acquire),
+        )
+    {
+        return refuse(&h.mapping());
+    }
+    if h.state
+        .compare_exchange(
+            state::MAPPED,
+            state::UNMAPPING,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .is_err()
+    {
+        gdr_err!("mh is not mapped yet");
+        return Err(Error::NotMapped);
+    }
+    let m = h.mapping();
+    if !matches(m.addr, m.len) {
+        // Remapped by another thread in between.
+        h.state.store(state::MAPPED, Ordering::Release);
+        return refuse(&m);
+    }
+    gdr_dbg!("unmapping va: {:#x}", va);
+    let busy = Transition::unmapping(h);
+    open.backend.unmap(&h.pin(), &m)?;
+    busy.unmapped(&m, open.backend.kind());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::testing::*;
+
+    #[test]
+    fn full_cycle_and_layout_values() {
+        let (g, calls) = fake();
+        let rec = SESSIONS.lookup(g).unwrap();
+        assert_eq!(rec.fd.load(Ordering::Relaxed), 1000);
+        assert_eq!(rec.gdrdrv_version.load(Ordering::Relaxed), 0x20006);
+        assert_eq!(
+            1usize << rec.page_shift.load(Ordering::Relaxed),
+            sys::page_size()
+        );
+        let mh = pin(g, &pin_req(0x7000_0000, 0x10000)).unwrap();
+        assert_ne!(mh, 0);
+        let second = pin(g, &pin_req(0x7000_0000, 0x10000)).unwrap();
+        // The driver handle sits at offset 24 as a u32 (16 for the second pin).
+        let hr = HANDLES.lookup(second as usize).unwrap();
+        assert_eq!(hr.driver_handle.load(Ordering::Relaxed), 16);
+        let va = map(g, mh, 0x10000, 0).unwrap();
+        assert_eq!(map(g, mh, 0x10000, 0).unwrap_err(), Error::AlreadyMapped);
+        // Already-mapped is reported before the flags are looked at.
+        assert_eq!(map(g, mh, 0x10000, 9).unwrap_err(), Error::AlreadyMapped);
+        assert_eq!(
+            map(g, second, 0x10000, 9).unwrap_err().errno(),
+            libc::EINVAL
+        );
+        assert_eq!(
+            map(g, second, 0x10000, 2).unwrap_err().errno(),
+            libc::EOPNOTSUPP
+        );
+        let i = info(g, mh, false).unwrap();
+        assert!(i.mapped && i.wc_mapping && i.mapping_type == 1);
+        assert_eq!(
+            copy_target(mh, va, 0, 0x10000, "t").unwrap(),
+            MappingType::WriteCombining
+        );
+        assert_eq!(
+            copy_target(mh, va + 1, 0, 0x10000, "t")
+                .unwrap_err()
+                .errno(),
+            libc::EINVAL
+        );
+        assert_eq!(
+            copy_target(mh, va - 1, 0, 1, "t").unwrap_err().errno(),
+            libc::EINVAL
+        );
+        assert_eq!(
+            copy_target(mh, usize::MAX, 0, 2, "t").unwrap_err().errno(),
+            libc::EINVAL
+        );
+        assert_eq!(
+            copy_target(second, 0, 0, 0, "t").unwrap_err(),
+            Error::NotMapped
+        );
+        // Wrong va or size on unmap is refused and the mapping stays.
+        assert_eq!(
+            unmap(g, mh, va + 4096, 0x10000).unwrap_err().errno(),
+            libc::EINVAL
+        );
+        assert_eq!(unmap(g, mh, va, 0x20000).unwrap_err().errno(), libc::EINVAL);
+        unmap(g, mh, va, 0x10000 - 5).unwrap();
+        assert_eq!(unmap(g, mh, va, 0x10000).unwrap_err(), Error::NotMapped);
+        assert_eq!(
+            copy_target(mh, va, 0, 0, "t").unwrap_err(),
+            Error::NotMapped
+        );
+        unpin(g, mh).unwrap();
+        // Stale handle: EINVAL, no driver call.
+        let before = calls.unpins.load(Ordering::SeqCst);
+        assert_eq!(unpin(g, mh).unwrap_err(), Error::InvalidHandle);
+        assert_eq!(map(g, mh, 4096, 0).unwrap_err(), Error::InvalidHandle);
+        assert_eq!(
+            copy_target(mh, va, 0, 0, "t").unwrap_err(),
+            Error::InvalidHandle
+        );
+        assert_eq!(calls.unpins.load(Ordering::SeqCst), before);
+        // Close unpins what is left (still mapped -> unmapped first).
+        map(g, second, 100, 1).unwrap();
+        close(g).unwrap();
+        assert_eq!(calls.unmaps.load(Ordering::SeqCst), 2);
+        assert_eq!(calls.unpins.load(Ordering::SeqCst), 2);
+        assert_eq!(calls.closes.load(Ordering::SeqCst), 1);
+        // Stale and double-closed gdr_t.
+        assert_eq!(close(g).unwrap_err(), Error::InvalidHandle);
+        assert_eq!(
+            pin(g, &pin_req(0x7000_0000, 1)).unwrap_err(),
+            Error::InvalidHandle
+        );
+        assert_eq!(rec.fd.load(Ordering::Relaxed), -1);
+    }
+}
