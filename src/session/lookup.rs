@@ -4,43 +4,13 @@
 //! while the caller holds one of its records (the quick paths).
 
 use super::records::{HandleRecord, Open, SessionRecord};
-use super::state::is_pinned;
+use super::refuse::accept_owned;
 use super::{HANDLES, SESSIONS};
 use crate::error::{Error, Result};
 use crate::hint::cold_path;
 use crate::{process, sys};
 use parking_lot::{MappedRwLockReadGuard, RwLockReadGuard};
 use std::sync::atomic::Ordering;
-
-/// Refuses a record that is free, not yet pinned, being unpinned, or not owned by the
-/// session whose serial is `serial`.
-#[inline(always)]
-pub(super) fn check_live(h: &HandleRecord, serial: u64, mh: u64) -> Result<()> {
-    if !is_live(h, serial) {
-        return Err(refuse_handle(h, mh));
-    }
-    Ok(())
-}
-
-/// Whether `h` is pinned (or mapped) and owned by the session whose serial is `serial`.
-#[inline(always)]
-pub(super) fn is_live(h: &HandleRecord, serial: u64) -> bool {
-    is_pinned(h.state.load(Ordering::SeqCst)) && h.owner.load(Ordering::Acquire) == serial
-}
-
-/// Says why `h`, found not live by [`is_live`], is refused.
-#[cold]
-pub(super) fn refuse_handle(h: &HandleRecord, mh: u64) -> Error {
-    if !is_pinned(h.state.load(Ordering::SeqCst)) {
-        gdr_err!(
-            "invalid gdr_mh_t 0x{:x}: the buffer is not pinned (already unpinned?)",
-            mh
-        );
-    } else {
-        gdr_err!("invalid gdr_mh_t 0x{:x}: it belongs to another gdr_t", mh);
-    }
-    Error::InvalidHandle
-}
 
 /// Refuses a closed session without reading the process token, a page of its own (enough
 /// where the caller is known to be the opener, see [`session_and_handle`]); returns the
@@ -86,8 +56,9 @@ pub(super) fn session(g: usize) -> Result<OpenRef> {
     locked(rec, g)
 }
 
-/// [`session`] for a call on the handle `mh`, and that handle: the live record behind `mh`,
-/// owned by this session. The record is looked up once. A live handle of this session in
+/// [`session`] for a call on the handle `mh`, and that handle: the record behind `mh` once
+/// the decision on a handle ([`super::refuse::accept_handle`]) accepts it, on its owner and
+/// this session's serial. The record is looked up once. A live handle of this session in
 /// wipe-on-fork memory already proves that the caller is the process that opened it (such
 /// records read as free in every child, see [`crate::registry`] and
 /// [`HandleRecord::proves_caller`]), so the process token is read only when the handle does
@@ -96,8 +67,9 @@ pub(super) fn session(g: usize) -> Result<OpenRef> {
 pub(super) fn session_and_handle(g: usize, mh: u64) -> Result<(OpenRef, &'static HandleRecord)> {
     let rec = session_record(g)?;
     let h = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a));
-    let here =
-        h.is_some_and(|h| h.proves_caller() && is_live(h, rec.serial.load(Ordering::Acquire)));
+    let here = h.is_some_and(|h| {
+        h.proves_caller() && accept_owned(h, rec.serial.load(Ordering::Acquire)).is_ok()
+    });
     if here {
         check_open(rec, g)?;
     } else {
@@ -108,8 +80,10 @@ pub(super) fn session_and_handle(g: usize, mh: u64) -> Result<(OpenRef, &'static
     let Some(h) = h else {
         return Err(not_issued(mh));
     };
-    check_live(h, open.serial, mh)?;
-    Ok((open, h))
+    match accept_owned(h, open.serial) {
+        Ok(()) => Ok((open, h)),
+        Err(r) => Err(r.refuse(mh)),
+    }
 }
 
 /// Refuses `mh`, which is no handle record of this library.
@@ -155,8 +129,9 @@ pub(super) fn locked(rec: &'static SessionRecord, g: usize) -> Result<OpenRef> {
 }
 
 /// The record at `mh` when it is a gdrdrv handle of the session `g` that proves its caller
-/// ([`HandleRecord::proves_caller`]): a map or an unmap of it then needs no session lock (see
-/// [`super::state::hold`]). `None` for anything else, valid or not, which goes through the session.
+/// ([`HandleRecord::proves_caller`]): a map, an unmap or an unpin of it then needs no session
+/// lock (see [`super::state::hold`]). `None` for anything else, valid or not, which goes through
+/// the session: this chooses the path, the call's decision says what it accepts.
 #[inline(always)]
 pub(super) fn quick_handle(g: usize, mh: u64) -> Option<&'static HandleRecord> {
     let h = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a))?;
@@ -167,11 +142,12 @@ pub(super) fn quick_handle(g: usize, mh: u64) -> Option<&'static HandleRecord> {
 ///
 /// # Safety
 /// The caller holds a record of this session: a live handle counted in its `users` (see
-/// [`quick_query`]), a handle in a transient state (see [`super::state::hold`]), or the record a
-/// pin has reserved (see [`pin`]). The session's `Open` was stored before any of its records was
-/// taken, and `gdr_close` reads it only through shared references until every record of the session
-/// is released, which waits for each of these; only then does it take the `Open` out. So the
-/// `Option` is `Some` and stays unchanged while the caller holds the record.
+/// [`super::query`]), a handle in a transient state (see [`super::state::hold`]), or the
+/// record a pin has reserved (see [`super::pin()`]). The session's `Open` was stored before
+/// any of its records was taken, and `gdr_close` reads it only through shared references
+/// until every record of the session is released, which waits for each of these; only then
+/// does it take the `Open` out. So the `Option` is `Some` and stays unchanged while the
+/// caller holds the record.
 #[inline(always)]
 pub(super) unsafe fn open_unlocked(rec: &'static SessionRecord) -> Option<&'static Open> {
     // SAFETY: the caller's contract, above.

@@ -36,6 +36,7 @@ mod open;
 mod pin;
 mod query;
 mod records;
+mod refuse;
 pub mod state;
 #[cfg(test)]
 mod testing;

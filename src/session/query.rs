@@ -3,11 +3,11 @@
 //! session's own queries (`gdr_get_attribute`, `gdr_driver_get_version`).
 
 use super::lookup::{
-    already_closed, check_opener, is_live, not_issued, open_unlocked, refuse_handle, session,
-    session_record,
+    already_closed, check_opener, not_issued, open_unlocked, session, session_record,
 };
 use super::records::Open;
-use super::state::{self, is_pinned, InUse};
+use super::refuse::{accept_handle, accept_owned};
+use super::state::{self, InUse};
 use super::HANDLES;
 use crate::backend::{gdrdrv, Attr, Backend, BackendKind, Info};
 use crate::error::{Error, Result};
@@ -15,18 +15,19 @@ use crate::hint::cold_path;
 use std::sync::atomic::Ordering;
 
 /// Validates `g` and `mh` for a query (get_info, callback flag) in the quick case, without
-/// the session's lock: `Ok` when `mh` is a handle pinned by the session `g` whose queries go
-/// to gdrdrv, with what the query needs of the driver and the handle held against an unpin
-/// for as long as the guard lives. That also holds the session open, because `gdr_close`
-/// unpins every handle of the session (waiting for their queries) before it takes the open
-/// state out of the record. `Err` passes what was found to [`query_through_session`].
+/// the session's lock: `Ok` when the decision on a handle ([`accept_handle`]) takes `mh` as a
+/// handle of `g` (by the session it recorded) and its queries go to gdrdrv, with what the
+/// query needs of the driver and the handle held against an unpin for as long as the guard
+/// lives. That also holds the session open, because `gdr_close` unpins every handle of the
+/// session (waiting for their queries) before it takes the open state out of the record.
+/// `Err` passes what was found to [`query_through_session`].
 ///
 /// The quick case reads the handle record only: a pinned handle whose recorded session is
 /// `g` proves that `g` is an open session (one that closed released its handles first), and,
 /// in wipe-on-fork memory, that the caller is the process that opened it (see
-/// [`super::lookup::session_and_handle`]); the record also keeps what the query needs of a gdrdrv
-/// backend, which a pin stores only in wipe-on-fork memory. Every other case is cold, so that the
-/// quick one is laid out as one straight run of code.
+/// [`super::lookup::session_and_handle`]); the record also keeps what the query needs of a
+/// gdrdrv backend, which a pin stores only in wipe-on-fork memory. Every other case is cold,
+/// so that the quick one is laid out as one straight run of code.
 #[inline(always)]
 fn quick_query(g: usize, mh: u64) -> std::result::Result<(gdrdrv::Driver, InUse), Option<InUse>> {
     let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
@@ -37,7 +38,8 @@ fn quick_query(g: usize, mh: u64) -> std::result::Result<(gdrdrv::Driver, InUse)
     // on after this read sees the count and waits (see `Open::release`).
     h.users.fetch_add(1, Ordering::SeqCst);
     let held = InUse(h);
-    if is_pinned(h.state.load(Ordering::SeqCst)) && h.session.load(Ordering::Acquire) == g {
+    let mine = || h.session.load(Ordering::Acquire) == g;
+    if accept_handle(h.state.load(Ordering::SeqCst), mine).is_ok() {
         if let Some(q) = h.driver() {
             return Ok((q, held));
         }
@@ -48,8 +50,8 @@ fn quick_query(g: usize, mh: u64) -> std::result::Result<(gdrdrv::Driver, InUse)
 
 /// A query that [`quick_query`] did not accept: a handle whose queries go through the session
 /// (DMA-BUF), or anything to refuse, with the checks and errors of
-/// [`super::lookup::session_and_handle`]. `held` is the record at `mh`, already counted in its
-/// `users`.
+/// [`super::lookup::session_and_handle`] (the same decision, [`accept_handle`], on the
+/// handle's owner). `held` is the record at `mh`, already counted in its `users`.
 #[cold]
 #[inline(never)]
 fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(&'static Open, InUse)> {
@@ -58,7 +60,8 @@ fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(&'st
     if rec.opener.load(Ordering::Acquire) == 0 || serial == 0 {
         return Err(already_closed(g));
     }
-    let live = held.as_ref().is_some_and(|h| is_live(h, serial));
+    let verdict = held.as_ref().map(|h| accept_owned(h, serial));
+    let live = verdict == Some(Ok(()));
     // A live handle in wipe-on-fork memory proves the caller is the opener (see
     // `session_and_handle`); otherwise the process token decides, before the handle's own error.
     if !(live && held.as_ref().is_some_and(|h| h.proves_caller())) {
@@ -67,8 +70,8 @@ fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(&'st
     let Some(held) = held else {
         return Err(not_issued(mh));
     };
-    if !live {
-        return Err(refuse_handle(&held, mh));
+    if let Some(Err(r)) = verdict {
+        return Err(r.refuse(mh));
     }
     // SAFETY: `held` is a live handle of this session, counted in its `users`.
     let Some(open) = (unsafe { open_unlocked(rec) }) else {

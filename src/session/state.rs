@@ -9,6 +9,7 @@
 //! ```
 
 use super::records::HandleRecord;
+use super::refuse::accept_handle;
 use crate::backend::{gdrdrv, BackendKind, Mapping};
 use crate::hint::cold_path;
 use std::sync::atomic::Ordering;
@@ -55,18 +56,19 @@ impl Drop for InUse {
     }
 }
 
-/// Moves `h`, found by [`super::lookup::quick_handle`], from `from` to the transient state `to`,
-/// and returns its driver once it holds it, when it is still a handle of the session `g`; otherwise
-/// puts it back and returns `None`.
+/// Moves `h`, found by [`super::lookup::quick_handle`], from `from` to the transient state
+/// `to`, and returns its driver once it holds it, when the decision on a handle
+/// ([`accept_handle`], on the state it was held from) still takes it as the session `g`'s;
+/// otherwise puts it back and returns `None`.
 ///
 /// Holding the handle stands in for the session's lock: another map, unmap or unpin of it
 /// fails (EAGAIN or EINVAL, as when it held the lock), and `gdr_close` waits for the state to
 /// settle before it releases the handle and closes the descriptor (see
-/// `start_release_mapped`). A pinned handle whose recorded
-/// session is `g` proves `g` open, as for a query. It is checked again once held,
-/// because the record may have been unpinned and pinned again since `quick_handle` read it;
-/// only a call with a handle its own process freed meanwhile can see that, and the other pin
-/// then reads a transient state for as long as this check takes.
+/// `start_release_mapped`). A pinned handle whose recorded session is `g` proves `g` open, as
+/// for a query. It is checked again once held, because the record may have been unpinned and
+/// pinned again since `quick_handle` read it; only a call with a handle its own process freed
+/// meanwhile can see that, and the other pin then reads a transient state for as long as this
+/// check takes.
 #[inline(always)]
 pub(super) fn hold(
     h: &'static HandleRecord,
@@ -77,7 +79,8 @@ pub(super) fn hold(
     h.state
         .compare_exchange(from, to, Ordering::AcqRel, Ordering::Acquire)
         .ok()?;
-    if h.session.load(Ordering::Acquire) == g {
+    // The decision on the handle, on the state it was held from.
+    if accept_handle(from, || h.session.load(Ordering::Acquire) == g).is_ok() {
         if let Some(d) = h.driver() {
             return Some(d);
         }
