@@ -409,6 +409,12 @@ impl Driver {
         1 << self.page_shift
     }
 
+    /// [`Driver::page_size`] of the driver whose [`Driver::to_words`] gave `word` first.
+    #[inline(always)]
+    pub fn page_size_of(word: u64) -> usize {
+        1 << (word >> WORD_PAGE_SHIFT_SHIFT)
+    }
+
     #[inline(always)]
     fn ioctl<T: IoctlParam>(self, request: c_ulong, params: T) -> Result<T> {
         drv_ioctl(self.ioctl, self.fd, request, params)

@@ -129,13 +129,15 @@ pub(super) fn locked(rec: &'static SessionRecord, g: usize) -> Result<OpenRef> {
 }
 
 /// The record at `mh` when it is a gdrdrv handle of the session `g` that proves its caller
-/// ([`HandleRecord::proves_caller`]): a map, an unmap or an unpin of it then needs no session
-/// lock (see [`super::state::hold`]). `None` for anything else, valid or not, which goes through
+/// ([`HandleRecord::proves_caller`]), and the page size a map or an unmap of it rounds to
+/// (read from the same word): a map, an unmap or an unpin of it then needs no session lock
+/// (see [`super::state::hold`]). `None` for anything else, valid or not, which goes through
 /// the session: this chooses the path, the call's decision says what it accepts.
 #[inline(always)]
-pub(super) fn quick_handle(g: usize, mh: u64) -> Option<&'static HandleRecord> {
+pub(super) fn quick_handle(g: usize, mh: u64) -> Option<(&'static HandleRecord, usize)> {
     let h = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a))?;
-    (h.proves_caller() && h.session.load(Ordering::Acquire) == g).then_some(h)
+    let page_size = h.proven_page_size()?;
+    (h.session.load(Ordering::Acquire) == g).then_some((h, page_size))
 }
 
 /// The open state of `rec`, read without its lock.

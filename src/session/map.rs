@@ -23,9 +23,9 @@ pub fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
 /// for anything else, valid or not.
 #[inline(always)]
 fn quick_map(g: usize, mh: u64, size: usize, flags: i32) -> Option<Result<usize>> {
-    let h = quick_handle(g, mh)?;
+    let (h, page_size) = quick_handle(g, mh)?;
     let request = u32::try_from(flags).ok().and_then(MappingType::from_raw)?;
-    let rounded = sys::round_up(size, h.driver()?.page_size())?;
+    let rounded = sys::round_up(size, page_size)?;
     let d = hold(h, g, state::PINNED, state::MAPPING)?;
     let busy = Transition::mapping(h);
     Some(
@@ -90,8 +90,8 @@ pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
 /// `va` and `size` match the handle's mapping; `None` for anything else, valid or not.
 #[inline(always)]
 fn quick_unmap(g: usize, mh: u64, va: usize, size: usize) -> Option<Result<()>> {
-    let h = quick_handle(g, mh)?;
-    let rounded = sys::round_up(size, h.driver()?.page_size())?;
+    let (h, page_size) = quick_handle(g, mh)?;
+    let rounded = sys::round_up(size, page_size)?;
     let matches =
         || h.map_addr.load(Ordering::Acquire) == va && h.map_len.load(Ordering::Acquire) == rounded;
     // A mismatch leaves the state alone, so that copies through the mapping go on.

@@ -229,6 +229,15 @@ impl HandleRecord {
         self.driver.load(Ordering::Acquire) != 0
     }
 
+    /// The page size of its driver when this record proves its caller
+    /// ([`HandleRecord::proves_caller`], from the same word): the size a quick map or unmap
+    /// rounds to.
+    #[inline(always)]
+    pub(super) fn proven_page_size(&self) -> Option<usize> {
+        let word = self.driver.load(Ordering::Acquire);
+        (word != 0).then(|| gdrdrv::Driver::page_size_of(word))
+    }
+
     /// The owning session's driver, when calls on this handle need not go through the
     /// session.
     #[inline(always)]

@@ -187,7 +187,7 @@ pub fn unpin(g: usize, mh: u64) -> Result<()> {
 /// without the session's lock; `None` for anything else, valid or not.
 #[inline(always)]
 fn quick_unpin(g: usize, mh: u64) -> Option<Result<()>> {
-    let h = quick_handle(g, mh)?;
+    let (h, _) = quick_handle(g, mh)?;
     hold(h, g, state::PINNED, state::UNPINNING)?;
     // SAFETY: `h`, a handle of the session `g`, is held in UNPINNING.
     let Some(open) = SESSIONS
