@@ -1,6 +1,6 @@
 //! `gdr_map_v2` (and `gdr_map`) and `gdr_unmap`: a quick path that holds a gdrdrv handle in
 //! MAPPING or UNMAPPING instead of taking the session's lock, and the path through the
-//! session for everything else.
+//! session for everything else. A map takes what [`accept_map`] accepts.
 
 use super::lookup::{quick_handle, session_and_handle};
 use super::state::{self, hold, Transition};
@@ -19,13 +19,84 @@ pub fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
     }
 }
 
-/// [`map`] in the quick case of [`super::lookup::quick_handle`], without the session's lock; `None`
+/// The decision on a map of a handle of the caller's session in state `s`, with `flags`, of
+/// `size` bytes rounded up to `page_size`: the mapping type asked for and the rounded size,
+/// when `s` is PINNED, the flags name a mapping type and the size does not overflow. A
+/// mapped handle is refused first, before the flags are looked at (upstream's order), and a
+/// handle another call holds (being unmapped or unpinned) last.
+#[inline(always)]
+pub(super) fn accept_map(
+    s: u32,
+    flags: i32,
+    size: usize,
+    page_size: usize,
+) -> std::result::Result<(MappingType, usize), MapRefusal> {
+    if s == state::MAPPED || s == state::MAPPING {
+        return Err(MapRefusal::AlreadyMapped);
+    }
+    let request = match u32::try_from(flags).ok().and_then(MappingType::from_raw) {
+        Some(t) => t,
+        None => return Err(MapRefusal::UnknownFlags),
+    };
+    let rounded = match sys::round_up(size, page_size) {
+        Some(r) => r,
+        None => return Err(MapRefusal::TooLarge),
+    };
+    if s != state::PINNED {
+        return Err(MapRefusal::Busy);
+    }
+    Ok((request, rounded))
+}
+
+/// Why [`accept_map`] refused a map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum MapRefusal {
+    /// Mapped, or being mapped by another thread (EAGAIN).
+    AlreadyMapped,
+    /// The flags name no mapping type.
+    UnknownFlags,
+    /// The size, rounded up to the page, overflows.
+    TooLarge,
+    /// Being unmapped or unpinned by another thread.
+    Busy,
+}
+
+impl MapRefusal {
+    /// Logs why a map of the handle `mh` is refused; the error for it.
+    #[cold]
+    #[inline(never)]
+    fn refuse(self, mh: u64, size: usize) -> Error {
+        match self {
+            MapRefusal::AlreadyMapped => {
+                gdr_err!("mh is mapped already");
+                Error::AlreadyMapped
+            }
+            MapRefusal::UnknownFlags => {
+                gdr_err!("encounter unsupported gdr_map_flags");
+                Error::InvalidArgument("unknown gdr_map_flags")
+            }
+            MapRefusal::TooLarge => {
+                gdr_err!("gdr_map: size {} is too large", size);
+                Error::InvalidArgument("map size overflows")
+            }
+            MapRefusal::Busy => {
+                gdr_err!(
+                    "gdr_mh_t 0x{:x} is being unmapped or unpinned by another thread",
+                    mh
+                );
+                Error::InvalidHandle
+            }
+        }
+    }
+}
+
+/// [`map`] in the quick case of [`quick_handle`], without the session's lock: what
+/// [`accept_map`] accepts of a PINNED handle, the state it then holds the handle from. `None`
 /// for anything else, valid or not.
 #[inline(always)]
 fn quick_map(g: usize, mh: u64, size: usize, flags: i32) -> Option<Result<usize>> {
     let (h, page_size) = quick_handle(g, mh)?;
-    let request = u32::try_from(flags).ok().and_then(MappingType::from_raw)?;
-    let rounded = sys::round_up(size, page_size)?;
+    let (request, rounded) = accept_map(state::PINNED, flags, size, page_size).ok()?;
     let d = hold(h, g, state::PINNED, state::MAPPING)?;
     let busy = Transition::mapping(h);
     Some(
@@ -35,41 +106,26 @@ fn quick_map(g: usize, mh: u64, size: usize, flags: i32) -> Option<Result<usize>
 }
 
 /// [`map`] through the session, held shared: every case but the quick one, with its errors.
+/// [`accept_map`] decides on the state read, and again on the state found if the handle
+/// changed before this call could hold it.
 #[cold]
 #[inline(never)]
 fn map_through_session(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
     let (open, h) = session_and_handle(g, mh)?;
-    let s = h.state.load(Ordering::Acquire);
-    if s == state::MAPPED || s == state::MAPPING {
-        gdr_err!("mh is mapped already");
-        return Err(Error::AlreadyMapped);
-    }
-    let request = match u32::try_from(flags).ok().and_then(MappingType::from_raw) {
-        Some(t) => t,
-        None => {
-            gdr_err!("encounter unsupported gdr_map_flags");
-            return Err(Error::InvalidArgument("unknown gdr_map_flags"));
-        }
-    };
-    let Some(rounded) = sys::round_up(size, open.page_size) else {
-        gdr_err!("gdr_map: size {} is too large", size);
-        return Err(Error::InvalidArgument("map size overflows"));
-    };
+    let accept = |s| accept_map(s, flags, size, open.page_size);
+    let (request, rounded) =
+        accept(h.state.load(Ordering::Acquire)).map_err(|r| r.refuse(mh, size))?;
     if let Err(now) = h.state.compare_exchange(
         state::PINNED,
         state::MAPPING,
         Ordering::AcqRel,
         Ordering::Acquire,
     ) {
-        if now == state::MAPPED || now == state::MAPPING {
-            gdr_err!("mh is mapped already");
-            return Err(Error::AlreadyMapped);
-        }
-        gdr_err!(
-            "gdr_mh_t 0x{:x} is being unmapped or unpinned by another thread",
-            mh
-        );
-        return Err(Error::InvalidHandle);
+        // `now` is not PINNED, which the decision refuses.
+        return Err(accept(now)
+            .err()
+            .unwrap_or(MapRefusal::Busy)
+            .refuse(mh, size));
     }
     let busy = Transition::mapping(h);
     let m = open.backend.map(&h.pin(), rounded, request)?;
