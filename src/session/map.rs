@@ -1,10 +1,10 @@
-//! `gdr_map_v2` (and `gdr_map`) and `gdr_unmap`: a quick path that holds a gdrdrv handle in
-//! MAPPING or UNMAPPING instead of taking the session's lock, and the path through the
-//! session for everything else. A map takes what [`accept_map`] accepts.
+//! `gdr_map_v2` (and `gdr_map`): a quick path that holds a gdrdrv handle in MAPPING instead of
+//! taking the session's lock, and the path through the session for everything else; both take
+//! what [`accept_map`] accepts.
 
 use super::lookup::{quick_handle, session_and_handle};
 use super::state::{self, hold, Transition};
-use crate::backend::{gdrdrv, Backend, BackendKind, Mapping, MappingType};
+use crate::backend::{Backend, BackendKind, MappingType};
 use crate::error::{Error, Result};
 use crate::sys;
 use std::sync::atomic::Ordering;
@@ -130,96 +130,6 @@ fn map_through_session(g: usize, mh: u64, size: usize, flags: i32) -> Result<usi
     let busy = Transition::mapping(h);
     let m = open.backend.map(&h.pin(), rounded, request)?;
     Ok(busy.mapped(&m, open.backend.kind()))
-}
-
-/// `gdr_unmap`: `va` and `size` must be the address `gdr_map` returned and the size it was
-/// given (compared after rounding to the host page).
-#[inline(always)]
-pub fn unmap(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
-    match quick_unmap(g, mh, va, size) {
-        Some(r) => r,
-        None => unmap_through_session(g, mh, va, size),
-    }
-}
-
-/// [`unmap`] in the quick case of [`super::lookup::quick_handle`], without the session's lock, when
-/// `va` and `size` match the handle's mapping; `None` for anything else, valid or not.
-#[inline(always)]
-fn quick_unmap(g: usize, mh: u64, va: usize, size: usize) -> Option<Result<()>> {
-    let (h, page_size) = quick_handle(g, mh)?;
-    let rounded = sys::round_up(size, page_size)?;
-    let matches =
-        || h.map_addr.load(Ordering::Acquire) == va && h.map_len.load(Ordering::Acquire) == rounded;
-    // A mismatch leaves the state alone, so that copies through the mapping go on.
-    if h.state.load(Ordering::Acquire) != state::MAPPED || !matches() {
-        return None;
-    }
-    hold(h, g, state::MAPPED, state::UNMAPPING)?;
-    if !matches() {
-        // Remapped by another thread in between.
-        h.state.store(state::MAPPED, Ordering::Release);
-        return None;
-    }
-    let m = h.mapping();
-    gdr_dbg!("unmapping va: {:#x}", m.addr);
-    let busy = Transition::unmapping(h);
-    // SAFETY: `m` is the mapping the driver made for this handle, which its UNMAPPING state
-    // takes out of use.
-    let r = unsafe { gdrdrv::unmap(h.pin_handle.load(Ordering::Acquire), &m) };
-    Some(r.map(|()| busy.unmapped(&m, BackendKind::Gdrdrv)))
-}
-
-/// [`unmap`] through the session, held shared: every case but the quick one, with its
-/// errors.
-#[cold]
-#[inline(never)]
-fn unmap_through_session(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
-    let (open, h) = session_and_handle(g, mh)?;
-    let rounded = sys::round_up(size, open.page_size);
-    let matches = |addr: usize, len: usize| va == addr && rounded == Some(len);
-    let refuse = |m: &Mapping| {
-        gdr_err!(
-            "gdr_unmap: va {:#x} size {} do not match the mapping of this handle (va {:#x}, rounded size {})",
-            va,
-            size,
-            m.addr,
-            m.len
-        );
-        Err(Error::InvalidArgument("va/size do not match the mapping"))
-    };
-    // Refuse a mismatch before touching the state, so that concurrent copies through
-    // the (still valid) mapping are not disturbed by a bad call.
-    if h.state.load(Ordering::Acquire) == state::MAPPED
-        && !matches(
-            h.map_addr.load(Ordering::Acquire),
-            h.map_len.load(Ordering::Acquire),
-        )
-    {
-        return refuse(&h.mapping());
-    }
-    if h.state
-        .compare_exchange(
-            state::MAPPED,
-            state::UNMAPPING,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        )
-        .is_err()
-    {
-        gdr_err!("mh is not mapped yet");
-        return Err(Error::NotMapped);
-    }
-    let m = h.mapping();
-    if !matches(m.addr, m.len) {
-        // Remapped by another thread in between.
-        h.state.store(state::MAPPED, Ordering::Release);
-        return refuse(&m);
-    }
-    gdr_dbg!("unmapping va: {:#x}", va);
-    let busy = Transition::unmapping(h);
-    open.backend.unmap(&h.pin(), &m)?;
-    busy.unmapped(&m, open.backend.kind());
-    Ok(())
 }
 
 #[cfg(test)]

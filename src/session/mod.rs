@@ -40,15 +40,17 @@ mod refuse;
 pub mod state;
 #[cfg(test)]
 mod testing;
+mod unmap;
 mod unpin;
 
 pub use copy::copy_target_accepted;
 pub(crate) use copy::copy_target_refused;
-pub use map::{map, unmap};
+pub use map::map;
 pub use open::{close, open};
 pub use pin::pin;
 pub use query::{attribute, callback_flag, driver_version, info};
 pub use records::{HandleRecord, SessionRecord};
+pub use unmap::unmap;
 pub use unpin::unpin;
 
 use crate::registry::{Registry, WipedRegistry};

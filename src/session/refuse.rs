@@ -10,6 +10,7 @@
 //! | a call on a handle | [`accept_handle`] | pinned (not being unpinned), the caller's session's |
 //! | queries | [`accept_handle`] | that alone |
 //! | map | [`super::map::accept_map`] | already mapped, the flags, the size rounded to the page |
+//! | unmap | [`super::unmap::accept_unmap`] | mapped, `va` and rounded size the mapping's |
 //!
 //! A decision is a small `#[inline(always)]` function of what the path read (a quick path
 //! passes the state its compare-and-swap will require, so that part folds away there); it
