@@ -24,6 +24,7 @@ impl Open {
             Ordering::SeqCst,
             Ordering::SeqCst,
         ) {
+            // PINNED, which `accept_unpin` takes as not mapped.
             Ok(_) => false,
             Err(_) => {
                 cold_path();
@@ -98,12 +99,63 @@ impl Open {
     }
 }
 
+/// The decision on an unpin of a handle of the caller's session in state `s`: whether it is
+/// mapped (then it is unmapped first) when `s` is PINNED or MAPPED. A map or an unmap under
+/// way makes the unpin lose the race (the handle stays as it is); anything else holds no pin.
+/// Compares rather than a `match`, which would become a jump table in a page of its own.
+#[inline(always)]
+pub(super) fn accept_unpin(s: u32) -> std::result::Result<bool, UnpinRefusal> {
+    if s == state::PINNED {
+        return Ok(false);
+    }
+    if s == state::MAPPED {
+        return Ok(true);
+    }
+    if s == state::MAPPING || s == state::UNMAPPING {
+        return Err(UnpinRefusal::LostRace);
+    }
+    Err(UnpinRefusal::NotPinned)
+}
+
+/// Why [`accept_unpin`] refused an unpin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum UnpinRefusal {
+    /// Being mapped or unmapped by another thread (EAGAIN, nothing changed).
+    LostRace,
+    /// Free, reserved by a pin in progress, or being unpinned.
+    NotPinned,
+}
+
+impl UnpinRefusal {
+    /// Logs why the unpin of `h` is refused; the error for it.
+    #[cold]
+    fn refuse(self, h: &'static HandleRecord) -> Error {
+        match self {
+            UnpinRefusal::LostRace => {
+                gdr_err!(
+                    "gdr_mh_t 0x{:x} is being mapped or unmapped by another thread: \
+                     it stays pinned, unpin it again once that call has returned",
+                    h.address()
+                );
+                Error::LostRace
+            }
+            UnpinRefusal::NotPinned => {
+                gdr_err!(
+                    "invalid gdr_mh_t 0x{:x}: the buffer is not pinned (already unpinned?)",
+                    h.address()
+                );
+                Error::InvalidHandle
+            }
+        }
+    }
+}
+
 /// Moves `h`, found not simply pinned by [`Open::release`] of the session whose serial is
-/// `serial`, from pinned or mapped to unpinning; returns whether it was mapped, or refuses
-/// it. A map, an unmap or an unpin under way makes an unpin lose the race; `gdr_close` waits
-/// for it instead, and for a pin under way (none of them takes the session lock, so each
-/// ends without waiting for anything), and returns `None` for a record that such an unpin
-/// released or such a pin gave back.
+/// `serial`, to unpinning, when [`accept_unpin`] accepts its state; returns whether it was
+/// mapped, or refuses it. A map, an unmap or an unpin under way makes an unpin lose the
+/// race; `gdr_close` waits for it instead, and for a pin under way (none of them takes the
+/// session lock, so each ends without waiting for anything), and returns `None` for a record
+/// that such an unpin released or such a pin gave back.
 #[cold]
 #[inline(never)]
 fn start_release_mapped(
@@ -126,35 +178,14 @@ fn start_release_mapped(
                 return Ok(None);
             }
         }
-        // Compares rather than a `match`, which becomes a jump table in a page of its own.
-        if s != state::PINNED && s != state::MAPPED {
-            return Err(refuse_release(h, s));
-        }
+        let mapped = accept_unpin(s).map_err(|r| r.refuse(h))?;
         if h.state
             .compare_exchange(s, state::UNPINNING, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
         {
-            return Ok(Some(s == state::MAPPED));
+            return Ok(Some(mapped));
         }
     }
-}
-
-/// Why [`Open::release`] refuses a handle found in state `s` (neither pinned nor mapped).
-#[cold]
-fn refuse_release(h: &'static HandleRecord, s: u32) -> Error {
-    if s == state::MAPPING || s == state::UNMAPPING {
-        gdr_err!(
-            "gdr_mh_t 0x{:x} is being mapped or unmapped by another thread: \
-             it stays pinned, unpin it again once that call has returned",
-            h.address()
-        );
-        return Error::LostRace;
-    }
-    gdr_err!(
-        "invalid gdr_mh_t 0x{:x}: the buffer is not pinned (already unpinned?)",
-        h.address()
-    );
-    Error::InvalidHandle
 }
 
 /// Yields until no query holds `h` (see [`Open::release`]).
@@ -183,11 +214,13 @@ pub fn unpin(g: usize, mh: u64) -> Result<()> {
     }
 }
 
-/// [`unpin`] of a handle that is not mapped, in the quick case of [`super::lookup::quick_handle`],
-/// without the session's lock; `None` for anything else, valid or not.
+/// [`unpin`] in the quick case of [`quick_handle`], without the session's lock: what
+/// [`accept_unpin`] accepts of a PINNED handle (not mapped), the state it then holds the
+/// handle from. `None` for anything else, valid or not.
 #[inline(always)]
 fn quick_unpin(g: usize, mh: u64) -> Option<Result<()>> {
     let (h, _) = quick_handle(g, mh)?;
+    let mapped = accept_unpin(state::PINNED).ok()?;
     hold(h, g, state::PINNED, state::UNPINNING)?;
     // SAFETY: `h`, a handle of the session `g`, is held in UNPINNING.
     let Some(open) = SESSIONS
@@ -198,7 +231,7 @@ fn quick_unpin(g: usize, mh: u64) -> Option<Result<()>> {
         h.state.store(state::PINNED, Ordering::Release);
         return None;
     };
-    Some(open.release_held(h, false, Release::Unpin))
+    Some(open.release_held(h, mapped, Release::Unpin))
 }
 
 /// [`unpin`] through the session, held shared: every case but the quick one, with its
