@@ -1,7 +1,7 @@
 //! A copy's checks (`gdr_copy_to_mapping`, `gdr_copy_from_mapping`): lock-free, on the handle
 //! record alone. The copy itself is the copy engine's ([`crate::copy`]).
 
-use super::records::kind_of;
+use super::records::{kind_of, HandleRecord};
 use super::state;
 use super::HANDLES;
 use crate::backend::MappingType;
@@ -30,32 +30,103 @@ pub(super) fn copy_target(
     }
 }
 
-/// The quick accepting half of a copy's checks: the mapping type when the handle is live and
-/// mapped, lies in the handle registry's first slab (which holds more records than the
-/// quarantine, so a steady pin/unpin cycle stays in it) and `[dev, dev+n)` lies inside its
-/// mapping; `None` for anything else, valid or not (the caller then goes through
-/// [`copy_target_refused`], which decides and says why). Atomic loads, compares and wrapping
+/// The decision on a copy of `n` bytes at `dev` through `h`: the mapping's type when `h` is
+/// MAPPED and `[dev, dev+n)` lies inside its mapping. Atomic loads, compares and wrapping
 /// arithmetic only: it cannot panic, log or allocate. One line of the handle record.
 #[inline(always)]
-pub fn copy_target_accepted(mh: u64, dev: usize, n: usize) -> Option<MappingType> {
-    // First slab only (no call on this path); handles in later slabs take the full path.
-    let h = HANDLES.lookup_first(usize::try_from(mh).ok()?)?;
-    if h.state.load(Ordering::Acquire) != state::MAPPED {
-        return None;
+pub(super) fn accept_copy(
+    h: &HandleRecord,
+    dev: usize,
+    n: usize,
+) -> std::result::Result<MappingType, CopyRefusal> {
+    let s = h.state.load(Ordering::Acquire);
+    if s != state::MAPPED {
+        return Err(if s == state::FREE || s == state::RESERVED {
+            CopyRefusal::NotPinned
+        } else {
+            CopyRefusal::NotMapped
+        });
     }
     let addr = h.map_addr.load(Ordering::Acquire);
     let len = h.map_len.load(Ordering::Acquire);
     // `dev - addr` wraps for `dev < addr`; `addr + len` never exceeds the address space.
     let off = dev.wrapping_sub(addr);
     if off <= len && n <= len - off {
-        Some(kind_of(h.map_kind.load(Ordering::Acquire).into()))
+        Ok(kind_of(h.map_kind.load(Ordering::Acquire).into()))
     } else {
-        None
+        Err(CopyRefusal::Outside { addr, len })
     }
 }
 
-/// A copy's checks when [`copy_target_accepted`] did not accept: the full checks with their
-/// log lines.
+/// Why [`accept_copy`] refused a copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CopyRefusal {
+    /// Free or reserved: unpinned, or pinned by a parent process.
+    NotPinned,
+    /// Pinned and not mapped, or being mapped, unmapped or unpinned.
+    NotMapped,
+    /// The range runs outside the mapping (`addr`, `len`).
+    Outside { addr: usize, len: usize },
+}
+
+impl CopyRefusal {
+    /// Logs why a copy of `n` bytes between `dev` and `host` through `mh`, by the C function
+    /// `what`, is refused; the error for it.
+    #[cold]
+    #[inline(never)]
+    fn refuse(self, what: &str, mh: u64, dev: usize, host: usize, n: usize) -> Error {
+        match self {
+            CopyRefusal::NotPinned => {
+                gdr_err!(
+                    "{}: invalid gdr_mh_t 0x{:x}: the buffer is not pinned (already unpinned, or \
+                     pinned by a parent process: handles and mappings are not inherited)",
+                    what,
+                    mh
+                );
+                Error::InvalidHandle
+            }
+            CopyRefusal::NotMapped => {
+                gdr_err!("mh is not mapped yet");
+                Error::NotMapped
+            }
+            CopyRefusal::Outside { addr, len } => {
+                if host >= addr && host < addr + len {
+                    gdr_err!(
+                        "{}: the host pointer {:#x} lies inside the mapping and the mapping pointer {:#x} does not: \
+                         are the arguments swapped?",
+                        what,
+                        host,
+                        dev
+                    );
+                }
+                gdr_err!(
+                    "{}: range {:#x}+{} is outside the mapping {:#x}+{} of gdr_mh_t 0x{:x}",
+                    what,
+                    dev,
+                    n,
+                    addr,
+                    len,
+                    mh
+                );
+                Error::InvalidArgument("copy range outside the mapping")
+            }
+        }
+    }
+}
+
+/// The quick accepting half of a copy's checks: what [`accept_copy`] accepts of a handle in
+/// the handle registry's first slab (which holds more records than the quarantine, so a
+/// steady pin/unpin cycle stays in it); `None` for anything else, valid or not (the caller
+/// then goes through [`copy_target_refused`], which decides and says why).
+#[inline(always)]
+pub fn copy_target_accepted(mh: u64, dev: usize, n: usize) -> Option<MappingType> {
+    // First slab only (no call on this path); handles in later slabs take the full path.
+    let h = HANDLES.lookup_first(usize::try_from(mh).ok()?)?;
+    accept_copy(h, dev, n).ok()
+}
+
+/// A copy's checks when [`copy_target_accepted`] did not accept: the handle looked up in any
+/// slab, [`accept_copy`] again, and the log line of a refusal.
 #[cold]
 #[inline(never)]
 pub(crate) fn copy_target_refused(
@@ -73,47 +144,7 @@ pub(crate) fn copy_target_refused(
         );
         return Err(Error::InvalidHandle);
     };
-    match h.state.load(Ordering::Acquire) {
-        state::MAPPED => {}
-        state::FREE | state::RESERVED => {
-            gdr_err!(
-                "{}: invalid gdr_mh_t 0x{:x}: the buffer is not pinned (already unpinned, or \
-                 pinned by a parent process: handles and mappings are not inherited)",
-                what,
-                mh
-            );
-            return Err(Error::InvalidHandle);
-        }
-        _ => {
-            gdr_err!("mh is not mapped yet");
-            return Err(Error::NotMapped);
-        }
-    }
-
-    let m = h.mapping();
-    let inside = dev >= m.addr && dev.checked_add(n).is_some_and(|end| end <= m.addr + m.len);
-    if !inside {
-        if host >= m.addr && host < m.addr + m.len {
-            gdr_err!(
-                "{}: the host pointer {:#x} lies inside the mapping and the mapping pointer {:#x} does not: \
-                 are the arguments swapped?",
-                what,
-                host,
-                dev
-            );
-        }
-        gdr_err!(
-            "{}: range {:#x}+{} is outside the mapping {:#x}+{} of gdr_mh_t 0x{:x}",
-            what,
-            dev,
-            n,
-            m.addr,
-            m.len,
-            mh
-        );
-        return Err(Error::InvalidArgument("copy range outside the mapping"));
-    }
-    Ok(m.kind)
+    accept_copy(h, dev, n).map_err(|r| r.refuse(what, mh, dev, host, n))
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! | map | [`super::map::accept_map`] | already mapped, the flags, the size rounded to the page |
 //! | unmap | [`super::unmap::accept_unmap`] | mapped, `va` and rounded size the mapping's |
 //! | unpin | [`super::unpin::accept_unpin`] | pinned or mapped, or being mapped or unmapped |
+//! | copies | [`super::copy::accept_copy`] | mapped, the range inside the mapping |
 //!
 //! A decision is a small `#[inline(always)]` function of what the path read (a quick path
 //! passes the state its compare-and-swap will require, so that part folds away there); it
