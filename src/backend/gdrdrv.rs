@@ -558,6 +558,20 @@ impl Driver {
     }
 }
 
+#[cfg(test)]
+impl Driver {
+    /// A driver on no descriptor (-1), for the session's tests: a call on it fails in its first
+    /// `ioctl` and reaches nothing, which tells a test that the call took the quick path.
+    pub(crate) fn without_descriptor() -> Driver {
+        Driver {
+            fd: -1,
+            version: VERSION_V2_API,
+            page_shift: sys::page_size().trailing_zeros(),
+            ioctl: sys::Ioctl::bind(),
+        }
+    }
+}
+
 /// `gdr_unmap` of `mapping`, made by [`Driver::map`] for the pin whose driver handle is
 /// `handle`: one `munmap`, logged on failure as upstream does.
 ///

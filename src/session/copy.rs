@@ -148,9 +148,82 @@ pub(crate) fn copy_target_refused(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::session::testing::*;
+
+    /// Every refusal of a copy's checks and some ranges they accept, on `path`: the inline
+    /// check ([`copy_target_accepted`], which refuses by giving the copy to the full one) for
+    /// [`Path::Quick`], the full one ([`copy_target_refused`]) for [`Path::Locked`]; what came
+    /// out wrong.
+    pub(in crate::session) fn refusals(path: Path) -> Vec<String> {
+        let mut f = Found::default();
+        let on = On::open(Path::Locked);
+        // The inline check looks at the first slab of the registry only.
+        let mut others = Vec::new();
+        let mh = loop {
+            match on.pin(0x7650_0000, 0x10000) {
+                Some(mh) if HANDLES.lookup_first(mh as usize).is_some() => break Some(mh),
+                Some(mh) if others.len() < 4096 => others.push(mh),
+                _ => break None,
+            }
+        };
+        for mh in others {
+            let _ = unpin(on.g, mh);
+        }
+        let Some(mh) = mh else {
+            return vec!["no handle in the registry's first slab".into()];
+        };
+        let h = on.record(mh);
+        let Some(va) = on.map(mh, 0x10000) else {
+            return vec!["the map was refused".into()];
+        };
+        let check = |dev: usize, n: usize| match path {
+            Path::Quick => copy_target_accepted(mh, dev, n).ok_or(None),
+            Path::Locked => copy_target_refused(mh, dev, 0, n, "t").map_err(Some),
+        };
+        let refused = |e: Error| Err((path == Path::Locked).then_some(e));
+        let len = 0x10000;
+        let at = |dev: usize, n: usize| match dev.checked_sub(va) {
+            Some(off) => format!("va+{off:#x}, {n} bytes"),
+            None => format!("va-{:#x}, {n} bytes", va - dev),
+        };
+        for (dev, n) in [(va, 1), (va, len), (va + len, 0), (va + len - 1, 1)] {
+            f.eq(&at(dev, n), check(dev, n), Ok(MappingType::WriteCombining));
+        }
+        let outside = refused(Error::InvalidArgument("copy range outside the mapping"));
+        for (dev, n) in [
+            (va + len - 1, 2),
+            (va + len, 1),
+            (va - 1, 1),
+            (va + 1, usize::MAX),
+            (usize::MAX, 2),
+        ] {
+            f.eq(&at(dev, n), check(dev, n), outside);
+        }
+        for busy in [state::MAPPING, state::UNMAPPING] {
+            if hold_as(h, state::MAPPED, busy) {
+                f.eq(
+                    &format!("state {busy}"),
+                    check(va, 1),
+                    refused(Error::NotMapped),
+                );
+                hold_as(h, busy, state::MAPPED);
+            }
+        }
+        let _ = unmap(on.g, mh, va, len);
+        f.eq("unmapped", check(va, 1), refused(Error::NotMapped));
+        let _ = unpin(on.g, mh);
+        f.eq("unpinned", check(va, 1), refused(Error::InvalidHandle));
+        f.0
+    }
+
+    #[test]
+    fn both_paths_refuse_the_same_copies() {
+        for path in PATHS {
+            assert_eq!(refusals(path), Vec::<String>::new(), "{path:?}");
+        }
+    }
 
     #[test]
     fn quick_copy_check_agrees_with_the_full_one() {

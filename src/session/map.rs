@@ -112,6 +112,8 @@ fn quick_map(g: usize, mh: u64, size: usize, flags: i32) -> Option<Result<usize>
 #[inline(never)]
 fn map_through_session(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
     let (open, h) = session_and_handle(g, mh)?;
+    #[cfg(test)]
+    super::testing::took(super::testing::Path::Locked);
     let accept = |s| accept_map(s, flags, size, open.page_size);
     let (request, rounded) =
         accept(h.state.load(Ordering::Acquire)).map_err(|r| r.refuse(mh, size))?;
@@ -133,9 +135,84 @@ fn map_through_session(g: usize, mh: u64, size: usize, flags: i32) -> Result<usi
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::session::testing::*;
+
+    /// Every refusal of a map on `path`, and a map it accepts; what came out wrong.
+    pub(in crate::session) fn refusals(path: Path) -> Vec<String> {
+        let mut f = Found::default();
+        let (on, other) = (On::open(path), On::open(path));
+        let Some(mh) = on.pin(0x7600_0000, 0x10000) else {
+            return vec!["the pin was refused".into()];
+        };
+        let h = on.record(mh);
+        // A map it accepts takes the path; a quick one ends at the descriptor-less driver.
+        let r = map(on.g, mh, 0x10000, 0);
+        f.eq("the path of a map", last_path(), Some(path));
+        f.eq("a map", outcome(&r).as_str(), path.accepted());
+        if let Ok(va) = r {
+            let _ = unmap(on.g, mh, va, 0x10000);
+        }
+        let unknown = Err(Error::InvalidArgument("unknown gdr_map_flags"));
+        for flags in [4, 9, -1, i32::MAX] {
+            f.eq(
+                &format!("flags {flags}"),
+                map(on.g, mh, 0x10000, flags),
+                unknown,
+            );
+        }
+        let too_large = Err(Error::InvalidArgument("map size overflows"));
+        for size in [usize::MAX, usize::MAX - sys::page_size() + 2] {
+            f.eq(
+                &format!("size {size:#x}"),
+                map(on.g, mh, size, 0),
+                too_large,
+            );
+        }
+        let other_gdr = map(other.g, mh, 0x10000, 0);
+        f.eq(
+            "another gdr_t's handle",
+            other_gdr,
+            Err(Error::InvalidHandle),
+        );
+        // Mapped: EAGAIN, before the flags are looked at.
+        let va = on.map(mh, 0x10000);
+        f.eq(
+            "mapped already",
+            map(on.g, mh, 0x10000, 0),
+            Err(Error::AlreadyMapped),
+        );
+        let r = map(on.g, mh, 0x10000, 9);
+        f.eq(
+            "mapped already, unknown flags",
+            r,
+            Err(Error::AlreadyMapped),
+        );
+        // Held by an unmap under way.
+        if hold_as(h, state::MAPPED, state::UNMAPPING) {
+            let r = map(on.g, mh, 0x10000, 0);
+            f.eq("being unmapped", r, Err(Error::InvalidHandle));
+            hold_as(h, state::UNMAPPING, state::MAPPED);
+        }
+        let maps = on.calls.maps.load(Ordering::SeqCst);
+        f.eq(
+            "maps that reached the backend",
+            maps,
+            1 + u32::from(path == Path::Locked),
+        );
+        if let Some(va) = va {
+            let _ = unmap(on.g, mh, va, 0x10000);
+        }
+        f.0
+    }
+
+    #[test]
+    fn both_paths_refuse_the_same_maps() {
+        for path in PATHS {
+            assert_eq!(refusals(path), Vec::<String>::new(), "{path:?}");
+        }
+    }
 
     #[test]
     fn full_cycle_and_layout_values() {

@@ -41,6 +41,8 @@ fn quick_query(g: usize, mh: u64) -> std::result::Result<(gdrdrv::Driver, InUse)
     let mine = || h.session.load(Ordering::Acquire) == g;
     if accept_handle(h.state.load(Ordering::SeqCst), mine).is_ok() {
         if let Some(q) = h.driver() {
+            #[cfg(test)]
+            super::testing::took(super::testing::Path::Quick);
             return Ok((q, held));
         }
     }
@@ -77,6 +79,8 @@ fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(&'st
     let Some(open) = (unsafe { open_unlocked(rec) }) else {
         return Err(already_closed(g));
     };
+    #[cfg(test)]
+    super::testing::took(super::testing::Path::Locked);
     Ok((open, held))
 }
 
@@ -157,7 +161,7 @@ pub fn driver_version(g: usize) -> Result<(i32, i32)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::session::testing::info;
     use crate::session::testing::*;
@@ -196,5 +200,66 @@ mod tests {
         assert_eq!(driver_version(g).unwrap(), (2, 6));
         close(g).unwrap();
         assert_eq!(driver_version(g).unwrap_err(), Error::InvalidHandle);
+    }
+
+    /// Every refusal of a query on `path`, and a query it accepts; what came out wrong.
+    pub(in crate::session) fn refusals(path: Path) -> Vec<String> {
+        let mut f = Found::default();
+        let (on, other) = (On::open(path), On::open(path));
+        let Some(mh) = on.pin(0x7640_0000, 0x10000) else {
+            return vec!["the pin was refused".into()];
+        };
+        // A query it accepts takes the path; a quick one ends at the descriptor-less driver.
+        f.eq(
+            "get_info",
+            outcome(&info(on.g, mh, false)).as_str(),
+            path.accepted(),
+        );
+        f.eq("the path of get_info", last_path(), Some(path));
+        f.eq(
+            "the callback flag",
+            outcome(&callback_flag(on.g, mh)).as_str(),
+            path.accepted(),
+        );
+        f.eq("the path of the callback flag", last_path(), Some(path));
+        let refused = |f: &mut Found, what: &str, g: usize, mh: u64| {
+            f.eq(
+                &format!("get_info, {what}"),
+                errno(&info(g, mh, false)),
+                libc::EINVAL,
+            );
+            f.eq(
+                &format!("legacy get_info, {what}"),
+                errno(&info(g, mh, true)),
+                libc::EINVAL,
+            );
+            f.eq(
+                &format!("callback flag, {what}"),
+                callback_flag(g, mh),
+                Err(Error::InvalidHandle),
+            );
+        };
+        refused(&mut f, "another gdr_t's handle", other.g, mh);
+        // A record a pin of this session has reserved and not pinned yet.
+        if let Some((r, _)) = HANDLES.allocate() {
+            let serial = SESSIONS
+                .lookup(on.g)
+                .map_or(0, |s| s.serial.load(Ordering::SeqCst));
+            r.owner.store(serial, Ordering::Relaxed);
+            r.state.store(state::RESERVED, Ordering::Release);
+            on.route(r);
+            refused(&mut f, "a reserved record", on.g, r.address());
+            r.free();
+        }
+        let _ = unpin(on.g, mh);
+        refused(&mut f, "an unpinned handle", on.g, mh);
+        f.0
+    }
+
+    #[test]
+    fn both_paths_refuse_the_same_queries() {
+        for path in PATHS {
+            assert_eq!(refusals(path), Vec::<String>::new(), "{path:?}");
+        }
     }
 }

@@ -82,6 +82,8 @@ pub(super) fn hold(
     // The decision on the handle, on the state it was held from.
     if accept_handle(from, || h.session.load(Ordering::Acquire) == g).is_ok() {
         if let Some(d) = h.driver() {
+            #[cfg(test)]
+            super::testing::took(super::testing::Path::Quick);
             return Some(d);
         }
     }

@@ -3,13 +3,16 @@
 
 pub(super) use super::copy::copy_target;
 pub(super) use super::open::open_with;
+pub(super) use super::records::HandleRecord;
 pub(super) use super::{callback_flag, close, map, pin, unmap, unpin, HANDLES, SESSIONS};
+use crate::backend::gdrdrv;
 pub(super) use crate::backend::{
     Attr, Backend, BackendKind, Info, Mapping, MappingType, Opened, Pin, PinRequest,
 };
 pub(super) use crate::error::{Error, Result};
 pub(super) use crate::registry::Record;
 pub(super) use crate::sys;
+use std::cell::Cell;
 pub(super) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 pub(super) use std::sync::Arc;
 
@@ -164,4 +167,132 @@ pub(super) fn pin_req(addr: u64, size: u64) -> PinRequest {
         p2p_token: 0,
         va_space: 0,
     }
+}
+
+/// The two paths of a call on a handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Path {
+    /// Lock-free: a gdrdrv handle (in wipe-on-fork memory) of the session the call names.
+    Quick,
+    /// Through the session, under its lock: every other case (DMA-BUF handles, refusals).
+    Locked,
+}
+
+impl Path {
+    /// What [`outcome`] says of a query or a map this path accepts: the quick path's ends at
+    /// the descriptor-less driver of [`On`], the other's at the fake backend.
+    pub(super) fn accepted(self) -> &'static str {
+        match self {
+            Path::Quick => "failed in the driver's ioctl",
+            Path::Locked => "done",
+        }
+    }
+}
+
+/// Both paths.
+pub(super) const PATHS: [Path; 2] = [Path::Quick, Path::Locked];
+
+thread_local! {
+    /// The path that the last call of this thread took (see [`took`]).
+    static TOOK: Cell<Option<Path>> = const { Cell::new(None) };
+}
+
+/// Notes that a call of this thread took `p`: each path calls it, in tests only, once it has
+/// the call (the quick path once it holds the handle, the path through the session once it
+/// has found the session and the handle).
+pub(super) fn took(p: Path) {
+    TOOK.with(|t| t.set(Some(p)));
+}
+
+/// The path that the last call of this thread took, if it took one; forgotten.
+pub(super) fn last_path() -> Option<Path> {
+    TOOK.with(Cell::take)
+}
+
+/// What a check found wrong, one line each; empty when every call came out as it should.
+#[derive(Default)]
+pub(super) struct Found(pub(super) Vec<String>);
+
+impl Found {
+    /// Notes `what` when `got` is not `want`.
+    pub(super) fn eq<T: PartialEq + std::fmt::Debug>(&mut self, what: &str, got: T, want: T) {
+        if got != want {
+            self.0.push(format!("{what}: {got:?}, not {want:?}"));
+        }
+    }
+}
+
+/// A session on the fake backend whose handles take one path: the quick one, where a pin's
+/// record is given a gdrdrv driver on no descriptor ([`gdrdrv::Driver::without_descriptor`]:
+/// a query or a map that the quick path accepts then fails in its first `ioctl`, with EBADF,
+/// or ENOSYS under qemu-user, since the fake is not gdrdrv), or the one through the session
+/// (the record keeps no driver, as a DMA-BUF one).
+/// Closed on drop.
+pub(super) struct On {
+    pub(super) g: usize,
+    pub(super) calls: Arc<Calls>,
+    pub(super) path: Path,
+}
+
+impl On {
+    pub(super) fn open(path: Path) -> On {
+        let (g, calls) = fake();
+        On { g, calls, path }
+    }
+
+    /// Pins `size` bytes at `addr` (`None` if refused); its calls take this session's path.
+    pub(super) fn pin(&self, addr: u64, size: u64) -> Option<u64> {
+        let mh = pin(self.g, &pin_req(addr, size)).ok()?;
+        self.route(self.record(mh));
+        Some(mh)
+    }
+
+    /// The record of the handle `mh`.
+    pub(super) fn record(&self, mh: u64) -> &'static HandleRecord {
+        HANDLES.lookup(mh as usize).expect("a handle record")
+    }
+
+    /// Sends the calls on `h` down this session's path.
+    pub(super) fn route(&self, h: &HandleRecord) {
+        let quick = self.path == Path::Quick;
+        h.set_session(self.g, quick.then(gdrdrv::Driver::without_descriptor));
+    }
+
+    /// Maps `size` bytes of `mh` through the fake backend whatever the path (a quick map ends
+    /// at the descriptor-less driver); `None` if refused.
+    pub(super) fn map(&self, mh: u64, size: usize) -> Option<usize> {
+        let h = self.record(mh);
+        h.set_session(self.g, None);
+        let va = map(self.g, mh, size, 0).ok();
+        self.route(h);
+        va
+    }
+}
+
+impl Drop for On {
+    fn drop(&mut self) {
+        let _ = close(self.g);
+    }
+}
+
+/// The errno of a call's result (0 for success).
+pub(super) fn errno<T>(r: &Result<T>) -> i32 {
+    r.as_ref().err().map_or(0, Error::errno)
+}
+
+/// How a call ended: done, failed in a driver's `ioctl` (whatever the errno), or the errno.
+pub(super) fn outcome<T>(r: &Result<T>) -> String {
+    match r {
+        Ok(_) => "done".into(),
+        Err(Error::Sys { call: "ioctl", .. }) => "failed in the driver's ioctl".into(),
+        Err(e) => format!("errno {}", e.errno()),
+    }
+}
+
+/// Moves `h` from `from` to `to` as another thread's call would (a compare-and-swap);
+/// whether it did.
+pub(super) fn hold_as(h: &HandleRecord, from: u32, to: u32) -> bool {
+    h.state
+        .compare_exchange(from, to, Ordering::SeqCst, Ordering::SeqCst)
+        .is_ok()
 }

@@ -108,6 +108,8 @@ fn quick_unmap(g: usize, mh: u64, va: usize, size: usize) -> Option<Result<()>> 
 #[inline(never)]
 fn unmap_through_session(g: usize, mh: u64, va: usize, size: usize) -> Result<()> {
     let (open, h) = session_and_handle(g, mh)?;
+    #[cfg(test)]
+    super::testing::took(super::testing::Path::Locked);
     let accept = |s| accept_unmap(s, h, va, size, open.page_size);
     accept(h.state.load(Ordering::Acquire)).map_err(|r| r.refuse(va, size))?;
     if let Err(now) = h.state.compare_exchange(
@@ -133,4 +135,81 @@ fn unmap_through_session(g: usize, mh: u64, va: usize, size: usize) -> Result<()
     open.backend.unmap(&h.pin(), &m)?;
     busy.unmapped(&m, open.backend.kind());
     Ok(())
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::session::testing::*;
+
+    /// Every refusal of an unmap on `path`, and an unmap it accepts; what came out wrong.
+    pub(in crate::session) fn refusals(path: Path) -> Vec<String> {
+        let mut f = Found::default();
+        let (on, other) = (On::open(path), On::open(path));
+        let Some(mh) = on.pin(0x7610_0000, 0x10000) else {
+            return vec!["the pin was refused".into()];
+        };
+        let h = on.record(mh);
+        f.eq(
+            "not mapped",
+            unmap(on.g, mh, 0x1000, 0x10000),
+            Err(Error::NotMapped),
+        );
+        let Some(va) = on.map(mh, 0x10000) else {
+            return vec!["the map was refused".into()];
+        };
+        // A va or a rounded size that is not the mapping's: EINVAL, and the mapping stays.
+        let mismatch = Err(Error::InvalidArgument("va/size do not match the mapping"));
+        let page = sys::page_size();
+        for (what, at, size) in [
+            ("another va", va + page, 0x10000),
+            ("va - 1", va - 1, 0x10000),
+            ("a larger size", va, 0x10000 + page),
+            ("a smaller size", va, 0x10000 - page),
+            ("a size that overflows", va, usize::MAX),
+        ] {
+            f.eq(what, unmap(on.g, mh, at, size), mismatch);
+        }
+        f.eq(
+            "the mapping stays",
+            h.state.load(Ordering::SeqCst),
+            state::MAPPED,
+        );
+        let r = unmap(other.g, mh, va, 0x10000);
+        f.eq("another gdr_t's handle", r, Err(Error::InvalidHandle));
+        // Held by a map under way.
+        if hold_as(h, state::MAPPED, state::MAPPING) {
+            let r = unmap(on.g, mh, va, 0x10000);
+            f.eq("being mapped", r, Err(Error::NotMapped));
+            hold_as(h, state::MAPPING, state::MAPPED);
+        }
+        f.eq(
+            "unmaps through the backend",
+            on.calls.unmaps.load(Ordering::SeqCst),
+            0,
+        );
+        // An unmap it accepts (its size rounds to the mapping's) takes the path; a quick one
+        // unmaps without the backend.
+        f.eq("the unmap", unmap(on.g, mh, va, 0x10000 - 5), Ok(()));
+        f.eq("the path of the unmap", last_path(), Some(path));
+        let unmaps = on.calls.unmaps.load(Ordering::SeqCst);
+        f.eq(
+            "unmaps through the backend",
+            unmaps,
+            u32::from(path == Path::Locked),
+        );
+        f.eq(
+            "unmapped already",
+            unmap(on.g, mh, va, 0x10000),
+            Err(Error::NotMapped),
+        );
+        f.0
+    }
+
+    #[test]
+    fn both_paths_refuse_the_same_unmaps() {
+        for path in PATHS {
+            assert_eq!(refusals(path), Vec::<String>::new(), "{path:?}");
+        }
+    }
 }

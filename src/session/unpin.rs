@@ -240,13 +240,82 @@ fn quick_unpin(g: usize, mh: u64) -> Option<Result<()>> {
 #[inline(never)]
 fn unpin_through_session(g: usize, mh: u64) -> Result<()> {
     let (open, h) = session_and_handle(g, mh)?;
+    #[cfg(test)]
+    super::testing::took(super::testing::Path::Locked);
     open.release(h, Release::Unpin)
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::session::testing::*;
+
+    /// Every refusal of an unpin on `path`, and two unpins it accepts (of a mapped and of an
+    /// unmapped handle); what came out wrong.
+    pub(in crate::session) fn refusals(path: Path) -> Vec<String> {
+        let mut f = Found::default();
+        let (on, other) = (On::open(path), On::open(path));
+        let Some(mh) = on.pin(0x7620_0000, 0x10000) else {
+            return vec!["the pin was refused".into()];
+        };
+        let h = on.record(mh);
+        if on.map(mh, 0x10000).is_none() {
+            return vec!["the map was refused".into()];
+        }
+        // A map or an unmap under way: EAGAIN, and the handle stays as it was.
+        for busy in [state::MAPPING, state::UNMAPPING] {
+            if hold_as(h, state::MAPPED, busy) {
+                f.eq(
+                    &format!("state {busy}"),
+                    unpin(on.g, mh),
+                    Err(Error::LostRace),
+                );
+                f.eq("left as it was", h.state.load(Ordering::SeqCst), busy);
+                hold_as(h, busy, state::MAPPED);
+            }
+        }
+        f.eq(
+            "another gdr_t's handle",
+            unpin(other.g, mh),
+            Err(Error::InvalidHandle),
+        );
+        let calls = |on: &On| {
+            let c = &on.calls;
+            (
+                c.unmaps.load(Ordering::SeqCst),
+                c.unpins.load(Ordering::SeqCst),
+            )
+        };
+        f.eq(
+            "what reached the backends",
+            (calls(&on), calls(&other)),
+            ((0, 0), (0, 0)),
+        );
+        // Mapped: unmapped first, then unpinned.
+        f.eq("a mapped handle", unpin(on.g, mh), Ok(()));
+        f.eq("unmapped and unpinned", calls(&on), (1, 1));
+        f.eq(
+            "unpinned already",
+            unpin(on.g, mh),
+            Err(Error::InvalidHandle),
+        );
+        f.eq("what reached the backend", calls(&on), (1, 1));
+        // The unpin of an unmapped handle takes the path.
+        let Some(second) = on.pin(0x7630_0000, 0x10000) else {
+            return vec!["the second pin was refused".into()];
+        };
+        f.eq("an unmapped handle", unpin(on.g, second), Ok(()));
+        f.eq("the path of its unpin", last_path(), Some(path));
+        f.eq("unpinned", calls(&on), (1, 2));
+        f.0
+    }
+
+    #[test]
+    fn both_paths_refuse_the_same_unpins() {
+        for path in PATHS {
+            assert_eq!(refusals(path), Vec::<String>::new(), "{path:?}");
+        }
+    }
 
     #[test]
     fn unpin_frees_the_handle_even_when_the_driver_refuses() {
