@@ -2,6 +2,7 @@
 //! record alone. The copy itself is the copy engine's ([`crate::copy`]).
 
 use super::records::{kind_of, HandleRecord};
+use super::refuse::{broken, Mutant};
 use super::state;
 use super::HANDLES;
 use crate::backend::MappingType;
@@ -40,7 +41,7 @@ pub(super) fn accept_copy(
     n: usize,
 ) -> std::result::Result<MappingType, CopyRefusal> {
     let s = h.state.load(Ordering::Acquire);
-    if s != state::MAPPED {
+    if s != state::MAPPED && !broken(Mutant::CopyState) {
         return Err(if s == state::FREE || s == state::RESERVED {
             CopyRefusal::NotPinned
         } else {
@@ -51,7 +52,7 @@ pub(super) fn accept_copy(
     let len = h.map_len.load(Ordering::Acquire);
     // `dev - addr` wraps for `dev < addr`; `addr + len` never exceeds the address space.
     let off = dev.wrapping_sub(addr);
-    if off <= len && n <= len - off {
+    if off <= len && (n <= len - off || broken(Mutant::CopyRange)) {
         Ok(kind_of(h.map_kind.load(Ordering::Acquire).into()))
     } else {
         Err(CopyRefusal::Outside { addr, len })

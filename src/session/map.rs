@@ -3,6 +3,7 @@
 //! what [`accept_map`] accepts.
 
 use super::lookup::{quick_handle, session_and_handle};
+use super::refuse::{broken, Mutant};
 use super::state::{self, hold, Transition};
 use crate::backend::{Backend, BackendKind, MappingType};
 use crate::error::{Error, Result};
@@ -31,15 +32,18 @@ pub(super) fn accept_map(
     size: usize,
     page_size: usize,
 ) -> std::result::Result<(MappingType, usize), MapRefusal> {
-    if s == state::MAPPED || s == state::MAPPING {
+    if (s == state::MAPPED || s == state::MAPPING) && !broken(Mutant::MapMapped) {
         return Err(MapRefusal::AlreadyMapped);
     }
     let request = match u32::try_from(flags).ok().and_then(MappingType::from_raw) {
         Some(t) => t,
+        None if broken(Mutant::MapFlags) => MappingType::None,
         None => return Err(MapRefusal::UnknownFlags),
     };
     let rounded = match sys::round_up(size, page_size) {
         Some(r) => r,
+        // Wrapping, an overflowing size rounds to 0.
+        None if broken(Mutant::MapSize) => 0,
         None => return Err(MapRefusal::TooLarge),
     };
     if s != state::PINNED {

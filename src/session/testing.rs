@@ -4,6 +4,7 @@
 pub(super) use super::copy::copy_target;
 pub(super) use super::open::open_with;
 pub(super) use super::records::HandleRecord;
+use super::refuse::Mutant;
 pub(super) use super::{callback_flag, close, map, pin, unmap, unpin, HANDLES, SESSIONS};
 use crate::backend::gdrdrv;
 pub(super) use crate::backend::{
@@ -195,6 +196,8 @@ pub(super) const PATHS: [Path; 2] = [Path::Quick, Path::Locked];
 thread_local! {
     /// The path that the last call of this thread took (see [`took`]).
     static TOOK: Cell<Option<Path>> = const { Cell::new(None) };
+    /// The part of a shared decision this thread's test broke (see [`with_broken`]).
+    static BROKEN: Cell<Option<Mutant>> = const { Cell::new(None) };
 }
 
 /// Notes that a call of this thread took `p`: each path calls it, in tests only, once it has
@@ -207,6 +210,24 @@ pub(super) fn took(p: Path) {
 /// The path that the last call of this thread took, if it took one; forgotten.
 pub(super) fn last_path() -> Option<Path> {
     TOOK.with(Cell::take)
+}
+
+/// [`super::refuse::broken`] in tests: whether this thread broke `m`.
+pub(super) fn broken(m: Mutant) -> bool {
+    BROKEN.with(|b| b.get() == Some(m))
+}
+
+/// Runs `f` with `m` broken on this thread.
+pub(super) fn with_broken<R>(m: Mutant, f: impl FnOnce() -> R) -> R {
+    struct Mend;
+    impl Drop for Mend {
+        fn drop(&mut self) {
+            BROKEN.with(|b| b.set(None));
+        }
+    }
+    BROKEN.with(|b| b.set(Some(m)));
+    let _mend = Mend;
+    f()
 }
 
 /// What a check found wrong, one line each; empty when every call came out as it should.

@@ -4,6 +4,7 @@
 
 use super::lookup::{quick_handle, session_and_handle};
 use super::records::HandleRecord;
+use super::refuse::{broken, Mutant};
 use super::state::{self, hold, Transition};
 use crate::backend::{gdrdrv, Backend, BackendKind};
 use crate::error::{Error, Result};
@@ -38,7 +39,9 @@ pub(super) fn accept_unmap(
     let rounded = sys::round_up(size, page_size);
     let addr = h.map_addr.load(Ordering::Acquire);
     let len = h.map_len.load(Ordering::Acquire);
-    if addr != va || rounded != Some(len) {
+    if (addr != va && !broken(Mutant::UnmapVa))
+        || (rounded != Some(len) && !broken(Mutant::UnmapSize))
+    {
         return Err(UnmapRefusal::Mismatch { addr, len });
     }
     Ok(())

@@ -3,6 +3,7 @@
 
 use super::lookup::{open_unlocked, quick_handle, session_and_handle};
 use super::records::{HandleRecord, Open};
+use super::refuse::{broken, Mutant};
 use super::state::{self, hold};
 use super::SESSIONS;
 use crate::backend::{Backend, Pin};
@@ -109,9 +110,12 @@ pub(super) fn accept_unpin(s: u32) -> std::result::Result<bool, UnpinRefusal> {
         return Ok(false);
     }
     if s == state::MAPPED {
-        return Ok(true);
+        return Ok(!broken(Mutant::UnpinMapped));
     }
     if s == state::MAPPING || s == state::UNMAPPING {
+        if broken(Mutant::UnpinBusy) {
+            return Ok(false);
+        }
         return Err(UnpinRefusal::LostRace);
     }
     Err(UnpinRefusal::NotPinned)
