@@ -23,11 +23,18 @@
 //! every inherited handle reads as free and a copy through it is refused (EINVAL) by the
 //! copy path's existing state check.
 //!
+//! Paths: map, unmap, unpin and the queries each have a quick path, lock-free, for a gdrdrv
+//! handle of the session the call names, and a path through the session for every other
+//! case; a copy has an inline check and a full one. Both paths of a call take what one
+//! decision accepts, and word their refusals in one place ([`refuse`]).
+//!
 //! One file per concern: [`records`] (the two records and their layout), [`state`] (handle
 //! states and the holds on a handle), [`lookup`] (finding the session and the handle a call
-//! names), [`open`] (`gdr_open`, `gdr_close`, fork handlers), [`pin`], [`map`] (map and
-//! unmap), [`unpin`], [`query`] (queries, attributes, versions) and [`copy`] (a copy's
-//! checks).
+//! names), [`refuse`] (the decision on a handle, and what the decisions share),
+//! [`open`](mod@open) (`gdr_open`, `gdr_close`, fork handlers), [`pin`](mod@pin),
+//! [`map`](mod@map), [`unmap`](mod@unmap), [`unpin`](mod@unpin), [`query`] (queries,
+//! attributes, versions) and [`copy`] (a copy's checks); each call's decision lives beside
+//! it, each file's tests at its end, and what the tests share in `testing`.
 
 mod copy;
 mod lookup;

@@ -1,5 +1,5 @@
 //! `gdr_pin_buffer(_v2)`: no session lock; the record the pin reserves names its session and
-//! holds it open (see [`open`](super::open) for the other side).
+//! holds it open (see [`open`](mod@super::open) for the other side).
 
 use super::lookup::{already_closed, check_opener, open_unlocked, session_record};
 use super::state::{self, Reserved};
