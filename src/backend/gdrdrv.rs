@@ -409,6 +409,12 @@ impl Driver {
         1 << self.page_shift
     }
 
+    /// [`Driver::page_size`] of the driver whose [`Driver::to_words`] gave `word` first.
+    #[inline(always)]
+    pub fn page_size_of(word: u64) -> usize {
+        1 << (word >> WORD_PAGE_SHIFT_SHIFT)
+    }
+
     #[inline(always)]
     fn ioctl<T: IoctlParam>(self, request: c_ulong, params: T) -> Result<T> {
         drv_ioctl(self.ioctl, self.fd, request, params)
@@ -549,6 +555,20 @@ impl Driver {
             len: size,
             kind,
         })
+    }
+}
+
+#[cfg(test)]
+impl Driver {
+    /// A driver on no descriptor (-1), for the session's tests: a call on it fails in its first
+    /// `ioctl` and reaches nothing, which tells a test that the call took the quick path.
+    pub(crate) fn without_descriptor() -> Driver {
+        Driver {
+            fd: -1,
+            version: VERSION_V2_API,
+            page_shift: sys::page_size().trailing_zeros(),
+            ioctl: sys::Ioctl::bind(),
+        }
     }
 }
 
