@@ -28,7 +28,7 @@ for want in "Memory domain: gdr_copy" "Transport: gdr_copy"; do
     if grep -q "$want" <<<"$info"; then echo "   $want: listed"; else echo "FAIL: $want missing"; fail=1; fi
 done
 
-cc -O1 -g -Wall -Werror -shared -fPIC -o "$DIR/gdr_count.so" "$HERE/gdr_count.c" -ldl
+cc -O1 -g -Wall -Werror -shared -fPIC -I"$HERE/../include" -o "$DIR/gdr_count.so" "$HERE/gdr_count.c" -ldl
 
 # perf <label> <min copies through libgdrapi per iteration, 0: not required> <env> <args...>
 perf() {
