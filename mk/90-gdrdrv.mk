@@ -75,7 +75,7 @@ gdrdrv-vm-image: lib sim tools $(ABI_OUT)/api $(ABI_OUT)/handles $(ABI_OUT)/thre
 		cp -a $(UCX_DIR)/inst/bin $(UCX_DIR)/inst/lib $(GDRVM_DIR)/stage/t/ucx/ && \
 		rm -rf $(GDRVM_DIR)/stage/t/ucx/lib/pkgconfig && \
 		find $(GDRVM_DIR)/stage/t/ucx/lib -name '*.la' -delete && \
-		$(CC) -O1 -g -Wall -Werror -I$(UCX_DIR)/inst/include -I$(UCX_DIR)/cuda/include \
+		$(CC) -O1 -g -Wall -Werror -I$(UCX_DIR)/inst/include -I$(UCX_DIR)/cuda/include -Iabi-tests/c \
 			ucx/uct_gdr_check.c -o $(GDRVM_DIR)/stage/t/ucx/bin/uct_gdr_check \
 			-L$(UCX_DIR)/inst/lib -L$(SIM_DIR) -luct -lucs -lcuda && \
 		$(CC) -O1 -g -Wall -Werror -shared -fPIC -Iinclude ucx/gdr_count.c \
