@@ -28,7 +28,7 @@ for want in "Memory domain: gdr_copy" "Transport: gdr_copy"; do
     if grep -q "$want" <<<"$info"; then echo "   $want: listed"; else echo "FAIL: $want missing"; fail=1; fi
 done
 
-cc -O1 -g -Wall -Werror -shared -fPIC -o "$DIR/gdr_count.so" "$HERE/gdr_count.c" -ldl
+cc -O1 -g -Wall -Werror -shared -fPIC -I"$HERE/../include" -o "$DIR/gdr_count.so" "$HERE/gdr_count.c" -ldl
 
 # perf <label> <min copies through libgdrapi per iteration, 0: not required> <env> <args...>
 perf() {
@@ -78,13 +78,14 @@ fi
 
 echo "== uct_gdr_check"
 CUDA_INC="$DIR/cuda/include"
-cc -O1 -g -Wall -Werror -I"$INST/include" -I"$CUDA_INC" -o "$DIR/uct_gdr_check" \
+cc -O1 -g -Wall -Werror -I"$INST/include" -I"$CUDA_INC" -I"$HERE/../abi-tests/c" -o "$DIR/uct_gdr_check" \
     "$HERE/uct_gdr_check.c" -L"$INST/lib" -L"$SIM" -luct -lucs -lcuda
 for m in $MODES; do
     if out=$(GDRSIM_PERSISTENT=$m "$DIR/uct_gdr_check" 2>&1); then
-        echo "   GDRSIM_PERSISTENT=$m: $out"
+        echo "   GDRSIM_PERSISTENT=$m: $(grep '^uct_gdr_check:' <<<"$out" | cut -d' ' -f2-);" \
+             "$(grep -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$out" | tail -1)"
     else
-        echo "FAIL: GDRSIM_PERSISTENT=$m:"; tail -5 <<<"$out"; fail=1
+        echo "FAIL: GDRSIM_PERSISTENT=$m:"; tail -8 <<<"$out"; fail=1
     fi
 done
 

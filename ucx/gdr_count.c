@@ -18,15 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-typedef struct { unsigned long h; } gdr_mh_t;
-typedef struct gdr *gdr_t;
-typedef int (*copy_fn)(gdr_mh_t, void *, const void *, size_t);
-typedef int (*pin_fn)(gdr_t, unsigned long, size_t, uint64_t, uint32_t, gdr_mh_t *);
-typedef int (*pin_v2_fn)(gdr_t, unsigned long, size_t, uint32_t, gdr_mh_t *);
-typedef int (*map_fn)(gdr_t, gdr_mh_t, void **, size_t);
-typedef int (*map_v2_fn)(gdr_t, gdr_mh_t, void **, size_t, int);
-typedef int (*unmap_fn)(gdr_t, gdr_mh_t, void *, size_t);
-typedef int (*unpin_fn)(gdr_t, gdr_mh_t);
+/* The functions are defined here with gdrapi.h's prototypes (a mismatch does not compile) and
+ * forwarded through pointers of their own type. */
+#include "gdrapi.h"
 
 static unsigned long to_count, from_count, pin_count, map_count, unmap_count, unpin_count;
 
@@ -44,8 +38,8 @@ static void *lookup(const char *name)
 int gdr_pin_buffer(gdr_t g, unsigned long addr, size_t size, uint64_t token, uint32_t va_space,
                    gdr_mh_t *handle)
 {
-    static pin_fn f;
-    if (f == NULL) f = (pin_fn)lookup("gdr_pin_buffer");
+    static __typeof__(&gdr_pin_buffer) f;
+    if (f == NULL) f = (__typeof__(f))lookup("gdr_pin_buffer");
     __atomic_add_fetch(&pin_count, 1, __ATOMIC_RELAXED);
     return f(g, addr, size, token, va_space, handle);
 }
@@ -53,58 +47,58 @@ int gdr_pin_buffer(gdr_t g, unsigned long addr, size_t size, uint64_t token, uin
 /* UCX 1.22 pins with the 2.5 API. */
 int gdr_pin_buffer_v2(gdr_t g, unsigned long addr, size_t size, uint32_t flags, gdr_mh_t *handle)
 {
-    static pin_v2_fn f;
-    if (f == NULL) f = (pin_v2_fn)lookup("gdr_pin_buffer_v2");
+    static __typeof__(&gdr_pin_buffer_v2) f;
+    if (f == NULL) f = (__typeof__(f))lookup("gdr_pin_buffer_v2");
     __atomic_add_fetch(&pin_count, 1, __ATOMIC_RELAXED);
     return f(g, addr, size, flags, handle);
 }
 
 int gdr_map_v2(gdr_t g, gdr_mh_t mh, void **va, size_t size, int flags)
 {
-    static map_v2_fn f;
-    if (f == NULL) f = (map_v2_fn)lookup("gdr_map_v2");
+    static __typeof__(&gdr_map_v2) f;
+    if (f == NULL) f = (__typeof__(f))lookup("gdr_map_v2");
     __atomic_add_fetch(&map_count, 1, __ATOMIC_RELAXED);
     return f(g, mh, va, size, flags);
 }
 
 int gdr_map(gdr_t g, gdr_mh_t mh, void **va, size_t size)
 {
-    static map_fn f;
-    if (f == NULL) f = (map_fn)lookup("gdr_map");
+    static __typeof__(&gdr_map) f;
+    if (f == NULL) f = (__typeof__(f))lookup("gdr_map");
     __atomic_add_fetch(&map_count, 1, __ATOMIC_RELAXED);
     return f(g, mh, va, size);
 }
 
 int gdr_unmap(gdr_t g, gdr_mh_t mh, void *va, size_t size)
 {
-    static unmap_fn f;
-    if (f == NULL) f = (unmap_fn)lookup("gdr_unmap");
+    static __typeof__(&gdr_unmap) f;
+    if (f == NULL) f = (__typeof__(f))lookup("gdr_unmap");
     __atomic_add_fetch(&unmap_count, 1, __ATOMIC_RELAXED);
     return f(g, mh, va, size);
 }
 
 int gdr_unpin_buffer(gdr_t g, gdr_mh_t mh)
 {
-    static unpin_fn f;
-    if (f == NULL) f = (unpin_fn)lookup("gdr_unpin_buffer");
+    static __typeof__(&gdr_unpin_buffer) f;
+    if (f == NULL) f = (__typeof__(f))lookup("gdr_unpin_buffer");
     __atomic_add_fetch(&unpin_count, 1, __ATOMIC_RELAXED);
     return f(g, mh);
 }
 
 int gdr_copy_to_mapping(gdr_mh_t mh, void *map_d_ptr, const void *h_ptr, size_t size)
 {
-    static copy_fn f;
-    if (f == NULL) f = (copy_fn)lookup("gdr_copy_to_mapping");
+    static __typeof__(&gdr_copy_to_mapping) f;
+    if (f == NULL) f = (__typeof__(f))lookup("gdr_copy_to_mapping");
     __atomic_add_fetch(&to_count, 1, __ATOMIC_RELAXED);
     return f(mh, map_d_ptr, h_ptr, size);
 }
 
 int gdr_copy_from_mapping(gdr_mh_t mh, void *h_ptr, const void *map_d_ptr, size_t size)
 {
-    static copy_fn f;
-    if (f == NULL) f = (copy_fn)lookup("gdr_copy_from_mapping");
+    static __typeof__(&gdr_copy_from_mapping) f;
+    if (f == NULL) f = (__typeof__(f))lookup("gdr_copy_from_mapping");
     __atomic_add_fetch(&from_count, 1, __ATOMIC_RELAXED);
-    return f(mh, h_ptr, (void *)map_d_ptr, size);
+    return f(mh, h_ptr, map_d_ptr, size);
 }
 
 __attribute__((destructor)) static void report(void)

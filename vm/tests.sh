@@ -112,7 +112,7 @@ if [ -d /t/ucx ]; then
     [ "$f" -eq 0 ] || failed=1
     ucx_perf put_lat
     ucx_perf put_bw
-    run ucx-uct-check tool $ucx /t/ucx/bin/uct_gdr_check
+    run ucx-uct-check suite $ucx /t/ucx/bin/uct_gdr_check
     grep '^uct_gdr_check:' /tmp/out | sed 's/^/gdrvm: ucx /'
 fi
 

@@ -1,7 +1,8 @@
 /*
  * fake_gdrapi.c - a stand-in libgdrapi.so.2 whose gdr_open always fails and
- * whose version is 0.0. check-loading.sh links load_main against it and
- * shows that LD_PRELOAD puts the real library in its place.
+ * whose version is 0.0. mk/30-abi.mk links load_main against it, and the
+ * "loading" suite of run-all.sh runs load_main with it, then with the real
+ * library in LD_PRELOAD, which must take its place.
  */
 #include "gdrapi.h"
 

@@ -14,7 +14,9 @@
  * Built twice: linked with `pkg-config --libs gdrapi` (as UCX and libfabric link), and with
  * -DDLOPEN_ONLY, not linked at all (as NCCL, NVSHMEM and aws-ofi-nccl load it). Either way
  * it dlopens "libgdrapi.so" and "libgdrapi.so.2", the two names users pass.
- * Exit status 0 when every check passed; each failure is printed on stderr.
+ * The harness is the C suites' abi-tests/c/check.h (-Iabi-tests/c; the installed headers come
+ * from pkg-config): each failed check prints "file:line: FAILED: what", and the program ends
+ * with "N passed, N failed" and exit status 0 when every check passed.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -26,6 +28,8 @@
 #include <gdrapi.h>
 #include <gdrconfig.h>
 
+#include "check.h"
+
 #if GDR_API_MAJOR_VERSION != 2 || GDR_API_MINOR_VERSION != 6
 #error "the installed gdrapi.h is not API 2.6"
 #endif
@@ -35,14 +39,8 @@ typedef gdr_t (*open_fn)(void);
 typedef int (*close_fn)(gdr_t);
 typedef int (*driver_version_fn)(gdr_t, int *, int *);
 
-static int failures;
-
-static void check(int ok, const char *what)
-{
-    printf("%s - %s\n", ok ? "ok" : "not ok", what);
-    if (!ok)
-        failures++;
-}
+/* A check with a message made at run time. */
+#define check(ok, what) check_report(!!(ok), __FILE__, __LINE__, (what))
 
 /* Real path of the object that holds addr, or "" when dladdr cannot tell. */
 static const char *object_of(const void *addr, char *buf)
@@ -137,7 +135,5 @@ int main(int argc, char **argv)
 #endif
     check_dlopen("libgdrapi.so", expected, argv[2]);
     check_dlopen("libgdrapi.so.2", expected, argv[2]);
-    if (failures)
-        fprintf(stderr, "pkg_smoke: %d check(s) failed\n", failures);
-    return failures ? 1 : 0;
+    return check_done("pkg_smoke");
 }

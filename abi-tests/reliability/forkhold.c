@@ -72,29 +72,21 @@ static void *holder(void *p)
     return NULL;
 }
 
-#define REQUIRE_CASE(cond)                                                                     \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            check_report(0, __FILE__, __LINE__, "precondition: " #cond);                       \
-            return;                                                                            \
-        }                                                                                      \
-    } while (0)
-
 static void run_case(int kind, unsigned long base)
 {
     struct job j;
     pthread_t t;
     gdr_mh_t mh;
     gdr_t g = gdr_open();
-    REQUIRE_CASE(g != NULL);
-    REQUIRE_CASE(gdr_pin_buffer_v2(g, base, GPU_PAGE_SIZE, 0, &mh) == 0);
+    REQUIRE(g != NULL);
+    REQUIRE(gdr_pin_buffer_v2(g, base, GPU_PAGE_SIZE, 0, &mh) == 0);
     j.g = g;
     j.kind = kind;
     j.rc = -1;
     pthread_mutex_lock(&mu);
     held = released = 0;
     hold_armed = 1;
-    REQUIRE_CASE(pthread_create(&t, NULL, holder, &j) == 0);
+    REQUIRE(pthread_create(&t, NULL, holder, &j) == 0);
     hold_thread = t;
     while (!held)
         pthread_cond_wait(&cv, &mu);

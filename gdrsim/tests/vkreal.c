@@ -22,21 +22,18 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "gdrdrv_abi.h"
 #include "gdrsim.h"
 
-/* gdrdrv 2.6's interface (facts of its ABI). */
-#define IOC_PIN_BUFFER_V2 0xC020DA07UL
-#define IOC_UNPIN_BUFFER 0xC008DA02UL
-#define GPU_PAGE 0x10000UL
-#define PAGE_SHIFT 12
-struct pin_v2 { uint64_t addr, size; uint32_t flags, pad; uint64_t handle; };
+#define GPU_PAGE GDRDRV_GPU_PAGE_SIZE
+#define PAGE_SHIFT 12 /* the host's pages, in which mmap offsets count */
 
 #define CU(call) CHECK_EQ((call), CUDA_SUCCESS)
 
 static int pin(int fd, uint64_t addr, uint64_t size, uint64_t *h)
 {
-    struct pin_v2 p = { addr, size, 0, 0, 0 };
-    if (ioctl(fd, IOC_PIN_BUFFER_V2, &p) != 0)
+    struct gdrdrv_pin_buffer_v2_params p = {addr, size, GDRDRV_PIN_FLAG_DEFAULT, 0, 0};
+    if (ioctl(fd, GDRDRV_IOC_PIN_BUFFER_V2, &p) != 0)
         return errno;
     *h = p.handle;
     return 0;
@@ -44,12 +41,14 @@ static int pin(int fd, uint64_t addr, uint64_t size, uint64_t *h)
 
 static int unpin(int fd, uint64_t h)
 {
-    return ioctl(fd, IOC_UNPIN_BUFFER, &h) == 0 ? 0 : errno;
+    struct gdrdrv_unpin_buffer_params p = {h};
+    return ioctl(fd, GDRDRV_IOC_UNPIN_BUFFER, &p) == 0 ? 0 : errno;
 }
 
 static void *map(int fd, uint64_t h, size_t len)
 {
-    return mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)(h << PAGE_SHIFT));
+    return mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                (off_t)GDRDRV_MMAP_OFFSET(h, PAGE_SHIFT));
 }
 
 static struct gdrsim_counters counters(void)
@@ -288,7 +287,7 @@ static void test_refusals(int fd, CUdeviceptr d)
     CHECK_EQ(pin(fd, d, GPU_PAGE, &h), 0);
     void *spot = mmap(NULL, GPU_PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     void *m = mmap(spot, GPU_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
-                   (off_t)(h << PAGE_SHIFT));
+                   (off_t)GDRDRV_MMAP_OFFSET(h, PAGE_SHIFT));
     CHECK(m == MAP_FAILED && errno == EINVAL);
     munmap(spot, GPU_PAGE);
     CHECK_EQ(unpin(fd, h), 0);
@@ -337,7 +336,7 @@ int main(void)
     REQUIRE(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
     REQUIRE(cuMemAlloc(&raw, 8 * GPU_PAGE) == CUDA_SUCCESS);
     CUdeviceptr d = aligned(raw);
-    int fd = open("/dev/gdrdrv", O_RDWR | O_CLOEXEC);
+    int fd = open(GDRDRV_DEVICE_PATH, O_RDWR | O_CLOEXEC);
     REQUIRE(fd >= 0);
 
     test_bytes_both_ways(fd, d);

@@ -73,7 +73,7 @@ int t_cuda_basics(void)
     CHECK(memcmp(host, back, sizeof(host)) == 0);
     CU(cuMemsetD8(p, 0xab, 8));
     void *hbuf;
-    CU(cuMemAllocHost(&hbuf, 4096));
+    CU_REQUIRE(cuMemAllocHost(&hbuf, 4096));
     CU(cuMemcpy((CUdeviceptr)hbuf, p, 8));
     CHECK_EQ(((unsigned char *)hbuf)[7], 0xab);
     CUdeviceptr hd;
@@ -89,7 +89,7 @@ int t_cuda_basics(void)
     CU(cuPointerSetAttribute(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, p));
     const char *s = NULL;
     CU(cuGetErrorName(CUDA_ERROR_NOT_READY, &s));
-    CHECK(strcmp(s, "CUDA_ERROR_NOT_READY") == 0);
+    CHECK(s != NULL && strcmp(s, "CUDA_ERROR_NOT_READY") == 0);
     CHECK_EQ(cuGetErrorName((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
     CU(cuStreamQuery(0));
     CU(cuStreamSynchronize(0));
@@ -127,7 +127,7 @@ int t_cuda_basics(void)
     CU(cuDevicePrimaryCtxRelease(dev));
     CU(cuDevicePrimaryCtxGetState(dev, &flags, &active));
     CHECK_EQ(active, 0);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* VMM allocations: pin, map, data, and unmap invalidation. */
@@ -164,7 +164,7 @@ int t_vmm(void)
     uint64_t h;
     CHECK_EQ(pin_v1(fd, va, size, 0, 0, &h), 0);
     volatile unsigned char *p = map(fd, h, size);
-    CHECK(p != MAP_FAILED);
+    REQUIRE(p != MAP_FAILED);
     CHECK_EQ(p[size - 1], 0x3c);
     p[10] = 0x4d;
     unsigned char v;
@@ -184,7 +184,7 @@ int t_vmm(void)
     CHECK_EQ(unpin(fd, h), 0);
     CU(cuMemAddressFree(va, size));
     close(fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* A pin over two VMM handles mapped out of physical order maps both pieces in one mapping. */
@@ -212,7 +212,7 @@ int t_vmm_pieces(void)
     uint64_t h;
     CHECK_EQ(pin_v1(fd, va + g - GPU_PAGE, 2 * GPU_PAGE, 0, 0, &h), 0);
     unsigned char *p = map(fd, h, 2 * GPU_PAGE);
-    CHECK(p != MAP_FAILED);
+    REQUIRE(p != MAP_FAILED);
     CHECK_EQ(p[GPU_PAGE - 1], 0x01);
     CHECK_EQ(p[GPU_PAGE], 0x02);
     p[GPU_PAGE + 3] = 0x33;
@@ -226,7 +226,7 @@ int t_vmm_pieces(void)
     CU(cuMemRelease(h2));
     CU(cuMemAddressFree(va, 2 * g));
     close(fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* The DMA-BUF backend's needs: cuGetProcAddress, cuMemGetHandleForAddressRange. */
@@ -247,11 +247,12 @@ int t_dmabuf(void)
     CHECK(fn == NULL);
     /* the unversioned entry point with the legacy 4-argument signature */
     get_proc4_t gp4 = (get_proc4_t)dlsym(RTLD_DEFAULT, "cuGetProcAddress");
-    CHECK(gp4 != NULL);
+    REQUIRE(gp4 != NULL);
     CU(gp4("cuMemGetHandleForAddressRange", &fn, 13030, 0));
     CHECK(fn != NULL);
     get_attr_t ga = NULL;
     CU(gp4("cuDeviceGetAttribute", (void **)&ga, 13030, 0));
+    REQUIRE(ga != NULL);
     int v = -1;
     CU(ga(&v, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, 0));
     CHECK_EQ(v, !env_is("GDRSIM_DMABUF", "0"));
@@ -264,13 +265,13 @@ int t_dmabuf(void)
                                                CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
     if (env_is("GDRSIM_DMABUF", "0")) {
         CHECK_EQ(r, CUDA_ERROR_NOT_SUPPORTED);
-        return PASS;
+        return CASE_PASS;
     }
     CU(r);
-    CHECK(dfd >= 0);
+    REQUIRE(dfd >= 0);
     CHECK_EQ(counters().live_dmabufs, 1);
     unsigned char *p = mmap(NULL, 2 * GPU_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, dfd, 0);
-    CHECK(p != MAP_FAILED);
+    REQUIRE(p != MAP_FAILED);
     CHECK_EQ(p[0], 0x61);
     CHECK_EQ(p[GPU_PAGE], 0x62); /* offset 0 of the fd is the start of the exported range */
     p[1] = 0x63;
@@ -287,5 +288,5 @@ int t_dmabuf(void)
     CHECK_EQ(counters().live_dmabufs, 0);
     CHECK_EQ(p[1], 0x63); /* the mapping outlives the fd */
     munmap(p, 2 * GPU_PAGE);
-    return PASS;
+    return CASE_PASS;
 }

@@ -5,15 +5,14 @@
 int t_version(void)
 {
     SKIP_IF(device_blocked());
-    CHECK_EQ(IOC_GET_VERSION, 0xC008DAFFUL);
     int fd = dev_open();
-    CHECK(fd >= 0);
-    struct version v = {0, 0};
-    CHECK_EQ(xioctl(fd, IOC_GET_VERSION, &v), 0);
-    CHECK_EQ(v.version, 0x20000 | driver_minor());
-    CHECK_EQ(v.min_api, 0x20000);
+    REQUIRE(fd >= 0);
+    struct gdrdrv_get_version_params v = {0, 0};
+    CHECK_EQ(xioctl(fd, GDRDRV_IOC_GET_VERSION, &v), 0);
+    CHECK_EQ(v.gdrdrv_version, 0x20000 | driver_minor());
+    CHECK_EQ(v.minimum_gdr_api_version, 0x20000);
     CHECK_EQ(close(fd), 0);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* D.2: the dispatcher's order of errors. */
@@ -21,16 +20,17 @@ int t_dispatcher(void)
 {
     SKIP_IF(device_blocked());
     int fd = dev_open();
-    CHECK(fd >= 0);
+    REQUIRE(fd >= 0);
     char buf[64] = {0};
-    CHECK_EQ(xioctl(fd, 0xC008DA09UL, buf), ENOTTY);   /* unknown nr */
-    CHECK_EQ(xioctl(fd, 0xC010DA02UL, buf), ENOTTY);   /* right nr, wrong size */
-    CHECK_EQ(xioctl(fd, 0x4008DAFFUL, buf), ENOTTY);   /* right nr, wrong direction */
+    /* unknown nr; right nr, wrong size; right nr, wrong direction */
+    CHECK_EQ(xioctl(fd, _IOWR(GDRDRV_IOCTL_TYPE, 9, uint64_t), buf), ENOTTY);
+    CHECK_EQ(xioctl(fd, _IOC(_IOC_READ | _IOC_WRITE, GDRDRV_IOCTL_TYPE, 2, 16), buf), ENOTTY);
+    CHECK_EQ(xioctl(fd, _IOC(_IOC_WRITE, GDRDRV_IOCTL_TYPE, 255, 8), buf), ENOTTY);
     struct termios t;
     CHECK_EQ(xioctl(fd, TCGETS, &t), EINVAL);          /* other type: EINVAL, not ENOTTY */
-    CHECK_EQ(xioctl(fd, IOC_GET_VERSION, (void *)8), EFAULT); /* bad pointer */
+    CHECK_EQ(xioctl(fd, GDRDRV_IOC_GET_VERSION, (void *)8), EFAULT); /* bad pointer */
     close(fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* D.3: PIN_BUFFER_V2 argument checks and handle numbering. */
@@ -69,7 +69,7 @@ int t_pin_v2(void)
     CHECK_EQ(c.live_pins, 3);
     close(fd);
     CHECK_EQ(counters().live_pins, 0);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* D.4: PIN_BUFFER (V1) and its tokens. */
@@ -86,7 +86,7 @@ int t_pin_v1_tokens(void)
     CHECK_EQ(pin_v1(fd, d, GPU_PAGE, 0, 0, &h), 0);
     CHECK_EQ(pin_v1(fd, 0, GPU_PAGE, 0, 0, &h), EINVAL);
     close(fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* D.5: rounding to GPU pages. */
@@ -98,14 +98,14 @@ int t_rounding(void)
     int fd = dev_open();
     uint64_t h;
     CHECK_EQ(pin_v1(fd, d + 0x1234, 0x10000, 0, 0, &h), 0);
-    struct info i;
+    struct gdrdrv_get_info_v2_params i;
     CHECK_EQ(info_v2(fd, h, &i), 0);
     CHECK_EQ(i.va, d);
     CHECK_EQ(i.mapped_size, 0x20000);
     CHECK_EQ(i.page_size, GPU_PAGE);
-    CHECK_EQ(i.mapped_or_type, MR_NONE);
+    CHECK_EQ(i.mapping_type, GDRDRV_MR_NONE);
     close(fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* D.6: mmap rules. */
@@ -123,7 +123,7 @@ int t_mmap_rules(void)
     CHECK(map(fd, h, 3 * GPU_PAGE) == MAP_FAILED && errno == EINVAL); /* too long */
     CHECK(map(fd, 12345, GPU_PAGE) == MAP_FAILED && errno == EINVAL); /* no such handle */
     unsigned char *p = map(fd, h, 2 * GPU_PAGE);
-    CHECK(p != MAP_FAILED);
+    REQUIRE(p != MAP_FAILED);
     CHECK(map(fd, h, GPU_PAGE) == MAP_FAILED && errno == EINVAL); /* second mapping */
     CHECK_EQ(p[5], 0x11);
     p[5] = 0x22;
@@ -133,16 +133,17 @@ int t_mmap_rules(void)
     CHECK_EQ(munmap(p, 2 * GPU_PAGE), 0);
     /* maps again; partial (placed over a PROT_NONE reservation so the next page is known) */
     unsigned char *r = mmap(NULL, 2 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    CHECK(r != MAP_FAILED);
-    p = mmap(r, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, (off_t)(h << PAGE_SHIFT));
-    CHECK(p == r);
+    REQUIRE(r != MAP_FAILED);
+    p = mmap(r, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+             (off_t)GDRDRV_MMAP_OFFSET(h, PAGE_SHIFT));
+    REQUIRE(p == r);
     CHECK_EQ(p[5], 0x22);
     CHECK_EQ(probe(p + 4096, 0, NULL), SIGSEGV); /* past the partial mapping */
     CHECK_EQ(counters().live_mappings, 1);
     CHECK_EQ(munmap(p, 2 * 4096), 0);
     CHECK_EQ(counters().live_mappings, 0);
     close(fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* D.7 and the profiles: REQ_MAPPING_TYPE. */
@@ -155,36 +156,36 @@ int t_req_mapping_type(void)
     uint64_t h;
     CHECK_EQ(pin(fd, d, GPU_PAGE, 0, &h), 0);
     CHECK_EQ(req_type(fd, h, 4), EINVAL);
-    CHECK_EQ(req_type(fd, 4242, MR_WC), EINVAL);
-    CHECK_EQ(req_type(fd, h, MR_DEVICE), EOPNOTSUPP);
-    CHECK_EQ(req_type(fd, h, MR_CACHING), coherent() ? 0 : EOPNOTSUPP);
-    CHECK_EQ(req_type(fd, h, MR_WC), 0);
+    CHECK_EQ(req_type(fd, 4242, GDRDRV_MR_WC), EINVAL);
+    CHECK_EQ(req_type(fd, h, GDRDRV_MR_DEVICE), EOPNOTSUPP);
+    CHECK_EQ(req_type(fd, h, GDRDRV_MR_CACHING), coherent() ? 0 : EOPNOTSUPP);
+    CHECK_EQ(req_type(fd, h, GDRDRV_MR_WC), 0);
     void *p = map(fd, h, GPU_PAGE);
     CHECK(p != MAP_FAILED);
-    struct info i;
+    struct gdrdrv_get_info_v2_params i;
     CHECK_EQ(info_v2(fd, h, &i), 0);
-    CHECK_EQ(i.mapped_or_type, MR_WC);
-    CHECK_EQ(req_type(fd, h, MR_NONE), EBUSY);
+    CHECK_EQ(i.mapping_type, GDRDRV_MR_WC);
+    CHECK_EQ(req_type(fd, h, GDRDRV_MR_NONE), EBUSY);
     munmap(p, GPU_PAGE);
     if (coherent()) {
-        CHECK_EQ(req_type(fd, h, MR_CACHING), 0);
+        CHECK_EQ(req_type(fd, h, GDRDRV_MR_CACHING), 0);
         p = map(fd, h, GPU_PAGE);
         CHECK_EQ(info_v2(fd, h, &i), 0);
-        CHECK_EQ(i.mapped_or_type, MR_CACHING);
+        CHECK_EQ(i.mapping_type, GDRDRV_MR_CACHING);
         munmap(p, GPU_PAGE);
         if (persistent()) { /* FORCE_PCIE pins are never cached */
             uint64_t hf;
             CHECK_EQ(pin(fd, d, GPU_PAGE, 1, &hf), 0);
-            CHECK_EQ(req_type(fd, hf, MR_CACHING), EOPNOTSUPP);
-            CHECK_EQ(req_type(fd, hf, MR_NONE), 0);
+            CHECK_EQ(req_type(fd, hf, GDRDRV_MR_CACHING), EOPNOTSUPP);
+            CHECK_EQ(req_type(fd, hf, GDRDRV_MR_NONE), 0);
             p = map(fd, hf, GPU_PAGE);
             CHECK_EQ(info_v2(fd, hf, &i), 0);
-            CHECK_EQ(i.mapped_or_type, MR_WC);
+            CHECK_EQ(i.mapping_type, GDRDRV_MR_WC);
             munmap(p, GPU_PAGE);
         }
     }
     close(fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* D.8: GET_INFO_V2 and GET_INFO through a mapping's life. */
@@ -196,24 +197,25 @@ int t_info(void)
     int fd = dev_open();
     uint64_t h;
     CHECK_EQ(pin_v1(fd, d, GPU_PAGE, 0, 0, &h), 0);
-    struct info i;
+    struct gdrdrv_get_info_v2_params i;
+    struct gdrdrv_get_info_params i1;
     CHECK_EQ(info_v2(fd, h, &i), 0);
-    CHECK_EQ(i.mapped_or_type, MR_NONE);
+    CHECK_EQ(i.mapping_type, GDRDRV_MR_NONE);
     void *p = map(fd, h, GPU_PAGE);
     CHECK(p != MAP_FAILED);
-    uint32_t dflt = coherent() ? MR_CACHING : MR_WC;
+    uint32_t dflt = coherent() ? GDRDRV_MR_CACHING : GDRDRV_MR_WC;
     CHECK_EQ(info_v2(fd, h, &i), 0);
-    CHECK_EQ(i.mapped_or_type, dflt);
-    CHECK_EQ(info_v1(fd, h, &i), 0);
-    CHECK_EQ(i.mapped_or_type, 1);
-    CHECK_EQ(i.wc, dflt == MR_WC);
-    CHECK_EQ(i.va, d);
+    CHECK_EQ(i.mapping_type, dflt);
+    CHECK_EQ(info_v1(fd, h, &i1), 0);
+    CHECK_EQ(i1.mapped, 1);
+    CHECK_EQ(i1.wc_mapping, dflt == GDRDRV_MR_WC);
+    CHECK_EQ(i1.va, d);
     munmap(p, GPU_PAGE);
     CHECK_EQ(info_v2(fd, h, &i), 0);
-    CHECK_EQ(i.mapped_or_type, MR_NONE);
+    CHECK_EQ(i.mapping_type, GDRDRV_MR_NONE);
     CHECK_EQ(info_v2(fd, 777, &i), EINVAL);
     close(fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* D.9: freeing pinned, mapped memory, in both modes. */
@@ -226,7 +228,7 @@ int t_free_while_mapped(void)
     uint64_t h;
     CHECK_EQ(pin_v1(fd, d, GPU_PAGE, 0, 0, &h), 0);
     volatile unsigned char *p = map(fd, h, GPU_PAGE);
-    CHECK(p != MAP_FAILED);
+    REQUIRE(p != MAP_FAILED);
     p[0] = 0x77;
     CU(cuMemFree(raw));
     CHECK_EQ(counters().live_allocations, 0);
@@ -244,10 +246,10 @@ int t_free_while_mapped(void)
         CHECK_EQ(probe(p, 0, NULL), SIGBUS);
         CHECK_EQ(cb(fd, h, &flag), 0);
         CHECK_EQ(flag, 1);
-        struct info i;
+        struct gdrdrv_get_info_params i;
         CHECK_EQ(info_v1(fd, h, &i), 0);
         CHECK_EQ(i.va, d);
-        CHECK_EQ(i.mapped_or_type, 0);
+        CHECK_EQ(i.mapped, 0);
     }
     CHECK_EQ(munmap((void *)p, GPU_PAGE), 0);
     if (!persistent())
@@ -257,7 +259,7 @@ int t_free_while_mapped(void)
     struct gdrsim_counters c = counters();
     CHECK_EQ(c.live_pins, 0);
     CHECK_EQ(c.open_files, 0);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* Non-persistent: only pins overlapping the freed allocation are invalidated. */
@@ -272,6 +274,7 @@ int t_invalidate_only_overlapping(void)
     CHECK_EQ(pin_v1(fd, a, GPU_PAGE, 0, 0, &ha), 0);
     CHECK_EQ(pin_v1(fd, b, GPU_PAGE, 0, 0, &hb), 0);
     volatile unsigned char *pb = map(fd, hb, GPU_PAGE);
+    REQUIRE(pb != MAP_FAILED);
     pb[0] = 3;
     CU(cuMemFree(ra));
     uint32_t fa, fb;
@@ -283,11 +286,11 @@ int t_invalidate_only_overlapping(void)
     CHECK_EQ(probe(pb, 0, &v), 0);
     CHECK_EQ(v, 3);
     /* after the callback: NONE and WC requests are still accepted, CACHING never */
-    CHECK_EQ(req_type(fd, ha, MR_CACHING), driver_minor() >= 5 ? EOPNOTSUPP : ENOTTY);
-    CHECK_EQ(req_type(fd, ha, MR_WC), driver_minor() >= 5 ? 0 : ENOTTY);
+    CHECK_EQ(req_type(fd, ha, GDRDRV_MR_CACHING), driver_minor() >= 5 ? EOPNOTSUPP : ENOTTY);
+    CHECK_EQ(req_type(fd, ha, GDRDRV_MR_WC), driver_minor() >= 5 ? 0 : ENOTTY);
     CHECK(map(fd, ha, GPU_PAGE) == MAP_FAILED && errno == EINVAL);
     close(fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* D.10: unpin (and close through libgdrapi's order) while mapped gives SIGBUS. */
@@ -300,7 +303,7 @@ int t_unpin_while_mapped(void)
     uint64_t h;
     CHECK_EQ(pin_v1(fd, d, GPU_PAGE, 0, 0, &h), 0);
     volatile unsigned char *p = map(fd, h, GPU_PAGE);
-    CHECK(p != MAP_FAILED);
+    REQUIRE(p != MAP_FAILED);
     p[1] = 1;
     CHECK_EQ(unpin(fd, h), 0);
     CHECK_EQ(probe(p, 0, NULL), SIGBUS);
@@ -309,7 +312,7 @@ int t_unpin_while_mapped(void)
     CHECK_EQ(munmap((void *)p, GPU_PAGE), 0);
     CHECK_EQ(counters().live_mappings, 0);
     close(fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* D.13: close with pins and no mappings unpins; close with a mapping defers the release. */
@@ -333,7 +336,7 @@ int t_close_semantics(void)
     fd = dev_open();
     CHECK_EQ(pin_v1(fd, d, 2 * GPU_PAGE, 0, 0, &h), 0);
     volatile unsigned char *p = map(fd, h, 2 * GPU_PAGE);
-    CHECK(p != MAP_FAILED);
+    REQUIRE(p != MAP_FAILED);
     CHECK_EQ(close(fd), 0);
     p[GPU_PAGE] = 9; /* still usable */
     unsigned char v = 0;
@@ -347,7 +350,7 @@ int t_close_semantics(void)
     CHECK_EQ(c.live_pins, 0);
     CHECK_EQ(c.open_files, 0);
     CHECK_EQ(c.live_mappings, 0);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* D.14: GET_ATTR. */
@@ -355,22 +358,22 @@ int t_get_attr(void)
 {
     SKIP_IF(device_blocked());
     int fd = dev_open();
-    struct attr a = {1, 99};
+    struct gdrdrv_get_attr_params a = {1, 99};
     if (driver_minor() < 5) {
-        CHECK_EQ(xioctl(fd, IOC_GET_ATTR, &a), ENOTTY);
+        CHECK_EQ(xioctl(fd, GDRDRV_IOC_GET_ATTR, &a), ENOTTY);
         close(fd);
-        return PASS;
+        return CASE_PASS;
     }
-    CHECK_EQ(xioctl(fd, IOC_GET_ATTR, &a), 0);
+    CHECK_EQ(xioctl(fd, GDRDRV_IOC_GET_ATTR, &a), 0);
     CHECK_EQ(a.val, persistent());
-    a = (struct attr){2, 99};
-    CHECK_EQ(xioctl(fd, IOC_GET_ATTR, &a), 0);
+    a = (struct gdrdrv_get_attr_params){2, 99};
+    CHECK_EQ(xioctl(fd, GDRDRV_IOC_GET_ATTR, &a), 0);
     CHECK_EQ(a.val, persistent());
-    a = (struct attr){3, 99};
-    CHECK_EQ(xioctl(fd, IOC_GET_ATTR, &a), EINVAL);
+    a = (struct gdrdrv_get_attr_params){3, 99};
+    CHECK_EQ(xioctl(fd, GDRDRV_IOC_GET_ATTR, &a), EINVAL);
     CHECK_EQ(a.val, 99);
     close(fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* Old drivers answer newer ioctls with ENOTTY; the old ones work. */
@@ -383,17 +386,18 @@ int t_old_versions(void)
     int m = driver_minor();
     uint64_t h;
     CHECK_EQ(pin_v1(fd, d, GPU_PAGE, 0, 0, &h), 0);
-    struct info i;
+    struct gdrdrv_get_info_v2_params i;
+    struct gdrdrv_get_info_params i1;
     CHECK_EQ(info_v2(fd, h, &i), m >= 4 ? 0 : ENOTTY);
     CHECK_EQ(pin(fd, d, GPU_PAGE, 0, NULL), m >= 5 ? 0 : ENOTTY);
-    CHECK_EQ(req_type(fd, h, MR_WC), m >= 5 ? 0 : ENOTTY);
-    struct attr a = {1, 0};
-    CHECK_EQ(xioctl(fd, IOC_GET_ATTR, &a), m >= 5 ? 0 : ENOTTY);
-    CHECK_EQ(info_v1(fd, h, &i), 0);
+    CHECK_EQ(req_type(fd, h, GDRDRV_MR_WC), m >= 5 ? 0 : ENOTTY);
+    struct gdrdrv_get_attr_params a = {1, 0};
+    CHECK_EQ(xioctl(fd, GDRDRV_IOC_GET_ATTR, &a), m >= 5 ? 0 : ENOTTY);
+    CHECK_EQ(info_v1(fd, h, &i1), 0);
     uint32_t flag;
     CHECK_EQ(cb(fd, h, &flag), 0);
     close(fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* A pin whose result cannot be copied back fails with EFAULT and leaves no pin behind. */
@@ -403,22 +407,22 @@ int t_pin_copy_out_fault(void)
     cuda_up();
     CUdeviceptr raw, d = dalloc_aligned(GPU_PAGE, &raw);
     int fd = dev_open();
-    struct pin_v1 *ro = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    CHECK(ro != MAP_FAILED);
-    *ro = (struct pin_v1){d, GPU_PAGE, 0, 0, 0, 0};
+    struct gdrdrv_pin_buffer_params *ro = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(ro != MAP_FAILED);
+    *ro = (struct gdrdrv_pin_buffer_params){d, GPU_PAGE, 0, 0, 0, 0};
     CHECK_EQ(mprotect(ro, 4096, PROT_READ), 0);
-    CHECK_EQ(xioctl(fd, IOC_PIN_BUFFER, ro), EFAULT);
+    CHECK_EQ(xioctl(fd, GDRDRV_IOC_PIN_BUFFER, ro), EFAULT);
     CHECK_EQ(counters().live_pins, 0);
-    CHECK_EQ(xioctl(fd, IOC_PIN_BUFFER, (void *)16), EFAULT);
+    CHECK_EQ(xioctl(fd, GDRDRV_IOC_PIN_BUFFER, (void *)16), EFAULT);
     close(fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* The fast path leaves ordinary files alone. */
 int t_passthrough(void)
 {
     int fd = open("/dev/null", O_RDWR);
-    CHECK(fd >= 0);
+    REQUIRE(fd >= 0);
     struct termios t;
     CHECK_EQ(xioctl(fd, TCGETS, &t), ENOTTY);
     void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -427,7 +431,7 @@ int t_passthrough(void)
     CHECK_EQ(close(fd), 0);
     CHECK_EQ(close(fd), -1);
     CHECK_EQ(errno, EBADF);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* A device fd closed behind the emulator's back (a raw close system call, as close_range or
@@ -436,7 +440,7 @@ int t_stale_fd(void)
 {
     SKIP_IF(device_blocked());
     int fd = dev_open();
-    CHECK(fd >= 0);
+    REQUIRE(fd >= 0);
     CHECK_EQ(counters().open_files, 1);
     CHECK_EQ(syscall(SYS_close, fd), 0);
     int nfd = open("/dev/null", O_RDWR);
@@ -447,5 +451,5 @@ int t_stale_fd(void)
     /* the real /dev/null answers, not the emulated driver */
     CHECK(mmap(NULL, 4096, PROT_READ, MAP_SHARED, nfd, 0) == MAP_FAILED && errno == ENODEV);
     CHECK_EQ(close(nfd), 0);
-    return PASS;
+    return CASE_PASS;
 }

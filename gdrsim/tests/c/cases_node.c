@@ -103,7 +103,7 @@ int t_node_stat(void)
     xstat64_fn lxs64 = (xstat64_fn)dlsym(RTLD_DEFAULT, "__lxstat64");
     fxstatat_fn fxs = (fxstatat_fn)dlsym(RTLD_DEFAULT, "__fxstatat");
     fxstatat64_fn fxs64 = (fxstatat64_fn)dlsym(RTLD_DEFAULT, "__fxstatat64");
-    CHECK(xs && lxs && xs64 && lxs64 && fxs && fxs64);
+    REQUIRE(xs && lxs && xs64 && lxs64 && fxs && fxs64);
 #if defined(__x86_64__)
     const int ver = 1;
 #else
@@ -127,7 +127,7 @@ int t_node_stat(void)
         CHECK_EQ(stat_call(dev, NULL), -1);
         CHECK_EQ(errno, EFAULT);
     }
-    return PASS;
+    return CASE_PASS;
 }
 
 /* Any other path reaches the C library unchanged, through every entry point. */
@@ -147,7 +147,7 @@ int t_node_stat_passthrough(void)
     CHECK(sx.stx_rdev_major == 1 && sx.stx_rdev_minor == 3 && sx.stx_ino == raw.st_ino);
     /* relative paths through a directory fd, and AT_EMPTY_PATH on an fd */
     int dir = open("/dev", O_RDONLY | O_DIRECTORY);
-    CHECK(dir >= 0);
+    REQUIRE(dir >= 0);
     CHECK_EQ(fstatat(dir, "null", &sb, 0), 0);
     CHECK_EQ(sb.st_ino, raw.st_ino);
     CHECK_EQ(fstatat(dir, "", &sb, AT_EMPTY_PATH), 0);
@@ -167,7 +167,7 @@ int t_node_stat_passthrough(void)
     errno = 0;
     CHECK_EQ(stat_call(NULL, &sb), -1);
     CHECK(errno == EFAULT || errno == ENOENT);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* Opening each kind of node: a working char node, a regular file (no ioctls), and a char
@@ -177,18 +177,18 @@ int t_node_open(void)
     int mode_applies = getenv("GDRSIM_DEVICE_MODE") && (env_is("GDRSIM_AS_USER", "1") || geteuid() != 0);
     SKIP_IF(env_is("GDRSIM_NO_DEVICE", "1") || mode_applies || getenv("GDRSIM_FAIL"));
     struct gdrsim_counters c0 = counters();
-    struct version v;
+    struct gdrdrv_get_version_params v;
     if (env_is("GDRSIM_DEVICE_NODE", "file")) {
         int fd = dev_open();
-        CHECK(fd >= 0);
-        CHECK_EQ(xioctl(fd, IOC_GET_VERSION, &v), ENOTTY);
+        REQUIRE(fd >= 0);
+        CHECK_EQ(xioctl(fd, GDRDRV_IOC_GET_VERSION, &v), ENOTTY);
         struct stat sb;
         CHECK_EQ(fstat(fd, &sb), 0);
         CHECK(S_ISREG(sb.st_mode) && sb.st_size == 0);
         CHECK_EQ(counters().open_files, c0.open_files);
         CHECK_EQ(counters().ioctls, c0.ioctls);
         CHECK_EQ(close(fd), 0);
-        return PASS;
+        return CASE_PASS;
     }
     if (env_is("GDRSIM_DEVICE_NODE", "stale") || env_is("GDRSIM_DEVICE_NODE", "nodriver")) {
         CHECK_EQ(dev_open(), -1);
@@ -198,12 +198,12 @@ int t_node_open(void)
         CHECK_EQ(openat(AT_FDCWD, "/dev/gdrdrv", O_RDWR), -1);
         CHECK_EQ(errno, ENXIO);
         CHECK_EQ(counters().open_files, c0.open_files);
-        return PASS;
+        return CASE_PASS;
     }
     int fd = dev_open();
-    CHECK(fd >= 0);
-    CHECK_EQ(xioctl(fd, IOC_GET_VERSION, &v), 0);
+    REQUIRE(fd >= 0);
+    CHECK_EQ(xioctl(fd, GDRDRV_IOC_GET_VERSION, &v), 0);
     CHECK_EQ(counters().open_files, c0.open_files + 1);
     CHECK_EQ(close(fd), 0);
-    return PASS;
+    return CASE_PASS;
 }

@@ -12,14 +12,17 @@ int t_fork_child(void)
     CHECK_EQ(pin_v1(fd, d, GPU_PAGE, 0, 0, &h), 0);
     CHECK_EQ(pin_v1(fd, d, GPU_PAGE, 0, 0, &h2), 0);
     volatile unsigned char *p = map(fd, h, GPU_PAGE);
+    REQUIRE(p != MAP_FAILED);
     p[0] = 42;
     uint64_t before = counters().ioctls;
     pid_t pid = fork();
+    REQUIRE(pid >= 0);
     if (pid == 0) {
-        struct version v;
-        if (xioctl(fd, IOC_GET_VERSION, &v) != EACCES)
+        struct gdrdrv_get_version_params v;
+        if (xioctl(fd, GDRDRV_IOC_GET_VERSION, &v) != EACCES)
             _exit(10);
-        if (xioctl(fd, 0xC008DA09UL, &v) != EACCES) /* ownership is checked before the request */
+        /* ownership is checked before the request */
+        if (xioctl(fd, _IOWR(GDRDRV_IOCTL_TYPE, 9, uint64_t), &v) != EACCES)
             _exit(11);
         if (pin_v1(fd, d, GPU_PAGE, 0, 0, NULL) != EACCES || unpin(fd, h) != EACCES)
             _exit(12);
@@ -39,11 +42,11 @@ int t_fork_child(void)
     unsigned char v = 0;
     CHECK_EQ(probe(p, 0, &v), 0);
     CHECK_EQ(v, 42);
-    struct info i;
+    struct gdrdrv_get_info_params i;
     CHECK_EQ(info_v1(fd, h, &i), 0);
     CHECK_EQ(counters().live_pins, 2);
     close(fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* D.12: an fd received over a unix socket is refused. */
@@ -51,8 +54,9 @@ int t_scm_rights(void)
 {
     SKIP_IF(device_blocked());
     int sv[2];
-    CHECK_EQ(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv), 0);
+    REQUIRE_EQ(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv), 0);
     pid_t pid = fork();
+    REQUIRE(pid >= 0);
     if (pid == 0) {
         char byte;
         char cbuf[CMSG_SPACE(sizeof(int))];
@@ -66,8 +70,8 @@ int t_scm_rights(void)
             _exit(20);
         int fd;
         memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof(int));
-        struct version v;
-        if (xioctl(fd, IOC_GET_VERSION, &v) != EACCES)
+        struct gdrdrv_get_version_params v;
+        if (xioctl(fd, GDRDRV_IOC_GET_VERSION, &v) != EACCES)
             _exit(21);
         struct termios t;
         if (xioctl(fd, TCGETS, &t) != EINVAL)
@@ -77,7 +81,7 @@ int t_scm_rights(void)
         _exit(0);
     }
     int fd = dev_open();
-    CHECK(fd >= 0);
+    REQUIRE(fd >= 0);
     char byte = 'x';
     char cbuf[CMSG_SPACE(sizeof(int))];
     memset(cbuf, 0, sizeof(cbuf));
@@ -97,10 +101,10 @@ int t_scm_rights(void)
     waitpid(pid, &st, 0);
     CHECK(WIFEXITED(st));
     CHECK_EQ(WEXITSTATUS(st), 0);
-    struct version v;
-    CHECK_EQ(xioctl(fd, IOC_GET_VERSION, &v), 0); /* still fine for the opener */
+    struct gdrdrv_get_version_params v;
+    CHECK_EQ(xioctl(fd, GDRDRV_IOC_GET_VERSION, &v), 0); /* still fine for the opener */
     close(fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* D.15: pins, maps, unmaps and unpins from several threads at once. */
@@ -133,9 +137,10 @@ int t_threads(void)
     CUdeviceptr raw;
     thread_buf = dalloc_aligned(4 * GPU_PAGE, &raw);
     thread_fd = dev_open();
+    REQUIRE(thread_fd >= 0);
     pthread_t t[4];
     for (int k = 0; k < 4; k++)
-        CHECK_EQ(pthread_create(&t[k], NULL, worker, NULL), 0);
+        REQUIRE_EQ(pthread_create(&t[k], NULL, worker, NULL), 0);
     for (int k = 0; k < 4; k++) {
         void *r;
         pthread_join(t[k], &r);
@@ -145,7 +150,7 @@ int t_threads(void)
     CHECK_EQ(c.live_pins, 0);
     CHECK_EQ(c.live_mappings, 0);
     close(thread_fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* Forks while other threads keep calling into the emulator (so that some wait for its locks
@@ -156,9 +161,9 @@ static int busy_fd;
 static void *busy_worker(void *arg)
 {
     (void)arg;
-    struct version v;
+    struct gdrdrv_get_version_params v;
     for (unsigned n = 0; !busy_stop; n++) {
-        if (xioctl(busy_fd, IOC_GET_VERSION, &v) != 0)
+        if (xioctl(busy_fd, GDRDRV_IOC_GET_VERSION, &v) != 0)
             return (void *)1;
         if (n % 16 == 0 && gdrsim_set_fail("") != 0) /* the fault-injection lock */
             return (void *)2;
@@ -171,20 +176,20 @@ int t_fork_busy(void)
     SKIP_IF(device_blocked());
     SKIP_IF(getenv("GDRSIM_FAIL") != NULL);
     busy_fd = dev_open();
-    CHECK(busy_fd >= 0);
+    REQUIRE(busy_fd >= 0);
     busy_stop = 0;
     pthread_t t[4];
     for (int k = 0; k < 4; k++)
-        CHECK_EQ(pthread_create(&t[k], NULL, busy_worker, NULL), 0);
+        REQUIRE_EQ(pthread_create(&t[k], NULL, busy_worker, NULL), 0);
     int bad = 0;
     for (int round = 0; round < 40 && !bad; round++) {
         usleep(1000);
         pid_t pid = fork();
         if (pid == 0) {
             alarm(10); /* a hang ends in SIGALRM */
-            struct version v;
+            struct gdrdrv_get_version_params v;
             int fd = dev_open();
-            if (fd < 0 || xioctl(fd, IOC_GET_VERSION, &v) != 0 || close(fd) != 0)
+            if (fd < 0 || xioctl(fd, GDRDRV_IOC_GET_VERSION, &v) != 0 || close(fd) != 0)
                 _exit(1);
             if (gdrsim_set_fail("") != 0)
                 _exit(2);
@@ -204,7 +209,7 @@ int t_fork_busy(void)
     }
     CHECK_EQ(bad, 0);
     close(busy_fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* Each process has its own fake GPU: a child forked before cuInit gets another one. */
@@ -212,9 +217,10 @@ int t_fork_before_init(void)
 {
     SKIP_IF(getenv("GDRSIM_FAIL") != NULL);
     int go[2], done[2];
-    CHECK_EQ(pipe(go), 0);
-    CHECK_EQ(pipe(done), 0);
+    REQUIRE_EQ(pipe(go), 0);
+    REQUIRE_EQ(pipe(done), 0);
     pid_t pid = fork();
+    REQUIRE(pid >= 0);
     cuda_up();
     CUdeviceptr d = dalloc(4096);
     if (pid == 0) {
@@ -236,7 +242,7 @@ int t_fork_before_init(void)
     unsigned char v;
     CU(cuMemcpyDtoH(&v, d, 1));
     CHECK_EQ(v, 0x0a); /* the child wrote its own GPU's memory, not ours */
-    return PASS;
+    return CASE_PASS;
 }
 
 /* A child that never initialised CUDA cannot pin the parent's memory. */
@@ -246,6 +252,7 @@ int t_pin_foreign_memory(void)
     cuda_up();
     CUdeviceptr raw, d = dalloc_aligned(GPU_PAGE, &raw);
     pid_t pid = fork();
+    REQUIRE(pid >= 0);
     if (pid == 0) {
         int fd = dev_open();
         _exit(pin_v1(fd, d, GPU_PAGE, 0, 0, NULL) == EINVAL ? 0 : 1);
@@ -253,5 +260,5 @@ int t_pin_foreign_memory(void)
     int st;
     waitpid(pid, &st, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    return PASS;
+    return CASE_PASS;
 }

@@ -11,15 +11,15 @@ int t_fail_injection(void)
     CHECK_EQ(dev_open(), -1);
     CHECK_EQ(errno, EMFILE);
     int fd = dev_open();
-    CHECK(fd >= 0);
+    REQUIRE(fd >= 0);
     uint64_t h;
     CHECK_EQ(pin_v1(fd, d, GPU_PAGE, 0, 0, &h), 0);
     CHECK_EQ(pin_v1(fd, d, GPU_PAGE, 0, 0, &h), ENOMEM);
     CHECK_EQ(pin_v1(fd, d, GPU_PAGE, 0, 0, &h), 0);
     CHECK_EQ(gdrsim_set_fail("GET_VERSION:*:EIO,mmap:1:EAGAIN,munmap:1:EINVAL,close:1:EINTR"), 0);
-    struct version v;
-    CHECK_EQ(xioctl(fd, IOC_GET_VERSION, &v), EIO);
-    CHECK_EQ(xioctl(fd, IOC_GET_VERSION, &v), EIO);
+    struct gdrdrv_get_version_params v;
+    CHECK_EQ(xioctl(fd, GDRDRV_IOC_GET_VERSION, &v), EIO);
+    CHECK_EQ(xioctl(fd, GDRDRV_IOC_GET_VERSION, &v), EIO);
     CHECK(map(fd, h, GPU_PAGE) == MAP_FAILED && errno == EAGAIN);
     void *p = map(fd, h, GPU_PAGE);
     CHECK(p != MAP_FAILED);
@@ -47,7 +47,7 @@ int t_fail_injection(void)
     CHECK_EQ(cuInit(0), CUDA_ERROR_NO_DEVICE); /* a bad spec leaves the old one */
     CHECK_EQ(gdrsim_set_fail(NULL), 0);
     CHECK_EQ(cuInit(0), CUDA_SUCCESS);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* GDRSIM_FAIL from the environment (run.sh sets GET_VERSION:1:EIO,cuInit:2:999). */
@@ -55,14 +55,14 @@ int t_fail_env(void)
 {
     SKIP_IF(!env_is("GDRSIM_FAIL", "GET_VERSION:1:EIO,cuInit:2:999"));
     int fd = dev_open();
-    struct version v;
-    CHECK_EQ(xioctl(fd, IOC_GET_VERSION, &v), EIO);
-    CHECK_EQ(xioctl(fd, IOC_GET_VERSION, &v), 0);
+    struct gdrdrv_get_version_params v;
+    CHECK_EQ(xioctl(fd, GDRDRV_IOC_GET_VERSION, &v), EIO);
+    CHECK_EQ(xioctl(fd, GDRDRV_IOC_GET_VERSION, &v), 0);
     CHECK_EQ(cuInit(0), CUDA_SUCCESS);
     CHECK_EQ(cuInit(0), CUDA_ERROR_UNKNOWN);
     CHECK_EQ(cuInit(0), CUDA_SUCCESS);
     close(fd);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* GDRSIM_NO_DEVICE and GDRSIM_DEVICE_MODE. */
@@ -72,19 +72,19 @@ int t_device_node(void)
         CHECK_EQ(dev_open(), -1);
         CHECK_EQ(errno, ENOENT);
         CHECK_EQ(open("/dev/gdrdrv", O_RDONLY), -1);
-        return PASS;
+        return CASE_PASS;
     }
     if (env_is("GDRSIM_DEVICE_MODE", "0604") && env_is("GDRSIM_AS_USER", "1")) {
         CHECK_EQ(dev_open(), -1);
         CHECK_EQ(errno, EACCES);
         int fd = open("/dev/gdrdrv", O_RDONLY);
-        CHECK(fd >= 0);
-        struct version v;
-        CHECK_EQ(xioctl(fd, IOC_GET_VERSION, &v), 0);
+        REQUIRE(fd >= 0);
+        struct gdrdrv_get_version_params v;
+        CHECK_EQ(xioctl(fd, GDRDRV_IOC_GET_VERSION, &v), 0);
         /* a read-only file cannot be mapped shared and writable */
         CHECK(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED && errno == EACCES);
         close(fd);
-        return PASS;
+        return CASE_PASS;
     }
     SKIP_IF(device_blocked());
     /* every way into open(2) reaches the emulated device */
@@ -98,17 +98,17 @@ int t_device_node(void)
     fds[6] = __openat_2(AT_FDCWD, "/dev/gdrdrv", O_RDWR);
     fds[7] = __openat64_2(AT_FDCWD, "/dev/gdrdrv", O_RDWR);
     for (int k = 0; k < 8; k++) {
-        struct version v = {0, 0};
+        struct gdrdrv_get_version_params v = {0, 0};
         CHECK(fds[k] >= 0);
-        CHECK_EQ(xioctl(fds[k], IOC_GET_VERSION, &v), 0);
-        CHECK_EQ(v.min_api, 0x20000);
+        CHECK_EQ(xioctl(fds[k], GDRDRV_IOC_GET_VERSION, &v), 0);
+        CHECK_EQ(v.minimum_gdr_api_version, 0x20000);
     }
     CHECK_EQ(counters().open_files, 8);
     for (int k = 0; k < 8; k++)
         CHECK_EQ(close(fds[k]), 0);
     CHECK_EQ(counters().open_files, 0);
     CHECK_EQ(open("/dev/gdrdrv1", O_RDWR), -1); /* only the one node */
-    return PASS;
+    return CASE_PASS;
 }
 
 /* Counters: ioctls, allocations. */
@@ -121,8 +121,8 @@ int t_counters(void)
     CUdeviceptr a = dalloc(100), b = dalloc(200);
     CHECK_EQ(counters().live_allocations, 2);
     int fd = dev_open();
-    struct version v;
-    xioctl(fd, IOC_GET_VERSION, &v);
+    struct gdrdrv_get_version_params v;
+    xioctl(fd, GDRDRV_IOC_GET_VERSION, &v);
     xioctl(fd, TCGETS, &v);
     CHECK_EQ(counters().ioctls, c0.ioctls + 2);
     struct termios t;
@@ -139,5 +139,5 @@ int t_counters(void)
     CHECK_EQ(part.live_mappings, 0xeeeeeeeeeeeeeeeeULL);
     CHECK_EQ(gdrsim_get_counters(NULL, 8), EINVAL);
     close(fd);
-    return PASS;
+    return CASE_PASS;
 }

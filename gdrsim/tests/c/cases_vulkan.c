@@ -20,7 +20,7 @@ static int situation(const char *s)
 #define VK_GET(v, field, from, handle, name)                               \
     do {                                                                   \
         (v)->field = (__typeof__((v)->field))(v)->from((handle), (name));  \
-        CHECK((v)->field != NULL);                                         \
+        REQUIRE((v)->field != NULL);                                       \
     } while (0)
 
 /* Loads libvulkan.so.1 as the library does (it must be the stand-in) and creates an instance
@@ -29,13 +29,13 @@ static VkResult vk_open(struct vk *v)
 {
     memset(v, 0, sizeof(*v));
     v->lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!v->lib || !dlsym(v->lib, "gdrsim_vulkan_standin")) {
+    int standin = v->lib != NULL && dlsym(v->lib, "gdrsim_vulkan_standin") != NULL;
+    if (!standin)
         fprintf(stderr, "    libvulkan.so.1 is not the stand-in: put build/sim/vulkan first on "
                         "LD_LIBRARY_PATH\n");
-        exit(FAIL);
-    }
+    REQUIRE(standin);
     v->gipa = (PFN_vkGetInstanceProcAddr)dlsym(v->lib, "vkGetInstanceProcAddr");
-    CHECK(v->gipa != NULL);
+    REQUIRE(v->gipa != NULL);
     VK_GET(v, create_instance, gipa, NULL, "vkCreateInstance");
     VkApplicationInfo app = {VK_STRUCTURE_TYPE_APPLICATION_INFO, NULL, "sim_tests", 1, NULL, 0,
                              VK_API_VERSION_1_1};
@@ -306,7 +306,7 @@ int t_vmm_export(void)
         CHECK_EQ(q, CU_GET_PROC_ADDRESS_SUCCESS);
         CHECK(fn == dlsym(RTLD_DEFAULT, names[k][1]));
     }
-    return PASS;
+    return CASE_PASS;
 }
 
 /* The instance, the physical device and the device, in each GDRSIM_VULKAN situation. */
@@ -318,9 +318,9 @@ int t_vk_device(void)
     if (situation("noinstance")) {
         CHECK_EQ(r, VK_ERROR_INCOMPATIBLE_DRIVER);
         check_no_vk_objects();
-        return PASS;
+        return CASE_PASS;
     }
-    CHECK_EQ(r, VK_SUCCESS);
+    REQUIRE_EQ(r, VK_SUCCESS);
     CHECK_EQ(counters().live_vk_instances, 1);
     CHECK(v.gipa(v.instance, "vkQueueSubmit") == NULL);
     CHECK(v.gipa(NULL, "vkDestroyInstance") == NULL);
@@ -330,7 +330,7 @@ int t_vk_device(void)
         CHECK_EQ(n, 0);
         vk_close(&v);
         check_no_vk_objects();
-        return PASS;
+        return CASE_PASS;
     }
     CHECK_EQ(n, 1);
     VkPhysicalDevice pds[2] = {NULL, NULL};
@@ -411,9 +411,9 @@ int t_vk_device(void)
     r = vk_device(&v, EXTS, 2);
     if (situation("noext")) {
         CHECK_EQ(r, VK_ERROR_EXTENSION_NOT_PRESENT);
-        CHECK_EQ(vk_device(&v, EXTS, 1), VK_SUCCESS);
+        REQUIRE_EQ(vk_device(&v, EXTS, 1), VK_SUCCESS);
     } else {
-        CHECK_EQ(r, VK_SUCCESS);
+        REQUIRE_EQ(r, VK_SUCCESS);
     }
     CHECK_EQ(counters().live_vk_devices, 1);
     CHECK(v.gdpa(v.device, "vkCreateDevice") == NULL); /* not a device-level command */
@@ -421,16 +421,16 @@ int t_vk_device(void)
 
     /* a second instance and device beside the first */
     struct vk w;
-    CHECK_EQ(vk_open(&w), VK_SUCCESS);
-    CHECK(vk_physical(&w));
+    REQUIRE_EQ(vk_open(&w), VK_SUCCESS);
+    REQUIRE(vk_physical(&w));
     CHECK(w.pd != v.pd);
-    CHECK_EQ(vk_device(&w, EXTS, 1), VK_SUCCESS);
+    REQUIRE_EQ(vk_device(&w, EXTS, 1), VK_SUCCESS);
     CHECK_EQ(counters().live_vk_instances, 2);
     CHECK_EQ(counters().live_vk_devices, 2);
     vk_close(&w);
     vk_close(&v);
     check_no_vk_objects();
-    return PASS;
+    return CASE_PASS;
 }
 
 /* Import, map, the bytes shared with CUDA, CUDA letting go while the import lives. */
@@ -439,8 +439,8 @@ int t_vk_import(void)
     SKIP_IF(situation("noinstance") || situation("nodevice"));
     cuda_up();
     struct vk v;
-    CHECK_EQ(vk_open(&v), VK_SUCCESS);
-    CHECK(vk_physical(&v));
+    REQUIRE_EQ(vk_open(&v), VK_SUCCESS);
+    REQUIRE(vk_physical(&v));
     size_t g = granularity(), size = 2 * g;
     CUmemGenericAllocationHandle h;
     CU(vmm_create(&h, size, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
@@ -450,13 +450,13 @@ int t_vk_import(void)
     VkDeviceMemory m = 0;
     if (situation("noext")) {
         /* a device without VK_KHR_external_memory_fd imports nothing */
-        CHECK_EQ(vk_device(&v, EXTS, 1), VK_SUCCESS);
+        REQUIRE_EQ(vk_device(&v, EXTS, 1), VK_SUCCESS);
         CHECK_EQ(vk_import(&v, size, 0, OPAQUE, fd, &m), VK_ERROR_INVALID_EXTERNAL_HANDLE);
         CHECK(fd_open(fd));
         close(fd);
         goto cleanup;
     }
-    CHECK_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
+    REQUIRE_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
     int bar = mem_type(&v, DL | HV, 0), host = mem_type(&v, HV, DL);
     CHECK(host >= 0);
 
@@ -495,7 +495,7 @@ int t_vk_import(void)
     CHECK_EQ(gdrsim_bar1_info(&bar1_total, &bar1_used0, &vram), 0);
     uint64_t off = g + 3 * 4096 + 40;
     unsigned char *p = NULL;
-    CHECK_EQ(v.map(v.device, m, off, 256, 0, (void **)&p), VK_SUCCESS);
+    REQUIRE_EQ(v.map(v.device, m, off, 256, 0, (void **)&p), VK_SUCCESS);
     CHECK_EQ(counters().live_vk_mappings, 1);
     CHECK_EQ(gdrsim_bar1_info(&bar1_total, &bar1_used, &vram), 0);
     CHECK_EQ(bar1_used, bar1_used0 + GPU_PAGE);
@@ -527,7 +527,7 @@ int t_vk_import(void)
     v.unmap(v.device, m); /* not mapped: nothing */
 
     /* CUDA lets go of everything; the import still holds the bytes */
-    CHECK_EQ(v.map(v.device, m, 0, VK_WHOLE_SIZE, 0, (void **)&p), VK_SUCCESS);
+    REQUIRE_EQ(v.map(v.device, m, 0, VK_WHOLE_SIZE, 0, (void **)&p), VK_SUCCESS);
     size_t before = mem_free();
     CU(cuMemUnmap(va, size));
     CU(cuMemRelease(h));
@@ -545,7 +545,7 @@ int t_vk_import(void)
     v.free(v.device, 0, NULL); /* VK_NULL_HANDLE: nothing */
     vk_close(&v);
     check_no_vk_objects();
-    return PASS;
+    return CASE_PASS;
 
 cleanup:
     vmm_unmap(va, size);
@@ -553,7 +553,7 @@ cleanup:
     vk_close(&v);
     check_no_vk_objects();
     CHECK_EQ(counters().live_allocations, 0);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* GDRSIM_FAIL rules naming Vulkan functions. */
@@ -567,13 +567,13 @@ int t_vk_fail(void)
              0);
     CHECK_EQ(vk_open(&v), VK_ERROR_INITIALIZATION_FAILED);
     CHECK_EQ(counters().live_vk_instances, 0);
-    CHECK_EQ(vk_open(&v), VK_SUCCESS);
+    REQUIRE_EQ(vk_open(&v), VK_SUCCESS);
     uint32_t n = 0;
     CHECK_EQ(v.enumerate_physical_devices(v.instance, &n, NULL), VK_ERROR_INITIALIZATION_FAILED);
-    CHECK(vk_physical(&v));
+    REQUIRE(vk_physical(&v));
     CHECK_EQ(vk_device(&v, EXTS, 2), VK_ERROR_DEVICE_LOST);
     CHECK_EQ(counters().live_vk_devices, 0);
-    CHECK_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
+    REQUIRE_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
     CHECK_EQ(gdrsim_set_fail("vkMapMemory:1:5"), EINVAL);    /* a VkResult error is negative */
     CHECK_EQ(gdrsim_set_fail("vkFreeMemory:1:-5"), EINVAL);  /* no result to fail with */
     CHECK_EQ(gdrsim_set_fail("vkMapMemory:1:EIO"), EINVAL);
@@ -598,7 +598,7 @@ int t_vk_fail(void)
     CU(cuMemRelease(h));
     vk_close(&v);
     check_no_vk_objects();
-    return PASS;
+    return CASE_PASS;
 }
 
 /* A forked child cannot use its parent's objects; the parent's keep working. */
@@ -607,9 +607,9 @@ int t_vk_fork(void)
     SKIP_IF(!situation("ok") || getenv("GDRSIM_FAIL") != NULL);
     cuda_up();
     struct vk v;
-    CHECK_EQ(vk_open(&v), VK_SUCCESS);
-    CHECK(vk_physical(&v));
-    CHECK_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
+    REQUIRE_EQ(vk_open(&v), VK_SUCCESS);
+    REQUIRE(vk_physical(&v));
+    REQUIRE_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
     size_t g = granularity();
     CUmemGenericAllocationHandle h;
     CU(vmm_create(&h, g, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
@@ -618,7 +618,7 @@ int t_vk_fork(void)
     VkDeviceMemory m;
     CHECK_EQ(vk_import(&v, g, 1, OPAQUE, fd, &m), VK_SUCCESS);
     unsigned char *p;
-    CHECK_EQ(v.map(v.device, m, 0, VK_WHOLE_SIZE, 0, (void **)&p), VK_SUCCESS);
+    REQUIRE_EQ(v.map(v.device, m, 0, VK_WHOLE_SIZE, 0, (void **)&p), VK_SUCCESS);
     p[0] = 1;
     fflush(NULL);
     pid_t c = fork();
@@ -670,7 +670,7 @@ int t_vk_fork(void)
     vmm_unmap(va, g);
     CU(cuMemRelease(h));
     check_no_vk_objects();
-    return PASS;
+    return CASE_PASS;
 }
 
 struct worker {
@@ -691,7 +691,7 @@ static void *import_loop(void *arg)
         VkDeviceMemory m;
         CHECK_EQ(vk_import(w->v, g, (uint32_t)w->type, OPAQUE, fd, &m), VK_SUCCESS);
         unsigned char *p;
-        CHECK_EQ(w->v->map(w->v->device, m, 4096, 4096, 0, (void **)&p), VK_SUCCESS);
+        REQUIRE_EQ(w->v->map(w->v->device, m, 4096, 4096, 0, (void **)&p), VK_SUCCESS);
         p[7] = (unsigned char)(k + 1);
         unsigned char b = 0;
         CU(cuMemcpyDtoH(&b, va + 4096 + 7, 1));
@@ -712,15 +712,15 @@ int t_vk_threads(void)
     SKIP_IF(!situation("ok"));
     cuda_up();
     struct vk v;
-    CHECK_EQ(vk_open(&v), VK_SUCCESS);
-    CHECK(vk_physical(&v));
-    CHECK_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
+    REQUIRE_EQ(vk_open(&v), VK_SUCCESS);
+    REQUIRE(vk_physical(&v));
+    REQUIRE_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
     size_t free0 = mem_free();
     pthread_t t[4];
     struct worker w[4];
     for (int k = 0; k < 4; k++) {
         w[k] = (struct worker){&v, mem_type(&v, DL | HV, 0), 0};
-        CHECK_EQ(pthread_create(&t[k], NULL, import_loop, &w[k]), 0);
+        REQUIRE_EQ(pthread_create(&t[k], NULL, import_loop, &w[k]), 0);
     }
     for (int k = 0; k < 4; k++) {
         CHECK_EQ(pthread_join(t[k], NULL), 0);
@@ -730,7 +730,7 @@ int t_vk_threads(void)
     vk_close(&v);
     check_no_vk_objects();
     CHECK_EQ(counters().live_allocations, 0);
-    return PASS;
+    return CASE_PASS;
 }
 
 /* Stand-in mappings use BAR1 (run.sh sets GDRSIM_BAR1_SIZE=4M for this one). */
@@ -739,9 +739,9 @@ int t_vk_bar1(void)
     SKIP_IF(!env_is("GDRSIM_BAR1_SIZE", "4M") || !situation("ok"));
     cuda_up();
     struct vk v;
-    CHECK_EQ(vk_open(&v), VK_SUCCESS);
-    CHECK(vk_physical(&v));
-    CHECK_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
+    REQUIRE_EQ(vk_open(&v), VK_SUCCESS);
+    REQUIRE(vk_physical(&v));
+    REQUIRE_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
     size_t g = granularity();
     CHECK_EQ(g, 2u << 20);
     CUmemGenericAllocationHandle h[3];
@@ -766,5 +766,5 @@ int t_vk_bar1(void)
         CU(cuMemRelease(h[k]));
     vk_close(&v);
     check_no_vk_objects();
-    return PASS;
+    return CASE_PASS;
 }

@@ -1,6 +1,8 @@
 #!/bin/bash
 # Runs the emulator's test program under every emulator setting that changes behaviour and
-# prints the overall tally. Usage: run.sh <sim_tests binary> (with the emulator preloaded).
+# prints the overall tallies: its cases, and its checks ("N passed, N failed"; a case that
+# crashed, hung or ran without a tally counts one more failed check). Usage: run.sh <sim_tests
+# binary> (with the emulator preloaded).
 set -u
 bin=${1:?usage: run.sh <sim_tests binary>}
 configs=(
@@ -31,6 +33,9 @@ configs=(
 )
 passed=0
 failed=0
+cases_passed=0
+cases_failed=0
+cases_skipped=0
 for c in "${configs[@]}"; do
     echo "== sim-tests ${c:-(defaults)}"
     out=$(env -u GDRSIM_PERSISTENT -u GDRSIM_PROFILE -u GDRSIM_DRIVER_VERSION -u GDRSIM_NO_DEVICE \
@@ -38,13 +43,16 @@ for c in "${configs[@]}"; do
         -u GDRSIM_FAIL -u GDRSIM_VRAM_SIZE -u GDRSIM_DEVICE_NODE -u GDRSIM_DEVICE_MAJOR \
         -u GDRSIM_VULKAN -u GDRSIM_BAR1_SIZE -u GDRSIM_BAR1_RESERVED $c timeout 300 "$bin" 2>&1)
     rc=$?
-    echo "$out" | grep -v '^PASS\|^SKIP'
-    tally=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -1)
-    if [ -z "$tally" ]; then
+    echo "$out" | grep -v '^PASS \|^SKIP '
+    tally=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)
+    cases=$(echo "$out" | sed -n 's/^sim_tests: cases \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p' | tail -1)
+    if [ -z "$tally" ] || [ -z "$cases" ]; then
         echo "no tally (exit status $rc)"
         failed=$((failed + 1))
         continue
     fi
+    read -r cp cf cs <<<"$cases"
+    cases_passed=$((cases_passed + cp)) cases_failed=$((cases_failed + cf)) cases_skipped=$((cases_skipped + cs))
     p=${tally%% passed*}
     f=${tally#*passed, }
     f=${f%% failed*}
@@ -54,5 +62,6 @@ for c in "${configs[@]}"; do
         failed=$((failed + 1))
     fi
 done
+echo "sim-tests: ${#configs[@]} settings, cases $cases_passed passed, $cases_failed failed, $cases_skipped skipped"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

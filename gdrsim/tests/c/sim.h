@@ -1,5 +1,6 @@
-/* Shared declarations of the emulator's test program: gdrdrv's ABI as a client sees it,
- * shorthands for driver and CUDA calls, the settings the suite runs under, and the cases. */
+/* Shared declarations of the emulator's test program: shorthands for driver and CUDA calls,
+ * the settings the suite runs under, and the cases. The harness is check.h with its case
+ * runner (check_cases.h): CHECK counts and the case goes on, a failed REQUIRE ends the case. */
 #ifndef SIM_H
 #define SIM_H
 
@@ -19,8 +20,9 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "check_cases.h"
+#include "gdrdrv_abi.h"
 #include "gdrsim.h"
-#include "harness.h"
 
 /* The C library's fortified open entry points (called by _FORTIFY_SOURCE builds). */
 extern int __open_2(const char *, int);
@@ -28,34 +30,10 @@ extern int __open64_2(const char *, int);
 extern int __openat_2(int, const char *, int);
 extern int __openat64_2(int, const char *, int);
 
-/* gdrdrv's request values (x86-64/aarch64) and parameter layouts. */
-#define IOC_PIN_BUFFER 0xC028DA01UL
-#define IOC_UNPIN_BUFFER 0xC008DA02UL
-#define IOC_GET_CB_FLAG 0xC008DA03UL
-#define IOC_GET_INFO 0xC008DA04UL
-#define IOC_GET_INFO_V2 0xC008DA05UL
-#define IOC_GET_ATTR 0xC008DA06UL
-#define IOC_PIN_BUFFER_V2 0xC020DA07UL
-#define IOC_REQ_MAPPING_TYPE 0xC008DA08UL
-#define IOC_GET_VERSION 0xC008DAFFUL
-
-struct pin_v1 { uint64_t addr, size, p2p_token; uint32_t va_space, pad; uint64_t handle; };
-struct pin_v2 { uint64_t addr, size; uint32_t flags, pad; uint64_t handle; };
-struct cb_flag { uint64_t handle; uint32_t flag, pad; };
-struct info {
-    uint64_t handle, va, mapped_size;
-    uint32_t page_size, tsc_khz;
-    uint64_t tm_cycles;
-    uint32_t mapped_or_type, wc;
-};
-struct attr { uint32_t attr, val; };
-struct req { uint64_t handle; uint32_t type, pad; };
-struct version { uint32_t version, min_api; };
-
-enum { MR_NONE, MR_WC, MR_CACHING, MR_DEVICE };
-#define GPU_PAGE 0x10000UL
-#define CHUNK 0x200000UL
-#define PAGE_SHIFT 12
+/* gdrdrv's ABI (requests, parameter structs, constants) is gdrdrv_abi.h's. */
+#define GPU_PAGE GDRDRV_GPU_PAGE_SIZE
+#define CHUNK 0x200000UL /* the emulator's allocation chunks */
+#define PAGE_SHIFT 12    /* the host's pages, in which mmap offsets count */
 
 /* ---- shorthands (sim_util.c) ---- */
 
@@ -69,8 +47,8 @@ int dev_open(void);
 int pin(int fd, uint64_t addr, uint64_t size, uint32_t flags, uint64_t *h);
 int pin_v1(int fd, uint64_t addr, uint64_t size, uint64_t token, uint32_t vas, uint64_t *h);
 int unpin(int fd, uint64_t h);
-int info_v2(int fd, uint64_t h, struct info *i);
-int info_v1(int fd, uint64_t h, struct info *i);
+int info_v2(int fd, uint64_t h, struct gdrdrv_get_info_v2_params *i);
+int info_v1(int fd, uint64_t h, struct gdrdrv_get_info_params *i);
 int req_type(int fd, uint64_t h, uint32_t t);
 int cb(int fd, uint64_t h, uint32_t *flag);
 void *map(int fd, uint64_t h, size_t len);
@@ -79,13 +57,13 @@ void cuda_up(void);
 CUdeviceptr dalloc(size_t size);
 CUdeviceptr dalloc_aligned(size_t size, CUdeviceptr *raw);
 
-#define CU(call) CHECK_EQ((call), CUDA_SUCCESS)
+/* Which signal, if any, touching `addr` raises: 0, SIGBUS or SIGSEGV. Reads (write == 0)
+ * or writes (write != 0) one byte; a successful read stores the byte in *val. */
+int probe(volatile unsigned char *addr, int write, unsigned char *val);
 
-#define SKIP_IF(cond)          \
-    do {                       \
-        if (cond)              \
-            return SKIP;       \
-    } while (0)
+/* A CUDA call that must succeed: an assertion (CU) or a precondition (CU_REQUIRE). */
+#define CU(call) CHECK_EQ((call), CUDA_SUCCESS)
+#define CU_REQUIRE(call) REQUIRE_EQ((call), CUDA_SUCCESS)
 
 /* ---- the cases ---- */
 

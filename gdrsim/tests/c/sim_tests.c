@@ -3,7 +3,7 @@
  * suite under several) and skips itself where it does not apply. */
 #include "sim.h"
 
-static const struct test_case cases[] = {
+static const struct check_case cases[] = {
     {"version", t_version},
     {"dispatcher", t_dispatcher},
     {"pin_v2", t_pin_v2},
@@ -56,5 +56,5 @@ static const struct test_case cases[] = {
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    return run_tests(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
+    return check_run_cases("sim_tests", cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
 }
