@@ -19,6 +19,19 @@
  * A crash or a hang (libFuzzer's -timeout) is a finding by itself.
  *
  * Runs on the emulator (LD_PRELOAD of its libcuda.so.1), persistent mode, x86 profile.
+ *
+ * With GDRAPI_TEST_ALLOC=vmm (as abi-tests/c/gpu.h reads it; make test-fuzz sets it with the
+ * rest of the Vulkan import's situation, SIM_VULKAN_ENV) the target runs the Vulkan import
+ * backend: device memory comes from cuMemCreate (reserve, map, set access; freed by unmap,
+ * release, unreserve), mostly with the POSIX-fd handle type, some without it, some from
+ * cuMemAlloc, some reservations with an unmapped tail or two allocations side by side. The
+ * model then predicts every pin and map exactly, by gdrdrv's rules as the backend follows them:
+ * pins cover whole 64 KiB pages, which must lie inside one exportable allocation's mapping
+ * (anything else is EINVAL), unaligned pins pin but do not map, the callback flag is 0,
+ * GDR_ATTR_USING_DMA_BUF_MMAP 0 and struct gdr's cache_backend 2; memory freed while pinned
+ * keeps its bytes, read through the mapping, until the unpin. Faults are drawn from the CUDA
+ * and Vulkan calls of that backend, and the final leak check also counts VMM exports, Vulkan
+ * imports, mappings, devices and instances.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -58,10 +71,22 @@ struct hrec {
     size_t extent;   /* bytes really mapped: map_size rounded up to the host page */
 };
 
+/* One allocation of the input. In the Vulkan situation a VMM reservation holds one or two
+ * cuMemCreate allocations (parts), side by side from its start, and may end in unmapped bytes. */
+struct part {
+    CUdeviceptr va;
+    size_t size;
+    CUmemGenericAllocationHandle h;
+    int exportable; /* created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR */
+};
+
 struct arec {
     CUdeviceptr p;
-    size_t size;
+    size_t size; /* bytes pins are drawn from: the allocation, or the whole reservation */
     int live;
+    int vmm;     /* a VMM reservation (else cuMemAlloc memory) */
+    int nparts;
+    struct part part[2];
 };
 
 static struct {
@@ -71,13 +96,18 @@ static struct {
     struct hrec h[NH];
     struct arec a[NA];
     int faults;      /* a fault was armed in this input: driver errnos may come back */
+    int release_faults; /* a cuMemRelease fault was armed in this input */
     int step;
     uint64_t allocations_at_start;
+    CUmemGenericAllocationHandle created[2 * 256 + 2]; /* the VMM handles this input made */
+    int ncreated;
 } S;
 
 static uint8_t host_a[MAXCOPY + 64], host_b[MAXCOPY + 64];
 static int no_munmap_faults;
 static int trace; /* GDRAPI_FUZZ_TRACE=1: print each call and its result (to replay a finding) */
+static int vk_mode; /* GDRAPI_TEST_ALLOC=vmm: the Vulkan import's situation (see the top) */
+static size_t vmm_gran; /* cuMemGetAllocationGranularity of exportable device memory */
 
 #define TRACE(...)                                                                                 \
     do {                                                                                           \
@@ -119,13 +149,16 @@ static void fail(const char *what, int rc)
 static void expect_in(const char *fn, int rc, const int *set)
 {
     static const int injected[] = {EINVAL, ENOMEM, EIO, EFAULT, EACCES, EBUSY, ENODEV, EAGAIN, 0};
+    /* What the CUresults and VkResults injected in the Vulkan situation come back as (the
+     * library's tables, src/cuda/result.rs and src/vulkan/mod.rs). */
+    static const int injected_vk[] = {EINVAL, ENOMEM, EIO, ENODEV, ENOTSUP, 0};
     if (rc == 0)
         return;
     for (const int *p = set; *p; p++)
         if (rc == *p)
             return;
     if (S.faults)
-        for (const int *p = injected; *p; p++)
+        for (const int *p = vk_mode ? injected_vk : injected; *p; p++)
             if (rc == *p)
                 return;
     char msg[128];
@@ -232,6 +265,130 @@ static void kill_handles_of(int gs)
         }
 }
 
+/* In the Vulkan situation every gdr_t is the Vulkan import's (struct gdr's cache_backend, a
+ * u32 at offset 40 of upstream's layout, is 2; not the DMA-BUF backend). */
+static void check_backend(gdr_t g, int dmabuf_attr)
+{
+    unsigned backend;
+    if (!vk_mode)
+        return;
+    memcpy(&backend, (const char *)g + 40, sizeof(backend));
+    if (backend != 2)
+        fail("a gdr_t of the Vulkan situation has cache_backend != 2", (int)backend);
+    if (dmabuf_attr != 0)
+        fail("GDR_ATTR_USING_DMA_BUF_MMAP is not 0 on the Vulkan import", dmabuf_attr);
+}
+
+/* ---- device memory ---- */
+
+static void note_created(CUmemGenericAllocationHandle h)
+{
+    if (S.ncreated < (int)(sizeof(S.created) / sizeof(S.created[0])))
+        S.created[S.ncreated++] = h;
+}
+
+/* cuMemRelease of a handle of the input; a release refused by an armed cuMemRelease fault is
+ * repeated (the fault fires once). */
+static CUresult release(CUmemGenericAllocationHandle h)
+{
+    CUresult r = cuMemRelease(h);
+    if (r != CUDA_SUCCESS && S.release_faults)
+        r = cuMemRelease(h);
+    return r;
+}
+
+/* One cuMemCreate allocation of size bytes (a multiple of the granularity), mapped read-write
+ * at va, as NCCL's cuMem allocator makes them (exportable: with the POSIX-fd handle type). */
+static void vmm_part(struct part *pt, CUdeviceptr va, size_t size, int exportable)
+{
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    CUresult r;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.requestedHandleTypes =
+        exportable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    prop.allocFlags.gpuDirectRDMACapable = 1;
+    if ((r = cuMemCreate(&pt->h, size, &prop, 0)) != CUDA_SUCCESS)
+        fail("cuMemCreate failed", (int)r);
+    note_created(pt->h);
+    if ((r = cuMemMap(va, size, 0, pt->h, 0)) != CUDA_SUCCESS)
+        fail("cuMemMap failed", (int)r);
+    memset(&access, 0, sizeof(access));
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if ((r = cuMemSetAccess(va, size, &access, 1)) != CUDA_SUCCESS)
+        fail("cuMemSetAccess failed", (int)r);
+    pt->va = va;
+    pt->size = size;
+    pt->exportable = exportable;
+}
+
+/* VMM memory, by shape: 1 one allocation without the POSIX-fd handle type; 2 one exportable
+ * allocation in a reservation twice its size (an unmapped tail); 3 two exportable allocations
+ * side by side in one reservation; anything else one exportable allocation. */
+static void vmm_alloc(struct arec *a, int shape, size_t size)
+{
+    int parts = shape == 3 ? 2 : 1;
+    size_t reserved = shape == 2 || shape == 3 ? 2 * size : size;
+    CUdeviceptr va = 0;
+    CUresult r = cuMemAddressReserve(&va, reserved, vmm_gran, 0, 0);
+    if (r != CUDA_SUCCESS)
+        fail("cuMemAddressReserve failed", (int)r);
+    for (int i = 0; i < parts; i++)
+        vmm_part(&a->part[i], va + i * size, size, shape != 1);
+    a->p = va;
+    a->size = reserved;
+    a->vmm = 1;
+    a->nparts = parts;
+    a->live = 1;
+}
+
+/* Unmap, release, unreserve. */
+static void vmm_free(struct arec *a)
+{
+    CUresult r;
+    for (int i = 0; i < a->nparts; i++) {
+        if ((r = cuMemUnmap(a->part[i].va, a->part[i].size)) != CUDA_SUCCESS)
+            fail("cuMemUnmap failed", (int)r);
+        if ((r = release(a->part[i].h)) != CUDA_SUCCESS)
+            fail("cuMemRelease failed", (int)r);
+    }
+    if ((r = cuMemAddressFree(a->p, a->size)) != CUDA_SUCCESS)
+        fail("cuMemAddressFree failed", (int)r);
+    a->live = 0;
+}
+
+/* The allocation of the input that holds addr (a part of a live VMM reservation), or NULL. */
+static const struct part *part_at(unsigned long addr)
+{
+    for (int i = 0; i < NA; i++) {
+        const struct arec *a = &S.a[i];
+        if (!a->live || !a->vmm)
+            continue;
+        for (int j = 0; j < a->nparts; j++)
+            if (addr >= a->part[j].va && addr - a->part[j].va < a->part[j].size)
+                return &a->part[j];
+    }
+    return NULL;
+}
+
+/* What the Vulkan import answers a pin of addr, size with (no fault armed): 0 when its whole
+ * 64 KiB pages lie inside one exportable allocation's mapping, else EINVAL. */
+static int vk_pin_result(unsigned long addr, size_t size)
+{
+    const struct part *pt = part_at(addr);
+    unsigned long end = addr + size;
+    if (size == 0 || end < addr || end + GPU_PAGE_OFFSET < end || pt == NULL || !pt->exportable)
+        return EINVAL;
+    end = (end + GPU_PAGE_OFFSET) & GPU_PAGE_MASK;
+    if ((addr & GPU_PAGE_MASK) < pt->va || end > pt->va + pt->size)
+        return EINVAL;
+    return 0;
+}
+
 /* ---- operations ---- */
 
 static void op_open(void)
@@ -251,6 +408,7 @@ static void op_open(void)
     S.g[i].dmabuf = 0;
     if (gdr_get_attribute(g, GDR_ATTR_USING_DMA_BUF_MMAP, &S.g[i].dmabuf) != 0 && !S.faults)
         fail("gdr_get_attribute(GDR_ATTR_USING_DMA_BUF_MMAP) on a new gdr_t", 0);
+    check_backend(g, S.g[i].dmabuf);
 }
 
 static void op_close(void)
@@ -278,6 +436,15 @@ static void op_alloc(void)
     uint8_t k = u8();
     size_t size = sizes[k % 8];
     CUdeviceptr p = 0;
+    /* The Vulkan situation: shape (k >> 3) % 8, 0 cuMemAlloc memory, else VMM memory (see
+     * vmm_alloc) of one or two granules per allocation. */
+    if (vk_mode && (k >> 3) % 8 != 0) {
+        memset(&S.a[i], 0, sizeof(S.a[i]));
+        vmm_alloc(&S.a[i], (k >> 3) % 8, vmm_gran * (1 + ((k & 7) == 7)));
+        TRACE("vmm alloc %d shape=%d parts=%d %#llx+%#zx\n", i, (k >> 3) % 8, S.a[i].nparts,
+              (unsigned long long)S.a[i].p, S.a[i].size);
+        return;
+    }
     CUresult r = cuMemAlloc_v2(&p, size);
     TRACE("cuMemAlloc %d %#zx -> %d %#llx\n", i, size, (int)r, (unsigned long long)p);
     if (r != CUDA_SUCCESS) {
@@ -285,6 +452,7 @@ static void op_alloc(void)
             fail("cuMemAlloc_v2 failed", (int)r);
         return;
     }
+    memset(&S.a[i], 0, sizeof(S.a[i]));
     S.a[i].p = p;
     S.a[i].size = size;
     S.a[i].live = 1;
@@ -295,6 +463,33 @@ static void op_free(void)
     int i = u8() % NA;
     if (!S.a[i].live)
         return;
+    if (S.a[i].vmm) {
+        /* A mapped pin in the reservation keeps its memory: what it holds before the free,
+         * it holds after it, until its unpin. */
+        struct arec *a = &S.a[i];
+        int probe = -1;
+        const size_t n = 64; /* a mapping's extent is at least a host page */
+        for (int j = 0; j < NH && probe < 0; j++)
+            if (S.h[j].used && S.h[j].live && S.h[j].mapped && S.h[j].addr >= a->p &&
+                S.h[j].addr - a->p < a->size)
+                probe = j;
+        if (probe >= 0) {
+            for (size_t b = 0; b < n; b++)
+                host_a[b] = (uint8_t)(b * 13 + S.step + 1);
+            expect_eq("gdr_copy_to_mapping (before a free)",
+                      gdr_copy_to_mapping(S.h[probe].mh, S.h[probe].va, host_a, n), 0);
+        }
+        vmm_free(a);
+        TRACE("vmm free %d %#llx (probe %d)\n", i, (unsigned long long)a->p, probe);
+        if (probe >= 0) {
+            memset(host_b, 0, n);
+            expect_eq("gdr_copy_from_mapping (after a free)",
+                      gdr_copy_from_mapping(S.h[probe].mh, host_b, S.h[probe].va, n), 0);
+            if (memcmp(host_a, host_b, n))
+                fail("memory freed while pinned lost its bytes before the unpin", (int)n);
+        }
+        return;
+    }
     CUresult r = cuMemFree_v2(S.a[i].p);
     TRACE("cuMemFree %d %#llx -> %d\n", i, (unsigned long long)S.a[i].p, (int)r);
     if (r != CUDA_SUCCESS)
@@ -325,7 +520,13 @@ static void pick_range(unsigned long *addr, size_t *size, int *gpu, int *not_gpu
             *addr = (unsigned long)a->p; /* freed or never allocated */
             break;
         }
-        *addr = (unsigned long)a->p + (k % 8 == 3 ? (u8() % a->size) : 0);
+        if (vk_mode && k % 8 == 3) {
+            /* Whole GPU pages into the reservation, or a few bytes. */
+            uint8_t b = u8();
+            *addr = (unsigned long)a->p + ((b & 0x80) ? ((b & 0x7fUL) * GPU_PAGE_SIZE) % a->size : b);
+        } else {
+            *addr = (unsigned long)a->p + (k % 8 == 3 ? (u8() % a->size) : 0);
+        }
         *gpu = 1;
         break;
     }
@@ -346,6 +547,14 @@ static void pick_range(unsigned long *addr, size_t *size, int *gpu, int *not_gpu
         break;
     default:
         *size = (*gpu && a->live) ? a->size - (*addr - (unsigned long)a->p) : GPU_PAGE_SIZE;
+        if (vk_mode && *gpu && a->live) {
+            /* To the end of the allocation that holds addr (4), or a little past it (5). */
+            const struct part *pt = part_at(*addr);
+            if (pt != NULL)
+                *size = pt->va + pt->size - *addr;
+            if (s % 6 == 5)
+                *size += 1 + (s >> 3);
+        }
         break;
     }
 }
@@ -371,6 +580,7 @@ static void op_pin(int v2)
         va_space = u32();
     }
     gdr_mh_t mh = {0};
+    int want = vk_mode ? vk_pin_result(addr, size) : 0;
     int rc = v2 ? gdr_pin_buffer_v2(g, addr, size, flags, null_out ? NULL : &mh)
                 : gdr_pin_buffer(g, addr, size, token, va_space, null_out ? NULL : &mh);
     TRACE("pin v2=%d slot=%d addr=%#lx size=%#zx flags=%u -> %d h=%#lx\n", v2, gs, addr, size, flags, rc, mh.h);
@@ -380,6 +590,8 @@ static void op_pin(int v2)
         expect_eq(fn, rc, EINVAL);
         return;
     }
+    if (vk_mode)
+        expect_eq(fn, rc, want); /* the flags and p2p tokens change nothing there */
     if (rc != 0)
         return;
     if (not_gpu)
@@ -486,6 +698,9 @@ static void op_info(void)
         }
         if (info.mapped != (unsigned)h->mapped)
             fail("info.mapped disagrees with the model", info.mapped);
+        if (vk_mode && info.mapped_size != ((h->addr + h->size + GPU_PAGE_OFFSET) & GPU_PAGE_MASK) -
+                                               (h->addr & GPU_PAGE_MASK))
+            fail("info.mapped_size is not the pin's whole GPU pages", 0);
         if (legacy && memcmp((unsigned char *)&info + 40, canary + 40, sizeof(info) - 40))
             fail("legacy gdr_get_info wrote past its 40-byte struct", 0);
         if (!legacy && h->mapped && info.mapping_type != GDR_MAPPING_TYPE_WC)
@@ -545,6 +760,13 @@ static void op_map(int v2)
         if (rc == 0)
             fail("a second map of a mapped handle succeeded", rc);
         return;
+    }
+    if (vk_mode) {
+        /* gdrdrv's rules: a type the memory gives (default or WC), a size inside the pin, an
+         * aligned pin; memory freed since the pin maps all the same. */
+        int ok = (flags == GDR_MAP_FLAG_DEFAULT || flags == GDR_MAP_FLAG_REQ_WC_MAPPING) &&
+                 size != 0 && size <= pinned && !(h->addr & GPU_PAGE_OFFSET);
+        expect_eq(fn, rc, ok ? 0 : EINVAL);
     }
     if (rc != 0)
         return;
@@ -704,6 +926,9 @@ static void op_queries(void)
             expect_in("gdr_get_attribute", rc, SET_EINVAL);
             if (rc == 0 && (v < 0 || v > 1))
                 fail("gdr_get_attribute value not 0/1", v);
+            /* The Vulkan import: persistent, FORCE_PCIE honoured, not DMA-BUF. */
+            if (rc == 0 && vk_mode && v != (attr == GDR_ATTR_USING_DMA_BUF_MMAP ? 0 : 1))
+                fail("gdr_get_attribute value on the Vulkan import", attr * 10 + v);
         } else {
             expect_eq("gdr_get_attribute(invalid)", rc, EINVAL);
         }
@@ -731,14 +956,31 @@ static void op_fault(void)
         "GET_INFO_V2", "GET_ATTR", "REQ_MAPPING_TYPE", "GET_VERSION", "open", "mmap", "munmap",
     };
     static const char *const errs[] = {"EINVAL", "ENOMEM", "EIO", "EFAULT", "EACCES", "EBUSY", "ENODEV", "EAGAIN"};
+    /* The Vulkan situation: the calls of the Vulkan import's pin and map, Vulkan ones with a
+     * VkResult, CUDA ones with a CUresult (as abi-tests/reliability/faults.c injects them). */
+    static const char *const vk_names[] = {
+        "vkCreateDevice", "vkAllocateMemory", "vkMapMemory", "cuMemRetainAllocationHandle",
+        "cuMemGetAllocationPropertiesFromHandle", "cuMemExportToShareableHandle", "cuMemRelease",
+        "cuMemGetAddressRange_v2", "cuPointerGetAttribute", "cuDeviceGet", "cuCtxGetCurrent",
+        "cuCtxSetCurrent",
+    };
+    static const int vkresults[] = {-1, -2, -3, -4, -5, -7, -10, -1000072003};
+    static const int curesults[] = {1, 2, 3, 100, 101, 201, 801, 999};
     char spec[96];
     uint8_t k = u8();
-    const char *name = names[k % 12];
-    /* GDRAPI_FUZZ_NO_MUNMAP_FAULTS=1 leaves munmap out (it was needed while finding F1 of
-     * RELIABILITY.md, a leak after a failed munmap inside unpin or close, was open). */
-    if (no_munmap_faults && strcmp(name, "munmap") == 0)
-        name = "mmap";
-    snprintf(spec, sizeof(spec), "%s:%u:%s", name, 1u + (u8() % 4), errs[(k >> 4) % 8]);
+    if (vk_mode) {
+        const char *name = vk_names[k % 12];
+        int err = name[0] == 'v' ? vkresults[(k >> 4) % 8] : curesults[(k >> 4) % 8];
+        snprintf(spec, sizeof(spec), "%s:%u:%d", name, 1u + (u8() % 4), err);
+        S.release_faults |= strcmp(name, "cuMemRelease") == 0;
+    } else {
+        const char *name = names[k % 12];
+        /* GDRAPI_FUZZ_NO_MUNMAP_FAULTS=1 leaves munmap out (it was needed while finding F1 of
+         * RELIABILITY.md, a leak after a failed munmap inside unpin or close, was open). */
+        if (no_munmap_faults && strcmp(name, "munmap") == 0)
+            name = "mmap";
+        snprintf(spec, sizeof(spec), "%s:%u:%s", name, 1u + (u8() % 4), errs[(k >> 4) % 8]);
+    }
     TRACE("fault %s\n", spec);
     if (gdrsim_set_fail(spec) != 0)
         fail("gdrsim_set_fail refused a valid spec", 0);
@@ -760,18 +1002,37 @@ static void finish(void)
     memset(&c, 0, sizeof(c));
     if (gdrsim_get_counters(&c, sizeof(c)) != 0)
         fail("gdrsim_get_counters", 0);
-    if (c.live_pins || c.live_mappings || c.open_files) {
-        fprintf(stderr, "after gdr_close: live_pins=%llu live_mappings=%llu open_files=%llu\n",
+    if (c.live_pins || c.live_mappings || c.open_files || c.live_dmabufs || c.live_vmm_exports ||
+        c.live_vk_imports || c.live_vk_mappings || c.live_vk_devices || c.live_vk_instances) {
+        fprintf(stderr,
+                "after gdr_close: live_pins=%llu live_mappings=%llu open_files=%llu "
+                "live_dmabufs=%llu live_vmm_exports=%llu live_vk_imports=%llu "
+                "live_vk_mappings=%llu live_vk_devices=%llu live_vk_instances=%llu\n",
                 (unsigned long long)c.live_pins, (unsigned long long)c.live_mappings,
-                (unsigned long long)c.open_files);
-        fail("leak: the emulator still counts pins, mappings or open files", 0);
+                (unsigned long long)c.open_files, (unsigned long long)c.live_dmabufs,
+                (unsigned long long)c.live_vmm_exports, (unsigned long long)c.live_vk_imports,
+                (unsigned long long)c.live_vk_mappings, (unsigned long long)c.live_vk_devices,
+                (unsigned long long)c.live_vk_instances);
+        fail("leak: the emulator still counts pins, mappings, files, exports, imports, Vulkan "
+             "devices or instances", 0);
     }
     for (int i = 0; i < NA; i++)
-        if (S.a[i].live) {
+        if (S.a[i].live && S.a[i].vmm) {
+            vmm_free(&S.a[i]);
+        } else if (S.a[i].live) {
             if (cuMemFree_v2(S.a[i].p) != CUDA_SUCCESS)
                 fail("cuMemFree_v2 at the end", 0);
             S.a[i].live = 0;
         }
+    /* A reference the library retained (cuMemRetainAllocationHandle in a pin) and did not
+     * give back. Only an injected cuMemRelease failure may leave one: the library logs it and
+     * goes on, and nothing can release it but another cuMemRelease, made here. */
+    int kept = 0;
+    for (int i = 0; i < S.ncreated; i++)
+        for (int n = 0; n < 16 && cuMemRelease(S.created[i]) == CUDA_SUCCESS; n++)
+            kept++;
+    if (kept && !S.release_faults)
+        fail("leak: the library kept references to VMM allocations", kept);
     if (gdrsim_get_counters(&c, sizeof(c)) != 0 || c.live_allocations != S.allocations_at_start)
         fail("leak: device allocations", (int)c.live_allocations);
 }
@@ -789,6 +1050,21 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         exit(2);
     }
     trace = getenv("GDRAPI_FUZZ_TRACE") != NULL;
+    const char *alloc = getenv("GDRAPI_TEST_ALLOC");
+    vk_mode = alloc != NULL && strcmp(alloc, "vmm") == 0;
+    if (vk_mode) {
+        CUmemAllocationProp prop;
+        memset(&prop, 0, sizeof(prop));
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        if (cuMemGetAllocationGranularity(&vmm_gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) !=
+                CUDA_SUCCESS ||
+            vmm_gran == 0 || vmm_gran % GPU_PAGE_SIZE) {
+            fprintf(stderr, "gdrapi_calls: no VMM granularity\n");
+            exit(2);
+        }
+    }
     no_munmap_faults = getenv("GDRAPI_FUZZ_NO_MUNMAP_FAULTS") != NULL;
     legacy_info = (legacy_info_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "gdr_get_info");
     if (legacy_info == NULL) {
@@ -810,15 +1086,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     S.n = size;
     S.i = 0;
     S.faults = 0;
+    S.release_faults = 0;
+    S.ncreated = 0;
     /* Every input starts with one gdr_t and one allocation, so that short inputs reach pins. */
     S.g[0].g = gdr_open();
     if (S.g[0].g == NULL)
         fail("gdr_open returned NULL", 0);
     S.g[0].live = 1;
-    if (cuMemAlloc_v2(&S.a[0].p, 4 * GPU_PAGE_SIZE) != CUDA_SUCCESS)
-        fail("cuMemAlloc_v2 failed", 0);
-    S.a[0].size = 4 * GPU_PAGE_SIZE;
-    S.a[0].live = 1;
+    if (vk_mode) {
+        if (gdr_get_attribute(S.g[0].g, GDR_ATTR_USING_DMA_BUF_MMAP, &S.g[0].dmabuf) != 0)
+            fail("gdr_get_attribute(GDR_ATTR_USING_DMA_BUF_MMAP) on a new gdr_t", 0);
+        check_backend(S.g[0].g, S.g[0].dmabuf);
+        vmm_alloc(&S.a[0], 4, vmm_gran);
+    } else {
+        if (cuMemAlloc_v2(&S.a[0].p, 4 * GPU_PAGE_SIZE) != CUDA_SUCCESS)
+            fail("cuMemAlloc_v2 failed", 0);
+        S.a[0].size = 4 * GPU_PAGE_SIZE;
+        S.a[0].live = 1;
+    }
     for (S.step = 0; S.i < S.n && S.step < 256; S.step++) {
         switch (u8() % 17) {
         case 0: op_open(); break;
