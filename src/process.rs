@@ -86,7 +86,8 @@ mod tests {
         let parent = token();
         // A raw fork system call: no pthread_atfork handler runs in the child.
         // SAFETY: the child only computes a token and leaves with _exit.
-        let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0, 0, 0, 0) };
+        let pid =
+            unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0, 0, 0, 0) };
         if pid == 0 {
             let known = token_if_known();
             let child = token();
@@ -97,8 +98,14 @@ mod tests {
         assert!(pid > 0);
         let mut status = 0;
         // SAFETY: waiting for the child created above.
-        assert_eq!(unsafe { libc::waitpid(pid as i32, &mut status, 0) }, pid as i32);
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{status:#x}");
+        assert_eq!(
+            unsafe { libc::waitpid(pid as i32, &mut status, 0) },
+            pid as i32
+        );
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{status:#x}"
+        );
         assert_eq!(token(), parent);
     }
 }

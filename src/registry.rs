@@ -700,18 +700,31 @@ mod tests {
         rec.live.store(7, Ordering::SeqCst);
         // A raw fork system call: no fork handler runs in the child.
         // SAFETY: the child only reads the record and leaves with _exit.
-        let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0, 0, 0, 0) };
+        let pid =
+            unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0, 0, 0, 0) };
         if pid == 0 {
-            let v = R.lookup(rec as *const Rec as usize).map(|r| r.live.load(Ordering::SeqCst));
+            let v = R
+                .lookup(rec as *const Rec as usize)
+                .map(|r| r.live.load(Ordering::SeqCst));
             // SAFETY: _exit has no preconditions.
             unsafe { libc::_exit(if v == Some(0) { 0 } else { 1 }) };
         }
         assert!(pid > 0);
         let mut status = 0;
         // SAFETY: waiting for the child created above.
-        assert_eq!(unsafe { libc::waitpid(pid as i32, &mut status, 0) }, pid as i32);
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{status:#x}");
-        assert_eq!(rec.live.load(Ordering::SeqCst), 7, "the parent keeps its record");
+        assert_eq!(
+            unsafe { libc::waitpid(pid as i32, &mut status, 0) },
+            pid as i32
+        );
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{status:#x}"
+        );
+        assert_eq!(
+            rec.live.load(Ordering::SeqCst),
+            7,
+            "the parent keeps its record"
+        );
     }
 
     #[test]

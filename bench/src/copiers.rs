@@ -122,7 +122,10 @@ impl Copier for RawKernel {
         self.label.clone()
     }
     fn supports(&self, to_mapping: bool, dev: usize, n: usize) -> bool {
-        to_mapping == self.store && n >= self.width && n.is_multiple_of(self.width) && dev.is_multiple_of(self.width)
+        to_mapping == self.store
+            && n >= self.width
+            && n.is_multiple_of(self.width)
+            && dev.is_multiple_of(self.width)
     }
     unsafe fn to_mapping(&self, dev: *mut u8, host: *const u8, n: usize) {
         // SAFETY: forwarded contract; `supports` guarantees the kernel's preconditions.

@@ -44,6 +44,9 @@ mod tests {
         let e = Cuda::open_at("libcuda-missing-for-this-test.so.1", None)
             .err()
             .expect("no such library");
-        assert!(e.to_string().contains("libcuda-missing-for-this-test.so.1"), "{e}");
+        assert!(
+            e.to_string().contains("libcuda-missing-for-this-test.so.1"),
+            "{e}"
+        );
     }
 }

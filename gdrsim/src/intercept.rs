@@ -629,7 +629,15 @@ pub unsafe extern "C" fn syscall(
         if fd >= 0 && flags & libc::MAP_ANONYMOUS == 0 && kind_if_free(fd) != 0 {
             // SAFETY: the caller's mmap arguments, as mmap would get them.
             let p = unsafe {
-                mmap_common(a as *mut c_void, b as size_t, c as c_int, flags, fd, f as off_t, raw_mmap)
+                mmap_common(
+                    a as *mut c_void,
+                    b as size_t,
+                    c as c_int,
+                    flags,
+                    fd,
+                    f as off_t,
+                    raw_mmap,
+                )
             };
             return p as c_long;
         }

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod bar1;
 mod config;
 mod counters;
 mod cuda;
@@ -18,7 +19,6 @@ mod gpu;
 mod intercept;
 mod kernel;
 mod node;
-mod bar1;
 mod procfs;
 mod procmaps;
 mod ranges;

@@ -77,7 +77,9 @@ mod tests {
     #[test]
     fn only_the_exact_path_and_only_when_enabled() {
         // Unit tests run with the default settings: dbg_enabled is off.
-        assert!(!is_refcount_path(c"/proc/driver/gdrdrv/nv_get_pages_refcount".as_ptr()));
+        assert!(!is_refcount_path(
+            c"/proc/driver/gdrdrv/nv_get_pages_refcount".as_ptr()
+        ));
         assert!(!is_refcount_path(c"/proc/driver/gdrdrv/params".as_ptr()));
         assert!(!is_refcount_path(std::ptr::null()));
     }

@@ -22,7 +22,10 @@ pub fn is_self_maps(path: *const c_char) -> bool {
     }
     // SAFETY: open's path argument is a NUL-terminated string.
     let p = unsafe { CStr::from_ptr(path) }.to_bytes();
-    let Some(mid) = p.strip_prefix(b"/proc/").and_then(|r| r.strip_suffix(b"/maps")) else {
+    let Some(mid) = p
+        .strip_prefix(b"/proc/")
+        .and_then(|r| r.strip_suffix(b"/maps"))
+    else {
         return false;
     };
     mid == b"self" || mid == crate::state::pid().to_string().as_bytes()
@@ -107,7 +110,10 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "7f00-7f10 rw-s 00000000 00:01 5 /dev/nvidia-uvm");
-        assert_eq!(lines[1], "7f10-7f20 r--p 00000000 08:01 9 /usr/lib/libc.so.6");
+        assert_eq!(
+            lines[1],
+            "7f10-7f20 r--p 00000000 08:01 9 /usr/lib/libc.so.6"
+        );
         assert_eq!(lines[2], "7f20-7f30 rw-s 00200000 00:01 5 /dev/nvidia-uvm");
         assert!(!text.ends_with('\n'));
         assert!(is_self_maps(c"/proc/self/maps".as_ptr()));

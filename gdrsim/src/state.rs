@@ -2,8 +2,8 @@
 //! files, and the dma-buf exports.
 
 use crate::config;
-use crate::cuda::CUresult;
 use crate::counters::Counters;
+use crate::cuda::CUresult;
 use crate::driver::Driver;
 use crate::forklock::{self, Mutex};
 use crate::gpu::{self, Gpu, Seg};

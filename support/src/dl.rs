@@ -207,7 +207,10 @@ mod tests {
     fn missing_library_is_an_error_with_its_name() {
         let err = Library::open("libdoes-not-exist-gdrapi.so.9").unwrap_err();
         let text = err.to_string();
-        assert!(text.starts_with("cannot load libdoes-not-exist-gdrapi.so.9: "), "{text}");
+        assert!(
+            text.starts_with("cannot load libdoes-not-exist-gdrapi.so.9: "),
+            "{text}"
+        );
         assert!(Library::open("nul\0inside").is_err());
     }
 

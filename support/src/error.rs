@@ -67,7 +67,9 @@ impl fmt::Display for Error {
             Error::NoBarMemoryType => {
                 write!(f, "no memory type is both DEVICE_LOCAL and HOST_VISIBLE")
             }
-            Error::MissingExtension(e) => write!(f, "device extension {} not offered", e.to_string_lossy()),
+            Error::MissingExtension(e) => {
+                write!(f, "device extension {} not offered", e.to_string_lossy())
+            }
             Error::Invalid(s) => write!(f, "invalid argument: {s}"),
             Error::Mismatch {
                 what,

@@ -10,17 +10,17 @@
 //! (`gdrapi_bench::hostwc`), without opening Vulkan, checked through its device pointer
 //! (`cuMemHostGetDevicePointer`).
 
-use std::io::Write;
-use std::process::{Command, ExitCode};
-use std::time::Instant;
 use gdrapi_bench::bar::{device_type_name, VkBar};
 use gdrapi_bench::copiers::{Copier, Engine, LoadFenced, Memcpy, RawKernel, UpstreamCopy};
 use gdrapi_bench::cuda::Cuda;
-use gdrapi_bench::hostwc;
 use gdrapi_bench::error::{Error, Result};
+use gdrapi_bench::hostwc;
 use gdrapi_bench::upstream::{CpuFlags, Upstream};
 use gdrapi_bench::verify::{self, CpuView, View};
 use gdrapi_bench::{pattern, smaps};
+use std::io::Write;
+use std::process::{Command, ExitCode};
+use std::time::Instant;
 
 const USAGE: &str = "\
 usage: barbench [options]

@@ -276,9 +276,15 @@ mod tests {
     fn one_device_without_nvlink() {
         let mut dev = std::ptr::null();
         // SAFETY: valid out-pointer.
-        assert_eq!(unsafe { nvmlDeviceGetHandleByIndex_v2(0, &mut dev) }, SUCCESS);
+        assert_eq!(
+            unsafe { nvmlDeviceGetHandleByIndex_v2(0, &mut dev) },
+            SUCCESS
+        );
         // SAFETY: valid out-pointer.
-        assert_eq!(unsafe { nvmlDeviceGetHandleByIndex_v2(1, &mut dev) }, INVALID_ARGUMENT);
+        assert_eq!(
+            unsafe { nvmlDeviceGetHandleByIndex_v2(1, &mut dev) },
+            INVALID_ARGUMENT
+        );
         let mut v = FieldValue {
             field_id: FI_NVLINK_LINK_COUNT,
             scope_id: 0,

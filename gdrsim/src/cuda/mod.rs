@@ -10,12 +10,12 @@
 pub mod attrs;
 mod context;
 mod device;
-mod events;
 mod dmabuf;
-mod hookable;
 pub mod errors;
-mod legacy;
+mod events;
+mod hookable;
 mod ipc;
+mod legacy;
 mod managed;
 mod memory;
 mod pointer;

@@ -69,7 +69,10 @@ fn value(k: Kind, attr: c_int, data: *mut c_void, ptr: CUdeviceptr) -> Result<()
         (Kind::Device { managed }, 8) => out(data.cast::<c_uint>(), managed as c_uint),
         (_, 8) => out(data.cast::<c_uint>(), 0),
         // IS_LEGACY_CUDA_IPC_CAPABLE: cuMemAlloc memory
-        (_, 10) => out(data.cast::<c_uint>(), matches!(k, Kind::Device { managed: false }) as c_uint),
+        (_, 10) => out(
+            data.cast::<c_uint>(),
+            matches!(k, Kind::Device { managed: false }) as c_uint,
+        ),
         // ALLOWED_HANDLE_TYPES: VMM memory's requested types; none for the rest
         (Kind::Vmm(types), 14) => out(data.cast::<c_uint>(), types),
         (_, 14) => out(data.cast::<c_uint>(), 0),

@@ -1,14 +1,14 @@
 //! `cuGetProcAddress`: hands out the emulator's functions by their base names (as `cuda.h`
 //! callers ask, e.g. `cuMemAlloc` for `cuMemAlloc_v2`) or by their exported names.
 
+use super::context::*;
 use super::device::*;
 use super::dmabuf::*;
-use super::legacy::*;
-use super::memory::*;
-use super::context::*;
 use super::events::*;
 use super::ipc::*;
+use super::legacy::*;
 use super::managed::*;
+use super::memory::*;
 use super::pointer::*;
 use super::vmm::*;
 use super::*;

@@ -167,7 +167,13 @@ pub fn back(va: u64, size: u64) -> Result<(), CUresult> {
     }
     let mut a = Alloc { addr: va, size };
     // SAFETY: NVP2P_IOC_ALLOC reads one struct nvp2p_alloc.
-    match unsafe { real::ioctl(FD.load(Ordering::Acquire), IOC_ALLOC, (&mut a as *mut Alloc).cast()) } {
+    match unsafe {
+        real::ioctl(
+            FD.load(Ordering::Acquire),
+            IOC_ALLOC,
+            (&mut a as *mut Alloc).cast(),
+        )
+    } {
         0 => Ok(()),
         _ if real::errno() == libc::ENOMEM => Err(cu::OUT_OF_MEMORY),
         _ => Err(cu::INVALID_VALUE),
@@ -182,7 +188,13 @@ pub fn release(va: u64) {
     }
     let mut f = Free { addr: va };
     // SAFETY: NVP2P_IOC_FREE reads one struct nvp2p_free.
-    unsafe { real::ioctl(FD.load(Ordering::Acquire), IOC_FREE, (&mut f as *mut Free).cast()) };
+    unsafe {
+        real::ioctl(
+            FD.load(Ordering::Acquire),
+            IOC_FREE,
+            (&mut f as *mut Free).cast(),
+        )
+    };
 }
 
 #[cfg(test)]

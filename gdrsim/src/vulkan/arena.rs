@@ -8,11 +8,11 @@ use crate::cuda::CUresult;
 use crate::forklock::{self, Mutex};
 use crate::gpu::Gpu;
 use crate::state::pid;
+use gdrapi_support::bar::{BarMemory, VkBar};
+use gdrapi_support::cuda::{fns, Cuda};
 use libc::{c_int, c_void, pid_t};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
-use gdrapi_support::bar::{BarMemory, VkBar};
-use gdrapi_support::cuda::{fns, Cuda};
 
 /// The Vulkan device, created once per process and never destroyed (allocations borrow it).
 struct Device(VkBar);

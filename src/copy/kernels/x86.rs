@@ -460,7 +460,11 @@ pub fn cpu_flags() -> CpuFlags {
         vendor[..4].copy_from_slice(&l0.ebx.to_le_bytes());
         vendor[4..8].copy_from_slice(&l0.edx.to_le_bytes());
         vendor[8..].copy_from_slice(&l0.ecx.to_le_bytes());
-        let ecx7 = if l0.eax >= 7 { __cpuid_count(7, 0).ecx } else { 0 };
+        let ecx7 = if l0.eax >= 7 {
+            __cpuid_count(7, 0).ecx
+        } else {
+            0
+        };
         CpuFlags {
             vendor_intel: &vendor == b"GenuineIntel",
             movdir64b: ecx7 & (1 << 28) != 0,

@@ -65,7 +65,9 @@ impl Cuda {
         check("cuInit", unsafe { (driver.init)(0) })?;
         let mut n = 0;
         // SAFETY: `n` is writable.
-        check("cuDeviceGetCount", unsafe { (driver.device_get_count)(&mut n) })?;
+        check("cuDeviceGetCount", unsafe {
+            (driver.device_get_count)(&mut n)
+        })?;
         if n <= 0 {
             return Err(Error::Cuda {
                 call: "cuDeviceGetCount",
@@ -98,7 +100,9 @@ impl Cuda {
         })?;
         let mut ctx = std::ptr::null_mut();
         // SAFETY: `device` is valid; `ctx` is writable.
-        check("cuDevicePrimaryCtxRetain", unsafe { retain(&mut ctx, device) })?;
+        check("cuDevicePrimaryCtxRetain", unsafe {
+            retain(&mut ctx, device)
+        })?;
         // SAFETY: `ctx` is the retained primary context.
         if let Err(e) = check("cuCtxSetCurrent", unsafe { set_current(ctx) }) {
             // SAFETY: releases the retain above, once.
@@ -254,7 +258,13 @@ impl Cuda {
 
     /// Copies `src` to `offset` of the `size`-byte device buffer `dptr` (`cuMemcpyHtoD`), then
     /// synchronises the context.
-    fn write_device(&self, dptr: CUdeviceptr, size: usize, offset: usize, src: &[u8]) -> Result<()> {
+    fn write_device(
+        &self,
+        dptr: CUdeviceptr,
+        size: usize,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<()> {
         in_range(size, offset, src.len())?;
         // SAFETY: the range lies in the buffer and `src` is readable for its length.
         self.check("cuMemcpyHtoD", unsafe {
@@ -432,7 +442,9 @@ mod tests {
         let e = Cuda::open_at(name, None).err().expect("no such library");
         assert!(matches!(e, Error::Dl(_)), "{e:?}");
         assert!(e.to_string().contains(name), "{e}");
-        let e = Cuda::open_at("libc.so.6", None).err().expect("libc is no CUDA driver");
+        let e = Cuda::open_at("libc.so.6", None)
+            .err()
+            .expect("libc is no CUDA driver");
         assert!(e.to_string().contains("cuInit"), "{e}");
     }
 }

@@ -329,6 +329,9 @@ mod tests {
         let e = Driver::load("libc.so.6", false).unwrap_err();
         assert_eq!(e.to_string(), "libc.so.6 does not export cuInit");
         let e = Driver::load("libcuda-missing-for-this-test.so.1", false).unwrap_err();
-        assert!(e.to_string().contains("libcuda-missing-for-this-test.so.1"), "{e}");
+        assert!(
+            e.to_string().contains("libcuda-missing-for-this-test.so.1"),
+            "{e}"
+        );
     }
 }

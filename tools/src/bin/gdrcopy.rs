@@ -66,7 +66,10 @@ fn main() -> ExitCode {
             }
             let rep = doctor::run(&Paths::from_env());
             if json {
-                println!("{}", serde_json::to_string_pretty(&rep.to_json()).unwrap_or_default());
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&rep.to_json()).unwrap_or_default()
+                );
             } else {
                 print!("{}", rep.to_text(colour));
             }

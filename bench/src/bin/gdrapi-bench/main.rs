@@ -97,7 +97,9 @@ fn parse_args(argv: impl IntoIterator<Item = String>) -> Result<Opts, String> {
             Long("rounds") => o.rounds = val(&mut p)?.parse().map_err(|_| "bad --rounds")?,
             Long("batch-us") => o.batch_us = val(&mut p)?.parse().map_err(|_| "bad --batch-us")?,
             Long("max") => o.max = parse_size(&val(&mut p)?)?,
-            Long("dev-offset") => o.dev_offset = val(&mut p)?.parse().map_err(|_| "bad --dev-offset")?,
+            Long("dev-offset") => {
+                o.dev_offset = val(&mut p)?.parse().map_err(|_| "bad --dev-offset")?
+            }
             Long("host-offset") => {
                 o.host_offset = val(&mut p)?.parse().map_err(|_| "bad --host-offset")?
             }
