@@ -1,8 +1,10 @@
 # Reliability (RELIABILITY.md): the fuzz target (fuzz/), fault injection at every driver call,
 # thread and fork stress, and memory-error and race checks of C programs (abi-tests/reliability).
 #
-# make test-fuzz         short fuzz smoke run: fixed seed and corpus, FUZZ_SMOKE_RUNS inputs
+# make test-fuzz         short fuzz smoke runs: fixed seed and corpus, FUZZ_SMOKE_RUNS inputs, then
+#                        FUZZ_VULKAN_SMOKE_RUNS in the Vulkan import's situation; the findings replayed
 # make fuzz              long run: FUZZ_TIME seconds (default 600), corpus kept in $(BUILD_DIR)/fuzz/corpus
+#                        (FUZZ_VULKAN=1: in the Vulkan import's situation, corpus in .../corpus-vulkan)
 # make test-faults       every driver call the library makes failed with every errno the driver returns
 # make test-stress       threads (one gdr_t, separate ones, one range), forks during activity and
 #                        during a held call (forkhold); bounded by timeouts
@@ -33,8 +35,14 @@ FUZZ_RUSTFLAGS := -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 FUZZ_NO_MUNMAP ?= 0
 FUZZ_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(FUZZ_OUT)/lib:$(SIM_DIR) \
 	$(if $(filter 1,$(FUZZ_NO_MUNMAP)),GDRAPI_FUZZ_NO_MUNMAP_FAULTS=1)
-FUZZ_FLAGS := -timeout=10 -rss_limit_mb=2048 -max_len=1024 -print_final_stats=1 \
-	-artifact_prefix=$(FUZZ_OUT)/crash-
+# The Vulkan import's situation: SIM_VULKAN_ENV (GDRAPI_TEST_ALLOC=vmm makes the target allocate
+# with cuMemCreate and model that backend) with the instrumented library.
+FUZZ_VULKAN_ENV = $(subst $(LIB_DIR),$(FUZZ_OUT)/lib,$(SIM_VULKAN_ENV))
+FUZZ_VULKAN_SMOKE_RUNS ?= 30000
+FUZZ_VULKAN ?= 0
+FUZZ_OPTS := -timeout=10 -rss_limit_mb=2048 -max_len=1024 -print_final_stats=1
+FUZZ_FLAGS := $(FUZZ_OPTS) -artifact_prefix=$(FUZZ_OUT)/crash-
+FUZZ_VULKAN_FLAGS := $(FUZZ_OPTS) -artifact_prefix=$(FUZZ_OUT)/crash-vulkan-
 
 $(FUZZ_OUT)/lib/libsancov_stub.so: fuzz/sancov_stub.c
 	@mkdir -p $(@D)
@@ -58,23 +66,33 @@ $(FUZZ_OUT)/gdrapi_calls: fuzz/gdrapi_calls.c $(FUZZ_OUT)/lib/libgdrapi.so.2 inc
 
 fuzz-build: $(FUZZ_OUT)/gdrapi_calls
 
-# Smoke: a fixed seed over the committed corpus (a scratch copy: libFuzzer adds to it).
+# Smoke: a fixed seed over the committed corpus (a scratch copy: libFuzzer adds to it), on
+# gdrdrv, then in the Vulkan import's situation.
 test-fuzz: fuzz-build
 	rm -rf $(FUZZ_OUT)/smoke && mkdir -p $(FUZZ_OUT)/smoke && cp fuzz/corpus/* $(FUZZ_OUT)/smoke/
 	$(FUZZ_ENV) timeout 300 $(FUZZ_OUT)/gdrapi_calls -seed=1 -runs=$(FUZZ_SMOKE_RUNS) $(FUZZ_FLAGS) \
 		$(FUZZ_OUT)/smoke
+	rm -rf $(FUZZ_OUT)/smoke-vulkan && mkdir -p $(FUZZ_OUT)/smoke-vulkan && \
+		cp fuzz/corpus/* $(FUZZ_OUT)/smoke-vulkan/
+	$(FUZZ_VULKAN_ENV) timeout 300 $(FUZZ_OUT)/gdrapi_calls -seed=1 -runs=$(FUZZ_VULKAN_SMOKE_RUNS) \
+		$(FUZZ_VULKAN_FLAGS) $(FUZZ_OUT)/smoke-vulkan
 	$(MAKE) --no-print-directory FUZZ_NO_MUNMAP=0 fuzz-replay
 
-# Long run: FUZZ_TIME seconds; the corpus grows in $(FUZZ_OUT)/corpus across runs.
+# Long run: FUZZ_TIME seconds; the corpus grows in $(FUZZ_OUT)/corpus (corpus-vulkan) across runs.
+FUZZ_CORPUS = $(FUZZ_OUT)/corpus$(if $(filter 1,$(FUZZ_VULKAN)),-vulkan)
 fuzz: fuzz-build
-	mkdir -p $(FUZZ_OUT)/corpus && cp -n fuzz/corpus/* $(FUZZ_OUT)/corpus/
-	$(FUZZ_ENV) $(FUZZ_OUT)/gdrapi_calls -max_total_time=$(FUZZ_TIME) $(FUZZ_FLAGS) $(FUZZ_OUT)/corpus
+	mkdir -p $(FUZZ_CORPUS) && cp -n fuzz/corpus/* $(FUZZ_CORPUS)/
+	$(if $(filter 1,$(FUZZ_VULKAN)),$(FUZZ_VULKAN_ENV),$(FUZZ_ENV)) $(FUZZ_OUT)/gdrapi_calls \
+		-max_total_time=$(FUZZ_TIME) $(if $(filter 1,$(FUZZ_VULKAN)),$(FUZZ_VULKAN_FLAGS),$(FUZZ_FLAGS)) \
+		$(FUZZ_CORPUS)
 
-# The inputs that found library bugs, each replayed once with every fault allowed.
+# The inputs that found library bugs, each replayed once with every fault allowed, in both
+# situations.
 fuzz-findings: fuzz-build
 	$(MAKE) --no-print-directory FUZZ_NO_MUNMAP=0 fuzz-replay
 fuzz-replay:
 	$(FUZZ_ENV) $(FUZZ_OUT)/gdrapi_calls $(wildcard fuzz/findings/*)
+	$(FUZZ_VULKAN_ENV) $(FUZZ_OUT)/gdrapi_calls $(wildcard fuzz/findings/*)
 
 TEST_TARGETS += test-fuzz
 .PHONY: fuzz fuzz-build test-fuzz fuzz-findings fuzz-replay
