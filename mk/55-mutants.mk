@@ -1,7 +1,8 @@
 # make test-mutants: the mutation check (abi-tests/mutants). A shim libgdrapi.so.2 breaks one
 # exported function at a time (GDRAPI_MUTANT=function:kind) in front of the real library; for
-# each mutant the C ABI suites and the DMA-BUF suite run against it, and every mutant must make
-# at least one of them fail, except those abi-tests/mutants/unobservable.txt lists with a reason.
+# each mutant the C ABI suites (with their Vulkan configurations) and the DMA-BUF and Vulkan
+# suites run against it, and every mutant must make at least one of them fail, except those
+# abi-tests/mutants/unobservable.txt lists with a reason.
 # Each mutant stops at the first suite that kills it (MUTANTS_FIRST_KILL=1, the default here);
 # MUTANTS_FIRST_KILL=0 runs every suite on every mutant, for the full table of which suites kill
 # what. MUTANTS="gdr_unmap:noop ..." runs some; MUTANTS_JOBS, MUTANTS_SUITES: see
@@ -27,9 +28,11 @@ $(MUT_OUT)/mutants-list: $(MUT_SRC)/mutant.c include/gdrapi.h
 
 mutants: $(MUT_OUT)/lib/libgdrapi.so.2 $(MUT_OUT)/mutants-list
 
-test-mutants: lib sim abi-programs $(DMABUF_OUT)/dmabuf_test $(DMABUF_OUT)/dmabuf-probe mutants
-	MUTANTS_FIRST_KILL=$(MUTANTS_FIRST_KILL) SIM_VULKAN_VARS="$(SIM_VULKAN_VARS)" $(MUT_SRC)/run.sh $(MUT_OUT)/work $(MUT_OUT)/lib $(LIB_DIR) $(SIM_DIR) $(ABI_OUT) \
-		$(DMABUF_OUT) $(MUT_OUT)/mutants-list
+test-mutants: lib sim abi-programs $(DMABUF_OUT)/dmabuf_test $(DMABUF_OUT)/dmabuf-probe vulkan-programs \
+		mutants
+	MUTANTS_FIRST_KILL=$(MUTANTS_FIRST_KILL) SIM_VULKAN_VARS="$(SIM_VULKAN_VARS)" $(MUT_SRC)/run.sh \
+		$(MUT_OUT)/work $(MUT_OUT)/lib $(LIB_DIR) $(SIM_DIR) $(ABI_OUT) $(DMABUF_OUT) $(VULKAN_OUT) \
+		$(MUT_OUT)/mutants-list
 
 TEST_TARGETS += test-mutants
 .PHONY: test-mutants mutants

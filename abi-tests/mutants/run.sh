@@ -1,5 +1,5 @@
 #!/bin/bash
-# run.sh WORK SHIM_DIR LIB_DIR SIM_DIR ABI_BIN DMABUF_BIN LIST - the mutation check.
+# run.sh WORK SHIM_DIR LIB_DIR SIM_DIR ABI_BIN DMABUF_BIN VULKAN_BIN LIST - the mutation check.
 #
 # For every mutant that LIST (mutants-list) names, runs the project's C suites against the
 # shim in SHIM_DIR (a libgdrapi.so.2 that breaks that one function and forwards the rest to
@@ -8,6 +8,8 @@
 # A mutant that survives fails the check unless unobservable.txt lists it with the reason.
 #
 # Environment:
+#   SIM_VULKAN_VARS the Vulkan import's settings (the Makefile's): the threads and fork suites'
+#                   Vulkan configurations need them (run-all.sh adds the paths, the shim's)
 #   MUTANTS         space-separated mutants to run (default: the whole catalogue)
 #   MUTANTS_SUITES  suites to run per mutant (default below)
 #   MUTANTS_JOBS    mutants run at once (default: the number of CPUs)
@@ -15,16 +17,18 @@
 #   MUTANTS_API_CONFIGS   the emulator settings of the api suite (see ABI_API_CONFIGS)
 set -u
 work=$1 shim=$(cd "$2" && pwd) lib=$(cd "$3" && pwd) sim=$(cd "$4" && pwd)
-abi_bin=$(cd "$5" && pwd) dmabuf_bin=$(cd "$6" && pwd) list=$7
+abi_bin=$(cd "$5" && pwd) dmabuf_bin=$(cd "$6" && pwd) vulkan_bin=$(cd "$7" && pwd) list=$8
 here=$(cd "$(dirname "$0")" && pwd)
 abi_run=$here/../c/run-all.sh
 dmabuf_run=$here/../dmabuf/run.sh
+vulkan_run=$here/../vulkan/run.sh
 unobservable_file=$here/unobservable.txt
 
-# Suites: the C ABI suites that exercise behaviour, and the DMA-BUF backend's suite. Left out:
-# layout and elf (they read no behaviour, and the shim's symbol table is not the library's),
-# and logging (the slowest; every mutant it killed, the api suite killed too).
-suites=${MUTANTS_SUITES:-api handles threads fork loading dmabuf}
+# Suites: the C ABI suites that exercise behaviour, and the DMA-BUF and Vulkan-import
+# backends' suites. Left out: layout and elf (they read no behaviour, and the shim's symbol
+# table is not the library's), and logging (the slowest; every mutant it killed, the api
+# suite killed too).
+suites=${MUTANTS_SUITES:-api handles threads fork loading dmabuf vulkan}
 # The api suite under five of its fourteen settings: the current driver persistent and not,
 # the coherent profile, 2.4 (GET_INFO_V2 but no v2 pin, no attributes) and 2.3 (v1 info).
 api_configs=${MUTANTS_API_CONFIGS:-2.6/1 2.6/0 2.6/1/coherent 2.4/0 2.3/1}
@@ -52,6 +56,12 @@ suite() {
         mkdir -p "$dir/dmabuf"
         ln -sf "$dmabuf_bin/dmabuf_test" "$dmabuf_bin/dmabuf-probe" "$dir/dmabuf/"
         timeout -k 5 120 "$dmabuf_run" "$dir/dmabuf" "$shim" "$sim" ;;
+    vulkan)
+        # vulkan_test is linked with -lgdrapi; nccl_pattern dlopens libgdrapi.so by name:
+        # both find the shim, first on the library path under both names.
+        mkdir -p "$dir/vulkan"
+        ln -sf "$vulkan_bin/vulkan_test" "$vulkan_bin/nccl_pattern" "$dir/vulkan/"
+        timeout -k 5 120 "$vulkan_run" "$dir/vulkan" "$shim" "$sim" ;;
     *)
         echo "mutants/run.sh: unknown suite $name"
         return 2 ;;
@@ -62,7 +72,8 @@ suite() {
 # ("killed-by SUITE..."), and logs/NAME.SUITE.log for each suite that failed.
 mutant() {
     local name=$1 key=${1:-control} s killers=()
-    local dir=$work/runs/$key
+    # No ':' in the scratch folder: the Vulkan suite puts a folder of it on LD_LIBRARY_PATH.
+    local dir=$work/runs/${key//:/-}
     mkdir -p "$dir"
     for s in $suites; do
         if GDRAPI_MUTANT=$name GDRAPI_MUTANT_HITS=$work/hits/$key suite "$s" "$dir" \
