@@ -35,9 +35,11 @@ FUZZ_RUSTFLAGS := -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 FUZZ_NO_MUNMAP ?= 0
 FUZZ_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(FUZZ_OUT)/lib:$(SIM_DIR) \
 	$(if $(filter 1,$(FUZZ_NO_MUNMAP)),GDRAPI_FUZZ_NO_MUNMAP_FAULTS=1)
-# The Vulkan import's situation: SIM_VULKAN_ENV (GDRAPI_TEST_ALLOC=vmm makes the target allocate
-# with cuMemCreate and model that backend) with the instrumented library.
-FUZZ_VULKAN_ENV = $(subst $(LIB_DIR),$(FUZZ_OUT)/lib,$(SIM_VULKAN_ENV))
+# The Vulkan import's situation: the emulator's Vulkan stand-in first on the path, the
+# instrumented library, SIM_VULKAN_VARS (GDRAPI_TEST_ALLOC=vmm makes the target allocate with
+# cuMemCreate and model that backend).
+FUZZ_VULKAN_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 \
+	LD_LIBRARY_PATH=$(SIM_DIR)/vulkan:$(SIM_DIR):$(FUZZ_OUT)/lib $(SIM_VULKAN_VARS)
 FUZZ_VULKAN_SMOKE_RUNS ?= 30000
 FUZZ_VULKAN ?= 0
 FUZZ_OPTS := -timeout=10 -rss_limit_mb=2048 -max_len=1024 -print_final_stats=1
