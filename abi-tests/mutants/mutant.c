@@ -12,6 +12,11 @@
  *   GDRAPI_MUTANT_REAL=<path>         the real libgdrapi.so.2 (required)
  *   GDRAPI_MUTANT_HITS=<path>         optional: a line is appended the first time in each
  *                                     process that the mutant changes a result
+ *   GDRAPI_MUTANT_LOADS=<path>        optional: a line "<program> <backend asked for>" is
+ *                                     appended by each process that loads the real library
+ *                                     through the shim ("vulkan" with GDRAPI_USE_VULKAN=1,
+ *                                     else "-"), so the harness can tell that a suite's
+ *                                     programs reached the shim
  *
  * Without GDRAPI_MUTANT every call is forwarded unchanged (the harness's control run). An
  * unknown mutant aborts. Kinds:
@@ -231,6 +236,26 @@ static void parse_mutant(const char *spec)
     die("unknown GDRAPI_MUTANT (see mutants-list)", spec);
 }
 
+/* Notes that this process reached the shim (GDRAPI_MUTANT_LOADS). */
+static void note_load(void)
+{
+    const char *path = getenv("GDRAPI_MUTANT_LOADS");
+    const char *vk = getenv("GDRAPI_USE_VULKAN");
+    char line[256];
+    int fd, n;
+
+    if (path == NULL || *path == '\0')
+        return;
+    fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    n = snprintf(line, sizeof(line), "%s %s\n", program_invocation_short_name,
+                 vk != NULL && strcmp(vk, "1") == 0 ? "vulkan" : "-");
+    if (n > 0 && write(fd, line, (size_t)n) < 0)
+        n = 0;
+    close(fd);
+}
+
 static void load(void)
 {
     const char *path = getenv("GDRAPI_MUTANT_REAL");
@@ -244,6 +269,7 @@ static void load(void)
         die("cannot load the real library", dlerror());
     if (spec != NULL && *spec != '\0')
         parse_mutant(spec);
+    note_load();
 
 #define R(field, name) real.field = (__typeof__(real.field))(uintptr_t)resolve(lib, name)
     R(open, "gdr_open");

@@ -4,7 +4,8 @@
 # For every mutant that LIST (mutants-list) names, runs the project's C suites against the
 # shim in SHIM_DIR (a libgdrapi.so.2 that breaks that one function and forwards the rest to
 # the real library in LIB_DIR) and records which suites fail: a mutant is killed when at
-# least one does. A control run without a mutant comes first and must pass every suite.
+# least one does. A control run without a mutant comes first and must pass every suite, and
+# every suite's programs must have loaded the shim (the Vulkan configurations included).
 # A mutant that survives fails the check unless unobservable.txt lists it with the reason.
 #
 # Environment:
@@ -36,7 +37,7 @@ jobs=${MUTANTS_JOBS:-$(nproc 2>/dev/null || echo 2)}
 first_kill=${MUTANTS_FIRST_KILL:-0}
 
 rm -rf "$work"
-mkdir -p "$work/results" "$work/logs" "$work/hits"
+mkdir -p "$work/results" "$work/logs" "$work/hits" "$work/loads"
 
 export GDRAPI_MUTANT_REAL=$lib/libgdrapi.so.2
 export ABI_TIMEOUT=${ABI_TIMEOUT:-30}
@@ -69,15 +70,18 @@ suite() {
 }
 
 # mutant NAME: every suite with GDRAPI_MUTANT=NAME ("" = control); writes results/NAME
-# ("killed-by SUITE..."), and logs/NAME.SUITE.log for each suite that failed.
+# ("killed-by SUITE..."), and logs/NAME.SUITE.log for each suite that failed; the control
+# also loads/SUITE, the programs that loaded the shim.
 mutant() {
-    local name=$1 key=${1:-control} s killers=()
+    local name=$1 key=${1:-control} s killers=() loads
     # No ':' in the scratch folder: the Vulkan suite puts a folder of it on LD_LIBRARY_PATH.
     local dir=$work/runs/${key//:/-}
     mkdir -p "$dir"
     for s in $suites; do
-        if GDRAPI_MUTANT=$name GDRAPI_MUTANT_HITS=$work/hits/$key suite "$s" "$dir" \
-            >"$dir/$s.log" 2>&1; then
+        loads=
+        [ -z "$name" ] && loads=$work/loads/$s
+        if GDRAPI_MUTANT=$name GDRAPI_MUTANT_HITS=$work/hits/$key GDRAPI_MUTANT_LOADS=$loads \
+            suite "$s" "$dir" >"$dir/$s.log" 2>&1; then
             rm -f "$dir/$s.log"
         else
             killers+=("$s")
@@ -120,6 +124,26 @@ read -r _ control_killers <"$work/results/control"
 if [ -n "$control_killers" ]; then
     for s in $control_killers; do tail -30 "$work/logs/control.$s.log"; done
     echo "mutants/run.sh: the shim without a mutant fails: $control_killers"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+# ... through the shim: each suite's programs loaded it (a program that reached the real
+# library directly would let every mutant survive unseen there), the Vulkan configurations
+# (GDRAPI_USE_VULKAN=1) included, and both programs of the Vulkan suite.
+missing=()
+loaded() { # SUITE PATTERN: a line of loads/SUITE matches
+    grep -Eq -- "$2" "$work/loads/$1" 2>/dev/null || missing+=("$1 (${2:-any program})")
+}
+for s in $suites; do
+    loaded "$s" ''
+    case $s in
+    threads | fork) loaded "$s" "^$s vulkan$" ;;
+    dmabuf) loaded "$s" '^dmabuf_test ' ;;
+    vulkan) loaded "$s" '^vulkan_test vulkan$'; loaded "$s" '^nccl_pattern vulkan$' ;;
+    esac
+done
+if [ ${#missing[@]} -ne 0 ]; then
+    printf 'mutants/run.sh: in the control, these did not load the shim: %s\n' "${missing[*]}"
     echo "0 passed, 1 failed"
     exit 1
 fi
