@@ -123,7 +123,7 @@ bench-drivercalls: $(BENCH_UP_OUT)/drivercalls
 	$(call each_library,$(BENCH_UP_OUT)/drivercalls,exit 1)
 
 test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BENCH_UP_OUT)/apicost \
-		$(BENCH_UP_OUT)/footprint $(BENCH_UP_OUT)/apiab $(BENCH_UP_OUT)/readafter tools
+		$(BENCH_UP_OUT)/footprint $(BENCH_UP_OUT)/apiab $(BENCH_UP_OUT)/copyab $(BENCH_UP_OUT)/readafter tools
 	@if command -v valgrind >/dev/null; then \
 		$(FOOTPRINT) --check bench/upstream/footprint.expected $(LIB_DIR); \
 	else $(call skip_or_fail,test-bench-upstream footprint,valgrind (Debian package valgrind)); fi
@@ -137,6 +137,11 @@ test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BEN
 		$(BENCH_UP_OUT)/aa/libgdrapi.so.2 > $(BENCH_UP_OUT)/apiab.out
 	@grep -Eq '^get_info +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+$$' $(BENCH_UP_OUT)/apiab.out \
 		|| { cat $(BENCH_UP_OUT)/apiab.out; echo "test-bench-upstream: apiab printed no get_info row"; exit 1; }
+	$(SIM_ENV) $(BENCH_UP_OUT)/copyab 5 $(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 \
+		$(BENCH_UP_OUT)/aa/libgdrapi.so.2 > $(BENCH_UP_OUT)/copyab.out
+	@test "$$(grep -Ec '^4096 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$$' $(BENCH_UP_OUT)/copyab.out)" = 2 \
+		&& test "$$(grep -c '^direction: .* sizes with B/A below 1.0 (control' $(BENCH_UP_OUT)/copyab.out)" = 2 \
+		|| { cat $(BENCH_UP_OUT)/copyab.out; echo "test-bench-upstream: copyab printed no 4 KiB rows or direction lines"; exit 1; }
 	$(SIM_ENV) $(BENCH_UP_OUT)/drivercalls > $(BENCH_UP_OUT)/drivercalls.out
 	diff -u bench/upstream/drivercalls.expected $(BENCH_UP_OUT)/drivercalls.out
 	cd bench/upstream && python3 -m unittest -q test_compare
@@ -206,6 +211,22 @@ bench-apiab: $(BENCH_UP_OUT)/apiab
 	$(if $(filter 1,$(BENCH_SIM)),LD_PRELOAD=$(SIM_DIR)/libcuda.so.1) LD_LIBRARY_PATH=$(SIM_DIR) \
 		$(BENCH_TASKSET) $(BENCH_UP_OUT)/apiab $(APIAB_ITERS) \
 		$(LIB_DIR)/libgdrapi.so.2 $(abspath $(UPSTREAM_LIB_DIR))/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2
+
+# make bench-copyab UPSTREAM_LIB_DIR=<dir>: copylat's sizes (1 B to 4 KiB) written and read
+#   through this library, the other one and a copy of the other one (the A/A control) in one
+#   process, on one device buffer, interleaved batch by batch (bench/upstream/copyab.c);
+#   COPYAB_ROUNDS batches per library and size.
+COPYAB_ROUNDS ?= 2000
+bench-copyab: $(BENCH_UP_OUT)/copyab
+	@test -n "$(UPSTREAM_LIB_DIR)" || { echo "bench-copyab: set UPSTREAM_LIB_DIR=<dir of the other libgdrapi.so.2>"; exit 2; }
+	@$(call aa_copy,$(abspath $(UPSTREAM_LIB_DIR)))
+	$(if $(filter 1,$(BENCH_SIM)),LD_PRELOAD=$(SIM_DIR)/libcuda.so.1) LD_LIBRARY_PATH=$(SIM_DIR) \
+		$(BENCH_TASKSET) $(BENCH_UP_OUT)/copyab $(COPYAB_ROUNDS) \
+		$(LIB_DIR)/libgdrapi.so.2 $(abspath $(UPSTREAM_LIB_DIR))/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2
+
+$(BENCH_UP_OUT)/copyab: bench/upstream/copyab.c bench/upstream/timing.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
+	$(call bench_program,-L$(SIM_DIR) -lcuda -ldl)
+.PHONY: bench-copyab
 
 $(BENCH_UP_OUT)/apiab: bench/upstream/apiab.c bench/upstream/timing.h bench/upstream/evict.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
 	$(call bench_program,-L$(SIM_DIR) -lcuda -ldl)
