@@ -63,19 +63,10 @@ macro_rules! entry {
         $(#[$attr:meta])*
         fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block
     ) => {
-        $(#[$attr])*
-        ///
-        /// # Safety
-        /// Every pointer argument is NULL or valid for the access the C API documents.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) $(-> $ret)? {
-            /// This entry's C name, for log lines.
-            const FUNC: &str = stringify!($name);
-            $crate::guard(FUNC, move || {
-                #[cfg(test)]
-                $crate::testing::check(FUNC);
-                $body
-            })
+        $crate::entry! {
+            $(#[$attr])*
+            on_panic($crate::OnPanic::on_panic())
+            fn $name($($arg: $ty),*) $(-> $ret)? $body
         }
     };
 }
