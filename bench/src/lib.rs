@@ -15,33 +15,9 @@ pub mod verify;
 
 pub use gdrapi_support::{bar, cuda, error, vk, Error, Result};
 
-/// A byte count as the programs take it: digits with an optional `K`, `M` or `G` (binary,
-/// either case); `None` for anything else or an overflow.
+/// A byte count as the programs take it (`gdrapi-support`'s [`size::parse`](gdrapi_support::size::parse):
+/// digits with an optional binary `K`, `M`, `G` or `T`); `None` for anything else or a count
+/// that does not fit a `usize`.
 pub fn parse_size(s: &str) -> Option<usize> {
-    let (num, mul) = match s.chars().last() {
-        Some('K' | 'k') => (&s[..s.len() - 1], 1usize << 10),
-        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
-        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    num.parse::<usize>().ok()?.checked_mul(mul)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_take_binary_suffixes_and_refuse_the_rest() {
-        assert_eq!(parse_size("17"), Some(17));
-        assert_eq!(parse_size("4K"), Some(4096));
-        assert_eq!(parse_size("4k"), Some(4096));
-        assert_eq!(parse_size("16M"), Some(16 << 20));
-        assert_eq!(parse_size("1g"), Some(1 << 30));
-        assert_eq!(parse_size("1000003"), Some(1_000_003));
-        assert_eq!(parse_size(""), None);
-        assert_eq!(parse_size("M"), None);
-        assert_eq!(parse_size("12Q"), None);
-        assert_eq!(parse_size("99999999999999999999G"), None);
-    }
+    gdrapi_support::size::parse(s).and_then(|n| usize::try_from(n).ok())
 }

@@ -40,18 +40,24 @@ pub unsafe extern "C" fn gdrsim_bar1_info(
     used_out: *mut u64,
     vram: *mut u64,
 ) -> c_int {
-    if total.is_null() || used_out.is_null() || vram.is_null() {
-        return -1;
-    }
-    let t = config::get().bar1_size();
-    let u = used().min(t);
-    // SAFETY: all are non-null and, by the contract, valid for a u64 write.
-    unsafe {
-        total.write_unaligned(t);
-        used_out.write_unaligned(u);
-        vram.write_unaligned(config::get().vram_size);
-    }
-    0
+    gdrapi_boundary::guard_or(
+        "gdrsim_bar1_info",
+        || -1,
+        || {
+            if total.is_null() || used_out.is_null() || vram.is_null() {
+                return -1;
+            }
+            let t = config::get().bar1_size();
+            let u = used().min(t);
+            // SAFETY: all are non-null and, by the contract, valid for a u64 write.
+            unsafe {
+                total.write_unaligned(t);
+                used_out.write_unaligned(u);
+                vram.write_unaligned(config::get().vram_size);
+            }
+            0
+        },
+    )
 }
 
 #[cfg(test)]

@@ -327,19 +327,10 @@ fn parse_driver_version(v: &str) -> Option<u32> {
     (major == "2" && minor <= 6).then_some(minor)
 }
 
-/// Parses `1073741824`, `1024M`, `1G`, ... into bytes, rounded down to 2 MiB.
+/// Parses `1073741824`, `1024M`, `1G`, ... (surrounding whitespace allowed) into bytes,
+/// rounded down to 2 MiB.
 fn parse_size(v: &str) -> Option<u64> {
-    let v = v.trim();
-    let (digits, shift) = match v.char_indices().last()? {
-        (i, 'k' | 'K') => (&v[..i], 10),
-        (i, 'm' | 'M') => (&v[..i], 20),
-        (i, 'g' | 'G') => (&v[..i], 30),
-        (i, 't' | 'T') => (&v[..i], 40),
-        _ => (v, 0),
-    };
-    let n: u64 = digits.parse().ok()?;
-    let bytes = n.checked_shl(shift).filter(|b| b >> shift == n)?;
-    Some(bytes & !((2 << 20) - 1))
+    gdrapi_support::size::parse(v.trim()).map(|bytes| bytes & !((2 << 20) - 1))
 }
 
 static CONFIG: OnceLock<Config> = OnceLock::new();

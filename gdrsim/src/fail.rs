@@ -2,7 +2,10 @@
 //! rules. The Nth call (1-based, counted from when the spec was set) of NAME fails with ERR;
 //! `N` may be `*` for every call. NAME is an ioctl, a system call, a CUDA function or a
 //! function of the Vulkan stand-in; for the last, ERR is a negative `VkResult` (a number or a
-//! `VK_ERROR_*` name).
+//! `VK_ERROR_*` name). ERR `panic`, for any NAME, makes the call panic instead, which proves
+//! the panic guard of the exported function that made it (`gdrapi-boundary`): a CUDA function
+//! returns CUDA_ERROR_UNKNOWN, a Vulkan command VK_ERROR_UNKNOWN, a system call -1 with
+//! `errno` EIO.
 
 use crate::forklock::{self, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,6 +37,9 @@ pub const VK_NAMES: [&str; 9] = [
     "vkMapMemory",
     "vkEnumerateInstanceLayerProperties",
 ];
+
+/// The `err` of a rule whose ERR is `panic`.
+const PANIC: i32 = i32::MIN;
 
 /// One parsed rule.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,7 +80,9 @@ pub fn parse(spec: &str) -> Result<Vec<Rule>, BadSpec> {
                 _ => return Err(BadSpec(format!("{item:?}: N must be a number from 1 or *"))),
             },
         };
-        let parsed = if vk {
+        let parsed = if err == "panic" {
+            Some(PANIC)
+        } else if vk {
             parse_vk_err(err)
         } else {
             parse_err(err)
@@ -214,12 +222,17 @@ pub fn init_from_env() {
     }
 }
 
-/// Counts a call of `called`; returns the error it must fail with, if a rule says so.
+/// Counts a call of `called`; returns the error it must fail with, if a rule says so, or
+/// panics if the rule says `panic` (every caller runs inside an exported function's guard).
 pub fn check(called: &str) -> Option<i32> {
     if !ACTIVE.load(Ordering::Acquire) {
         return None;
     }
-    hit(&mut RULES.lock(), called)
+    let e = hit(&mut RULES.lock(), called);
+    if e == Some(PANIC) {
+        panic!("GDRSIM_FAIL: {called} panics, as a rule asks");
+    }
+    e
 }
 
 /// Lets the process's rules be copied into a forked child safely.
@@ -272,6 +285,9 @@ mod tests {
         assert_eq!(parse("").unwrap(), vec![]);
         assert_eq!(parse("close:1:5").unwrap()[0].err, 5);
         assert_eq!(parse("cuInit:1:CUDA_ERROR_NO_DEVICE").unwrap()[0].err, 100);
+        for name in ["cuInit", "vkMapMemory", "close", "PIN_BUFFER"] {
+            assert_eq!(parse(&format!("{name}:1:panic")).unwrap()[0].err, PANIC);
+        }
     }
 
     #[test]

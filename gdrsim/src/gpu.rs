@@ -104,7 +104,7 @@ pub struct Gpu {
 }
 
 /// Maps `len` bytes somewhere aligned to `align`, PROT_NONE, private and anonymous.
-fn reserve_aligned(len: u64, align: u64) -> Option<u64> {
+pub(crate) fn reserve_aligned(len: u64, align: u64) -> Option<u64> {
     let total = len.checked_add(align)?;
     // SAFETY: a fresh anonymous PROT_NONE mapping chosen by the kernel touches no existing memory.
     let p = unsafe {

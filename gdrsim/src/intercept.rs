@@ -59,9 +59,11 @@ fn kind(fd: c_int) -> u8 {
     }
 }
 
-/// Runs `f`, turning a panic into `on_panic` so that no unwinding crosses into C.
-fn guard<T>(on_panic: T, f: impl FnOnce() -> T) -> T {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(on_panic)
+/// Runs the body of the interposed C library function `name` inside `gdrapi-boundary`'s
+/// guard: a panic returns `failed` (-1, `MAP_FAILED`, NULL) with `errno` EIO instead of
+/// unwinding into C.
+pub(crate) fn interposed<T>(name: &'static str, failed: T, body: impl FnOnce() -> T) -> T {
+    gdrapi_boundary::guard_or(name, || fail(libc::EIO, failed), body)
 }
 
 fn fail<T>(e: c_int, v: T) -> T {
@@ -104,47 +106,45 @@ fn looks_like_device(fd: c_int) -> bool {
 }
 
 fn device_open(flags: c_int) -> c_int {
-    guard(fail(libc::EIO, -1), || {
-        let cfg = crate::config::get();
-        if cfg.no_device {
-            return fail(libc::ENOENT, -1);
-        }
-        if !driver::may_open(flags) {
-            return fail(libc::EACCES, -1);
-        }
-        if let Some(e) = crate::fail::check("open") {
-            return fail(e, -1);
-        }
-        match cfg.device_node {
-            NodeKind::Char => {}
-            // A character device whose major no driver registered: the kernel's chrdev_open
-            // finds nothing to call.
-            NodeKind::Stale | NodeKind::NoDriver => return fail(libc::ENXIO, -1),
-            NodeKind::File => return plain_file_open(flags),
-        }
-        let mut mflags = libc::MFD_ALLOW_SEALING;
-        if flags & libc::O_CLOEXEC != 0 {
-            mflags |= libc::MFD_CLOEXEC;
-        }
-        let mut st = STATE.lock();
-        // SAFETY: the name is a NUL-terminated literal.
-        let fd = unsafe { libc::memfd_create(c"gdrdrv".as_ptr(), mflags) };
-        if fd < 0 {
-            return -1;
-        }
-        // Sealed against writes: a process that gets this fd without our table (over a unix
-        // socket) cannot mmap it writable, and we answer EACCES as the driver would.
-        // SAFETY: fcntl on the fd just created.
-        unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, DEVICE_SEALS) };
-        let Some(ino) = driver::inode_of(fd) else {
-            // SAFETY: closing the memfd made just above.
-            unsafe { real::close(fd) };
-            return fail(libc::EIO, -1);
-        };
-        st.drv.add_file(fd, ino, flags & libc::O_ACCMODE);
-        set_kind(fd, KIND_DEVICE);
-        fd
-    })
+    let cfg = crate::config::get();
+    if cfg.no_device {
+        return fail(libc::ENOENT, -1);
+    }
+    if !driver::may_open(flags) {
+        return fail(libc::EACCES, -1);
+    }
+    if let Some(e) = crate::fail::check("open") {
+        return fail(e, -1);
+    }
+    match cfg.device_node {
+        NodeKind::Char => {}
+        // A character device whose major no driver registered: the kernel's chrdev_open
+        // finds nothing to call.
+        NodeKind::Stale | NodeKind::NoDriver => return fail(libc::ENXIO, -1),
+        NodeKind::File => return plain_file_open(flags),
+    }
+    let mut mflags = libc::MFD_ALLOW_SEALING;
+    if flags & libc::O_CLOEXEC != 0 {
+        mflags |= libc::MFD_CLOEXEC;
+    }
+    let mut st = STATE.lock();
+    // SAFETY: the name is a NUL-terminated literal.
+    let fd = unsafe { libc::memfd_create(c"gdrdrv".as_ptr(), mflags) };
+    if fd < 0 {
+        return -1;
+    }
+    // Sealed against writes: a process that gets this fd without our table (over a unix
+    // socket) cannot mmap it writable, and we answer EACCES as the driver would.
+    // SAFETY: fcntl on the fd just created.
+    unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, DEVICE_SEALS) };
+    let Some(ino) = driver::inode_of(fd) else {
+        // SAFETY: closing the memfd made just above.
+        unsafe { real::close(fd) };
+        return fail(libc::EIO, -1);
+    };
+    st.drv.add_file(fd, ino, flags & libc::O_ACCMODE);
+    set_kind(fd, KIND_DEVICE);
+    fd
 }
 
 /// Opens the regular file that `GDRSIM_DEVICE_NODE=file` puts where the node should be: an
@@ -166,14 +166,16 @@ fn plain_file_open(flags: c_int) -> c_int {
 /// The C library's contract for `open`: `path` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
-    if is_device_path(path) {
-        return device_open(flags);
-    }
-    if crate::procmaps::is_self_maps(path) {
-        return crate::procmaps::open(path, flags);
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::open(path, flags, mode) }
+    interposed("open", -1, || {
+        if is_device_path(path) {
+            return device_open(flags);
+        }
+        if crate::procmaps::is_self_maps(path) {
+            return crate::procmaps::open(path, flags);
+        }
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        unsafe { real::open(path, flags, mode) }
+    })
 }
 
 /// `open64(2)`.
@@ -183,14 +185,16 @@ pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: mode_t) -
 /// The C library's contract for `open64`: `path` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: mode_t) -> c_int {
-    if is_device_path(path) {
-        return device_open(flags);
-    }
-    if crate::procmaps::is_self_maps(path) {
-        return crate::procmaps::open(path, flags);
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::open64(path, flags, mode) }
+    interposed("open64", -1, || {
+        if is_device_path(path) {
+            return device_open(flags);
+        }
+        if crate::procmaps::is_self_maps(path) {
+            return crate::procmaps::open(path, flags);
+        }
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        unsafe { real::open64(path, flags, mode) }
+    })
 }
 
 /// `openat(2)`; the device is recognised by its absolute path.
@@ -205,11 +209,13 @@ pub unsafe extern "C" fn openat(
     flags: c_int,
     mode: mode_t,
 ) -> c_int {
-    if is_device_path(path) {
-        return device_open(flags);
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::openat(dirfd, path, flags, mode) }
+    interposed("openat", -1, || {
+        if is_device_path(path) {
+            return device_open(flags);
+        }
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        unsafe { real::openat(dirfd, path, flags, mode) }
+    })
 }
 
 /// `openat64(2)`.
@@ -224,11 +230,13 @@ pub unsafe extern "C" fn openat64(
     flags: c_int,
     mode: mode_t,
 ) -> c_int {
-    if is_device_path(path) {
-        return device_open(flags);
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::openat64(dirfd, path, flags, mode) }
+    interposed("openat64", -1, || {
+        if is_device_path(path) {
+            return device_open(flags);
+        }
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        unsafe { real::openat64(dirfd, path, flags, mode) }
+    })
 }
 
 /// Fortified `open` (`_FORTIFY_SOURCE`).
@@ -238,11 +246,13 @@ pub unsafe extern "C" fn openat64(
 /// The C library's contract for `__open_2`: `path` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
-    if is_device_path(path) {
-        return device_open(flags);
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::open_2(path, flags) }
+    interposed("__open_2", -1, || {
+        if is_device_path(path) {
+            return device_open(flags);
+        }
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        unsafe { real::open_2(path, flags) }
+    })
 }
 
 /// Fortified `open64`.
@@ -252,11 +262,13 @@ pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
 /// The C library's contract for `__open64_2`: `path` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
-    if is_device_path(path) {
-        return device_open(flags);
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::open64_2(path, flags) }
+    interposed("__open64_2", -1, || {
+        if is_device_path(path) {
+            return device_open(flags);
+        }
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        unsafe { real::open64_2(path, flags) }
+    })
 }
 
 /// Fortified `openat`.
@@ -266,11 +278,13 @@ pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int 
 /// The C library's contract for `__openat_2`: `path` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    if is_device_path(path) {
-        return device_open(flags);
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::openat_2(dirfd, path, flags) }
+    interposed("__openat_2", -1, || {
+        if is_device_path(path) {
+            return device_open(flags);
+        }
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        unsafe { real::openat_2(dirfd, path, flags) }
+    })
 }
 
 /// Fortified `openat64`.
@@ -280,11 +294,13 @@ pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_
 /// The C library's contract for `__openat64_2`: `path` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    if is_device_path(path) {
-        return device_open(flags);
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::openat64_2(dirfd, path, flags) }
+    interposed("__openat64_2", -1, || {
+        if is_device_path(path) {
+            return device_open(flags);
+        }
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        unsafe { real::openat64_2(dirfd, path, flags) }
+    })
 }
 
 /// `ioctl(2)`.
@@ -294,22 +310,22 @@ pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: 
 /// The C library's contract for `ioctl`: `arg` is valid for the argument `request` names.
 #[no_mangle]
 pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) -> c_int {
-    if kind(fd) & KIND_DEVICE == 0 {
-        crate::kernel::counters::count(request);
-        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-        let r = unsafe { real::ioctl(fd, request, arg) };
-        if r == -1 && real::errno() == libc::ENOTTY && is_foreign_device(fd) {
-            crate::counters::count_ioctl();
-            let e = if (request >> 8) & 0xff == driver::IOCTL_TYPE {
-                libc::EACCES
-            } else {
-                libc::EINVAL
-            };
-            return fail(e, -1);
+    interposed("ioctl", -1, || {
+        if kind(fd) & KIND_DEVICE == 0 {
+            crate::kernel::counters::count(request);
+            // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+            let r = unsafe { real::ioctl(fd, request, arg) };
+            if r == -1 && real::errno() == libc::ENOTTY && is_foreign_device(fd) {
+                crate::counters::count_ioctl();
+                let e = if (request >> 8) & 0xff == driver::IOCTL_TYPE {
+                    libc::EACCES
+                } else {
+                    libc::EINVAL
+                };
+                return fail(e, -1);
+            }
+            return r;
         }
-        return r;
-    }
-    guard(fail(libc::EIO, -1), || {
         let mut st = STATE.lock();
         let Some(file) = driver::lookup_fd(&mut st, fd) else {
             set_kind(fd, 0);
@@ -334,50 +350,48 @@ fn emulated_mmap(
     off: off_t,
     k: u8,
 ) -> Option<*mut c_void> {
-    guard(Some(fail(libc::EIO, libc::MAP_FAILED)), || {
-        let mut st = STATE.lock();
-        let r = if k & KIND_DEVICE != 0 {
-            let Some(file) = driver::lookup_fd(&mut st, fd) else {
-                set_kind(fd, 0);
-                return None;
-            };
-            if let Some(e) = crate::fail::check("mmap") {
-                return Some(fail(e, libc::MAP_FAILED));
-            }
-            let r = driver::mmap(&mut st, file, addr, len as u64, prot, flags, off);
-            if r.is_ok() {
-                ANY_VMAS.store(true, Ordering::Release);
-            }
-            r
-        } else if k & KIND_DMABUF == 0 {
-            // A VMM export fd: an opaque handle for an importer, not something to map.
-            if st.export_of(fd).is_none() {
-                set_kind(fd, 0);
-                return None;
-            }
-            Err(libc::ENODEV)
-        } else {
-            let gone = st
-                .dmabufs
-                .get(&fd)
-                .is_none_or(|d| driver::inode_of(fd) != Some(d.ino));
-            if gone {
-                st.dmabufs.remove(&fd);
-                set_kind(fd, 0);
-                return None;
-            }
-            if let Some(e) = crate::fail::check("mmap") {
-                return Some(fail(e, libc::MAP_FAILED));
-            }
-            match st.dmabufs.get(&fd) {
-                Some(d) => dmabuf_mmap(d, addr, len as u64, prot, flags, off),
-                None => Err(libc::EBADF),
-            }
+    let mut st = STATE.lock();
+    let r = if k & KIND_DEVICE != 0 {
+        let Some(file) = driver::lookup_fd(&mut st, fd) else {
+            set_kind(fd, 0);
+            return None;
         };
-        Some(match r {
-            Ok(a) => a as *mut c_void,
-            Err(e) => fail(e, libc::MAP_FAILED),
-        })
+        if let Some(e) = crate::fail::check("mmap") {
+            return Some(fail(e, libc::MAP_FAILED));
+        }
+        let r = driver::mmap(&mut st, file, addr, len as u64, prot, flags, off);
+        if r.is_ok() {
+            ANY_VMAS.store(true, Ordering::Release);
+        }
+        r
+    } else if k & KIND_DMABUF == 0 {
+        // A VMM export fd: an opaque handle for an importer, not something to map.
+        if st.export_of(fd).is_none() {
+            set_kind(fd, 0);
+            return None;
+        }
+        Err(libc::ENODEV)
+    } else {
+        let gone = st
+            .dmabufs
+            .get(&fd)
+            .is_none_or(|d| driver::inode_of(fd) != Some(d.ino));
+        if gone {
+            st.dmabufs.remove(&fd);
+            set_kind(fd, 0);
+            return None;
+        }
+        if let Some(e) = crate::fail::check("mmap") {
+            return Some(fail(e, libc::MAP_FAILED));
+        }
+        match st.dmabufs.get(&fd) {
+            Some(d) => dmabuf_mmap(d, addr, len as u64, prot, flags, off),
+            None => Err(libc::EBADF),
+        }
+    };
+    Some(match r {
+        Ok(a) => a as *mut c_void,
+        Err(e) => fail(e, libc::MAP_FAILED),
     })
 }
 
@@ -459,8 +473,10 @@ pub unsafe extern "C" fn mmap(
     fd: c_int,
     off: off_t,
 ) -> *mut c_void {
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { mmap_common(addr, len, prot, flags, fd, off, real::mmap) }
+    interposed("mmap", libc::MAP_FAILED, || {
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        unsafe { mmap_common(addr, len, prot, flags, fd, off, real::mmap) }
+    })
 }
 
 /// `mmap64(2)`.
@@ -478,8 +494,10 @@ pub unsafe extern "C" fn mmap64(
     fd: c_int,
     off: off_t,
 ) -> *mut c_void {
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { mmap_common(addr, len, prot, flags, fd, off, real::mmap64) }
+    interposed("mmap64", libc::MAP_FAILED, || {
+        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+        unsafe { mmap_common(addr, len, prot, flags, fd, off, real::mmap64) }
+    })
 }
 
 /// `munmap(2)`.
@@ -490,11 +508,11 @@ pub unsafe extern "C" fn mmap64(
 /// call.
 #[no_mangle]
 pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
-    if !ANY_VMAS.load(Ordering::Acquire) || crate::vulkan::in_driver() {
-        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-        return unsafe { real::munmap(addr, len) };
-    }
-    guard(fail(libc::EIO, -1), || {
+    interposed("munmap", -1, || {
+        if !ANY_VMAS.load(Ordering::Acquire) || crate::vulkan::in_driver() {
+            // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+            return unsafe { real::munmap(addr, len) };
+        }
         let mut st = STATE.lock();
         if driver::touches_vma(&st, addr as u64, len as u64) {
             if let Some(e) = crate::fail::check("munmap") {
@@ -527,12 +545,12 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: size_t) -> c_int {
 /// The C library's contract for `close`: no one uses `fd` after the call.
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    let k = kind(fd);
-    if k == 0 {
-        // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-        return unsafe { real::close(fd) };
-    }
-    guard(fail(libc::EIO, -1), || {
+    interposed("close", -1, || {
+        let k = kind(fd);
+        if k == 0 {
+            // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+            return unsafe { real::close(fd) };
+        }
         let mut st = STATE.lock();
         // An injected failure reports an error after the close has happened, as Linux does:
         // the descriptor and the file are released whatever close returns.
@@ -624,58 +642,68 @@ pub unsafe extern "C" fn syscall(
     e: c_long,
     f: c_long,
 ) -> c_long {
-    if n == libc::SYS_mmap {
-        let (flags, fd) = (d as c_int, e as c_int);
-        if fd >= 0 && flags & libc::MAP_ANONYMOUS == 0 && kind_if_free(fd) != 0 {
-            // SAFETY: the caller's mmap arguments, as mmap would get them.
-            let p = unsafe {
-                mmap_common(
-                    a as *mut c_void,
-                    b as size_t,
-                    c as c_int,
-                    flags,
-                    fd,
-                    f as off_t,
-                    raw_mmap,
-                )
-            };
-            return p as c_long;
+    interposed("syscall", -1, || {
+        if n == libc::SYS_mmap {
+            let (flags, fd) = (d as c_int, e as c_int);
+            if fd >= 0 && flags & libc::MAP_ANONYMOUS == 0 && kind_if_free(fd) != 0 {
+                // SAFETY: the caller's mmap arguments, as mmap would get them.
+                let p = unsafe {
+                    mmap_common(
+                        a as *mut c_void,
+                        b as size_t,
+                        c as c_int,
+                        flags,
+                        fd,
+                        f as off_t,
+                        raw_mmap,
+                    )
+                };
+                return p as c_long;
+            }
         }
-    }
-    // SAFETY: pass-through with the caller's own arguments.
-    unsafe { real::syscall(n, a, b, c, d, e, f) }
+        // SAFETY: pass-through with the caller's own arguments.
+        unsafe { real::syscall(n, a, b, c, d, e, f) }
+    })
 }
 
 // Lock order everywhere: STATE before the fault-injection rules (the Vulkan arena's lock is
 // taken only under STATE).
 extern "C" fn fork_prepare() {
-    // The settings are read once per process; read them now, outside any lock, so that a child
-    // never finds their one-time initialisation cut short by the fork.
-    crate::config::get();
-    crate::state::lock_for_fork();
-    crate::fail::lock_for_fork();
+    gdrapi_boundary::guard("fork_prepare", || {
+        // The settings are read once per process; read them now, outside any lock, so that a child
+        // never finds their one-time initialisation cut short by the fork.
+        crate::config::get();
+        crate::state::lock_for_fork();
+        crate::fail::lock_for_fork();
+    })
 }
 
 extern "C" fn fork_parent() {
-    crate::fail::unlock_after_fork();
-    crate::state::unlock_after_fork();
+    gdrapi_boundary::guard("fork_parent", || {
+        crate::fail::unlock_after_fork();
+        crate::state::unlock_after_fork();
+    })
 }
 
 // The child makes every lock new instead of unlocking it: threads of the parent that were
 // waiting for a lock at the fork do not exist here, and an unlock could hand it to one of them.
 extern "C" fn fork_child() {
-    crate::fail::reset_after_fork();
-    crate::state::reset_after_fork();
-    crate::vulkan::arena::reset_after_fork();
-    driver::forget_vmas_after_fork(&mut STATE.lock());
-    crate::vulkan::after_fork_child();
+    gdrapi_boundary::guard("fork_child", || {
+        crate::fail::reset_after_fork();
+        crate::state::reset_after_fork();
+        crate::vulkan::arena::reset_after_fork();
+        driver::forget_vmas_after_fork(&mut STATE.lock());
+        crate::vulkan::after_fork_child();
+    })
 }
 
 extern "C" fn on_load() {
-    crate::counters::init();
-    crate::fail::init_from_env();
-    // SAFETY: registering plain extern "C" handlers that live as long as the process.
-    unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
+    gdrapi_boundary::guard("on_load", || {
+        crate::counters::init();
+        crate::fail::init_from_env();
+        // SAFETY: registering plain extern "C" handlers that live as long as the process.
+        unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
+    })
 }
 
 #[used]

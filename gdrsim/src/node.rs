@@ -7,6 +7,7 @@
 //! minor 0); with `GDRSIM_NO_DEVICE=1` it does not exist (ENOENT).
 
 use crate::config::{self, NodeKind};
+use crate::intercept::interposed;
 use crate::real;
 use libc::{c_char, c_int, c_uint};
 use libc::{stat as Stat, stat64 as Stat64, statx as Statx};
@@ -87,11 +88,6 @@ fn errno_fail(e: c_int) -> c_int {
     -1
 }
 
-fn guard(f: impl FnOnce() -> c_int) -> c_int {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
-        .unwrap_or_else(|_| errno_fail(libc::EIO))
-}
-
 /// Answers a stat-family query for the node: the errno of [`attrs`] when there is no node,
 /// EFAULT for a NULL buffer, else the buffer zeroed and then completed by `fill`.
 ///
@@ -99,7 +95,7 @@ fn guard(f: impl FnOnce() -> c_int) -> c_int {
 /// `buf` must be null or point at writable storage for a `T`, for which all-zero is a valid
 /// value (true of `struct stat`, `stat64` and `statx`).
 unsafe fn answer<T>(buf: *mut T, fill: impl FnOnce(&mut T, Attrs)) -> c_int {
-    guard(|| match attrs() {
+    match attrs() {
         Err(e) => errno_fail(e),
         Ok(_) if buf.is_null() => errno_fail(libc::EFAULT),
         Ok(a) => {
@@ -112,7 +108,7 @@ unsafe fn answer<T>(buf: *mut T, fill: impl FnOnce(&mut T, Attrs)) -> c_int {
             fill(b, a);
             0
         }
-    })
+    }
 }
 
 /// Answers a `struct stat` query for the node.
@@ -166,12 +162,14 @@ unsafe fn answer_statx(buf: *mut Statx) -> c_int {
 /// NULL or writable for one `Stat`.
 #[no_mangle]
 pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut Stat) -> c_int {
-    if is_device_path(path) {
+    interposed("stat", -1, || {
+        if is_device_path(path) {
+            // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+            return unsafe { answer_stat(buf) };
+        }
         // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-        return unsafe { answer_stat(buf) };
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::stat(path, buf) }
+        unsafe { real::stat(path, buf) }
+    })
 }
 
 /// `stat64(2)`.
@@ -182,12 +180,14 @@ pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut Stat) -> c_int {
 /// NULL or writable for one `Stat64`.
 #[no_mangle]
 pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut Stat64) -> c_int {
-    if is_device_path(path) {
+    interposed("stat64", -1, || {
+        if is_device_path(path) {
+            // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+            return unsafe { answer_stat64(buf) };
+        }
         // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-        return unsafe { answer_stat64(buf) };
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::stat64(path, buf) }
+        unsafe { real::stat64(path, buf) }
+    })
 }
 
 /// `lstat(2)`: the node is not a symbolic link, so the same answer as `stat`.
@@ -198,12 +198,14 @@ pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut Stat64) -> c_int 
 /// NULL or writable for one `Stat`.
 #[no_mangle]
 pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut Stat) -> c_int {
-    if is_device_path(path) {
+    interposed("lstat", -1, || {
+        if is_device_path(path) {
+            // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+            return unsafe { answer_stat(buf) };
+        }
         // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-        return unsafe { answer_stat(buf) };
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::lstat(path, buf) }
+        unsafe { real::lstat(path, buf) }
+    })
 }
 
 /// `lstat64(2)`.
@@ -214,12 +216,14 @@ pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut Stat) -> c_int {
 /// NULL or writable for one `Stat64`.
 #[no_mangle]
 pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut Stat64) -> c_int {
-    if is_device_path(path) {
+    interposed("lstat64", -1, || {
+        if is_device_path(path) {
+            // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+            return unsafe { answer_stat64(buf) };
+        }
         // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-        return unsafe { answer_stat64(buf) };
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::lstat64(path, buf) }
+        unsafe { real::lstat64(path, buf) }
+    })
 }
 
 /// `fstatat(2)` (the `newfstatat` system call); the node is recognised by its absolute path.
@@ -235,12 +239,14 @@ pub unsafe extern "C" fn fstatat(
     buf: *mut Stat,
     flags: c_int,
 ) -> c_int {
-    if is_device_path(path) {
+    interposed("fstatat", -1, || {
+        if is_device_path(path) {
+            // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+            return unsafe { answer_stat(buf) };
+        }
         // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-        return unsafe { answer_stat(buf) };
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::fstatat(dirfd, path, buf, flags) }
+        unsafe { real::fstatat(dirfd, path, buf, flags) }
+    })
 }
 
 /// `fstatat64(2)`.
@@ -256,12 +262,14 @@ pub unsafe extern "C" fn fstatat64(
     buf: *mut Stat64,
     flags: c_int,
 ) -> c_int {
-    if is_device_path(path) {
+    interposed("fstatat64", -1, || {
+        if is_device_path(path) {
+            // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+            return unsafe { answer_stat64(buf) };
+        }
         // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-        return unsafe { answer_stat64(buf) };
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::fstatat64(dirfd, path, buf, flags) }
+        unsafe { real::fstatat64(dirfd, path, buf, flags) }
+    })
 }
 
 /// `statx(2)`; Rust's `std::fs::metadata` asks this one first.
@@ -278,12 +286,14 @@ pub unsafe extern "C" fn statx(
     mask: c_uint,
     buf: *mut Statx,
 ) -> c_int {
-    if is_device_path(path) {
+    interposed("statx", -1, || {
+        if is_device_path(path) {
+            // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+            return unsafe { answer_statx(buf) };
+        }
         // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-        return unsafe { answer_statx(buf) };
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::statx(dirfd, path, flags, mask, buf) }
+        unsafe { real::statx(dirfd, path, flags, mask, buf) }
+    })
 }
 
 /// glibc's `__xstat` (what `stat` compiled to before glibc 2.33).
@@ -294,12 +304,14 @@ pub unsafe extern "C" fn statx(
 /// NULL or writable for one `Stat`.
 #[no_mangle]
 pub unsafe extern "C" fn __xstat(ver: c_int, path: *const c_char, buf: *mut Stat) -> c_int {
-    if is_device_path(path) {
+    interposed("__xstat", -1, || {
+        if is_device_path(path) {
+            // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+            return unsafe { answer_stat(buf) };
+        }
         // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-        return unsafe { answer_stat(buf) };
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::xstat(ver, path, buf) }
+        unsafe { real::xstat(ver, path, buf) }
+    })
 }
 
 /// glibc's `__xstat64`.
@@ -310,12 +322,14 @@ pub unsafe extern "C" fn __xstat(ver: c_int, path: *const c_char, buf: *mut Stat
 /// is NULL or writable for one `Stat64`.
 #[no_mangle]
 pub unsafe extern "C" fn __xstat64(ver: c_int, path: *const c_char, buf: *mut Stat64) -> c_int {
-    if is_device_path(path) {
+    interposed("__xstat64", -1, || {
+        if is_device_path(path) {
+            // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+            return unsafe { answer_stat64(buf) };
+        }
         // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-        return unsafe { answer_stat64(buf) };
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::xstat64(ver, path, buf) }
+        unsafe { real::xstat64(ver, path, buf) }
+    })
 }
 
 /// glibc's `__lxstat`.
@@ -326,12 +340,14 @@ pub unsafe extern "C" fn __xstat64(ver: c_int, path: *const c_char, buf: *mut St
 /// NULL or writable for one `Stat`.
 #[no_mangle]
 pub unsafe extern "C" fn __lxstat(ver: c_int, path: *const c_char, buf: *mut Stat) -> c_int {
-    if is_device_path(path) {
+    interposed("__lxstat", -1, || {
+        if is_device_path(path) {
+            // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+            return unsafe { answer_stat(buf) };
+        }
         // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-        return unsafe { answer_stat(buf) };
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::lxstat(ver, path, buf) }
+        unsafe { real::lxstat(ver, path, buf) }
+    })
 }
 
 /// glibc's `__lxstat64`.
@@ -342,12 +358,14 @@ pub unsafe extern "C" fn __lxstat(ver: c_int, path: *const c_char, buf: *mut Sta
 /// is NULL or writable for one `Stat64`.
 #[no_mangle]
 pub unsafe extern "C" fn __lxstat64(ver: c_int, path: *const c_char, buf: *mut Stat64) -> c_int {
-    if is_device_path(path) {
+    interposed("__lxstat64", -1, || {
+        if is_device_path(path) {
+            // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+            return unsafe { answer_stat64(buf) };
+        }
         // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-        return unsafe { answer_stat64(buf) };
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::lxstat64(ver, path, buf) }
+        unsafe { real::lxstat64(ver, path, buf) }
+    })
 }
 
 /// glibc's `__fxstatat`.
@@ -364,12 +382,14 @@ pub unsafe extern "C" fn __fxstatat(
     buf: *mut Stat,
     flags: c_int,
 ) -> c_int {
-    if is_device_path(path) {
+    interposed("__fxstatat", -1, || {
+        if is_device_path(path) {
+            // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+            return unsafe { answer_stat(buf) };
+        }
         // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-        return unsafe { answer_stat(buf) };
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::fxstatat(ver, dirfd, path, buf, flags) }
+        unsafe { real::fxstatat(ver, dirfd, path, buf, flags) }
+    })
 }
 
 /// glibc's `__fxstatat64`.
@@ -386,12 +406,14 @@ pub unsafe extern "C" fn __fxstatat64(
     buf: *mut Stat64,
     flags: c_int,
 ) -> c_int {
-    if is_device_path(path) {
+    interposed("__fxstatat64", -1, || {
+        if is_device_path(path) {
+            // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
+            return unsafe { answer_stat64(buf) };
+        }
         // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-        return unsafe { answer_stat64(buf) };
-    }
-    // SAFETY: the caller's arguments, under the contract of the C function this one stands for.
-    unsafe { real::fxstatat64(ver, dirfd, path, buf, flags) }
+        unsafe { real::fxstatat64(ver, dirfd, path, buf, flags) }
+    })
 }
 
 #[cfg(test)]

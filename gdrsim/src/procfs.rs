@@ -5,6 +5,7 @@
 //! interposable `open`). Without the setting, or with the kernel backing (the real module has
 //! the real file), every path goes to the C library.
 
+use crate::intercept::interposed;
 use crate::real;
 use crate::state::STATE;
 use libc::{c_char, FILE};
@@ -53,21 +54,25 @@ fn refcount_stream(mode: *const c_char) -> *mut FILE {
 /// `fopen(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut FILE {
-    if is_refcount_path(path) {
-        return refcount_stream(mode);
-    }
-    // SAFETY: the caller's arguments, under fopen's contract.
-    unsafe { real::fopen(path, mode) }
+    interposed("fopen", std::ptr::null_mut(), || {
+        if is_refcount_path(path) {
+            return refcount_stream(mode);
+        }
+        // SAFETY: the caller's arguments, under fopen's contract.
+        unsafe { real::fopen(path, mode) }
+    })
 }
 
 /// `fopen64(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut FILE {
-    if is_refcount_path(path) {
-        return refcount_stream(mode);
-    }
-    // SAFETY: the caller's arguments, under fopen64's contract.
-    unsafe { real::fopen64(path, mode) }
+    interposed("fopen64", std::ptr::null_mut(), || {
+        if is_refcount_path(path) {
+            return refcount_stream(mode);
+        }
+        // SAFETY: the caller's arguments, under fopen64's contract.
+        unsafe { real::fopen64(path, mode) }
+    })
 }
 
 #[cfg(test)]

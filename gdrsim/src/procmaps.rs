@@ -1,4 +1,5 @@
-//! `/proc/self/maps` as a process with the real driver sees it.
+//! `/proc/self/maps` as a process with the real driver sees it, and the one reader of a memory
+//! map's lines ([`pathname`]) that the emulator has.
 //!
 //! The driver's device memory appears in the memory map as mappings of `/dev/nvidia*` files,
 //! and UCX finds allocations made before its memory-type cache existed by that name (with
@@ -31,14 +32,29 @@ pub fn is_self_maps(path: *const c_char) -> bool {
     mid == b"self" || mid == crate::state::pid().to_string().as_bytes()
 }
 
+/// The pathname field of one line of a memory map (`/proc/<pid>/maps`, newline or not): what
+/// follows the address range, permissions, offset, device and inode, to the end of the line
+/// (spaces inside it kept, as in `/memfd:name (deleted)`); `None` for an anonymous mapping or a
+/// line of another shape.
+pub fn pathname(line: &[u8]) -> Option<&[u8]> {
+    let mut rest = line.strip_suffix(b"\n").unwrap_or(line);
+    for _ in 0..5 {
+        rest = rest.trim_ascii_start();
+        let end = rest.iter().position(u8::is_ascii_whitespace)?;
+        rest = &rest[end..];
+    }
+    let name = rest.trim_ascii_start();
+    (!name.is_empty()).then_some(name)
+}
+
 /// Renames the fake VRAM's mappings in the text of a memory map.
 fn rename(maps: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(maps.len());
     for line in maps.split_inclusive(|&b| b == b'\n') {
         let body = line.strip_suffix(b"\n").unwrap_or(line);
-        match body.strip_suffix(VRAM) {
-            Some(head) => {
-                out.extend_from_slice(head);
+        match pathname(body).filter(|name| *name == VRAM) {
+            Some(name) => {
+                out.extend_from_slice(&body[..body.len() - name.len()]);
                 out.extend_from_slice(DEVICE);
                 if body.len() != line.len() {
                     out.push(b'\n');
@@ -116,6 +132,16 @@ mod tests {
         );
         assert_eq!(lines[2], "7f20-7f30 rw-s 00200000 00:01 5 /dev/nvidia-uvm");
         assert!(!text.ends_with('\n'));
+        let named = b"7f10-7f20 r--p 00000000 08:01 9    /usr/lib/libc.so.6\n";
+        assert_eq!(pathname(named), Some(&b"/usr/lib/libc.so.6"[..]));
+        assert_eq!(pathname(b"7f00-7f10 rw-p 00000000 00:00 0 \n"), None);
+        assert_eq!(pathname(b"7f00-7f10 rw-p"), None);
+        let elsewhere = b"7f00-7f10 rw-s 0 00:01 5 /x/memfd:gdrsim-vram (deleted)\n";
+        assert_eq!(
+            rename(elsewhere),
+            elsewhere,
+            "only the fake VRAM's own name"
+        );
         assert!(is_self_maps(c"/proc/self/maps".as_ptr()));
         assert!(!is_self_maps(c"/proc/self/smaps".as_ptr()));
         assert!(!is_self_maps(c"/proc/1/mapsx".as_ptr()));

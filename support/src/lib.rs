@@ -6,6 +6,7 @@
 //! - [`vk`], [`bar`]: the Vulkan declarations and BAR memory from the Vulkan loader;
 //! - [`gdr`]: libgdrapi's C types and functions as a program that loads it sees them;
 //! - [`nvml`]: NVML's BAR1 and memory figures per GPU;
+//! - [`size`]: byte counts with binary suffixes (`16M`), as the programs and settings take them;
 //! - [`error`]: the error type of the Vulkan and CUDA steps.
 
 pub mod bar;
@@ -14,6 +15,7 @@ pub mod dl;
 pub mod error;
 pub mod gdr;
 pub mod nvml;
+pub mod size;
 pub use gdrapi_abi::vk;
 
 pub use error::{Error, Result};

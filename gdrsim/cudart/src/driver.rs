@@ -2,8 +2,8 @@
 
 use libc::{c_int, c_uint, c_ulonglong, c_void, size_t};
 
-/// `CUresult`.
-pub type CUresult = c_uint;
+/// `CUresult`: `c_int`, as `gdrapi-support` declares it.
+pub type CUresult = c_int;
 /// `CUdeviceptr`.
 pub type CUdeviceptr = c_ulonglong;
 /// `CUcontext`, `CUstream`, `CUevent` (opaque).

@@ -14,6 +14,8 @@ pub const INITIALIZATION_ERROR: CudaError = 3;
 pub const INVALID_DEVICE_POINTER: CudaError = 17;
 pub const NO_DEVICE: CudaError = 100;
 pub const INVALID_DEVICE: CudaError = 101;
+/// `cudaErrorUnknown`: what an exported function returns when it panicked.
+pub const UNKNOWN: CudaError = 999;
 
 /// Names of the codes the runtime can return (the others print as unrecognized).
 const NAMES: &[(CudaError, &str)] = &[
@@ -70,7 +72,7 @@ pub fn from_driver(r: CUresult) -> CudaError {
     match r {
         // CUDA_ERROR_NOT_INITIALIZED, CUDA_ERROR_DEINITIALIZED
         3 | 4 => INITIALIZATION_ERROR,
-        r => r as CudaError,
+        r => r,
     }
 }
 

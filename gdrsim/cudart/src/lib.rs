@@ -6,6 +6,9 @@
 //! primary context of its device (0 unless `cudaSetDevice` says otherwise) on its first call
 //! that needs one, as the real runtime does.
 //!
+//! Every exported function is an [`entry!`] of `gdrapi-boundary`: a panic in it returns (and
+//! records as the thread's last error) `cudaErrorUnknown` instead of unwinding into C.
+//!
 //! # Safety
 //!
 //! Every exported function has the C contract of the CUDA runtime function of the same name.
@@ -17,6 +20,7 @@ mod sync;
 
 use driver::*;
 use error::CudaError;
+use gdrapi_boundary::entry;
 use libc::{c_char, c_int};
 use std::cell::Cell;
 
@@ -67,133 +71,147 @@ fn with_context(f: impl FnOnce() -> CUresult) -> CudaError {
     }
 }
 
-/// `cudaGetDeviceCount`.
-///
-/// # Safety
-///
-/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
-/// through them.
-#[no_mangle]
-pub unsafe extern "C" fn cudaGetDeviceCount(count: *mut c_int) -> CudaError {
-    if count.is_null() {
-        return error::record(error::INVALID_VALUE);
+entry! {
+    /// `cudaGetDeviceCount`.
+    on_panic(error::record(error::UNKNOWN))
+    fn cudaGetDeviceCount(count: *mut c_int) -> CudaError {
+        if count.is_null() {
+            return error::record(error::INVALID_VALUE);
+        }
+        // SAFETY: cuInit takes no pointers.
+        match unsafe { cuInit(0) } {
+            0 => {}
+            100 => return error::record(error::NO_DEVICE),
+            r => return check(r),
+        }
+        // SAFETY: count is a non-NULL out-pointer from the caller.
+        check(unsafe { cuDeviceGetCount(count) })
     }
-    // SAFETY: cuInit takes no pointers.
-    match unsafe { cuInit(0) } {
-        0 => {}
-        100 => return error::record(error::NO_DEVICE),
-        r => return check(r),
+}
+
+entry! {
+    /// `cudaSetDevice`: binds the device's primary context to this thread.
+    on_panic(error::record(error::UNKNOWN))
+    fn cudaSetDevice(dev: c_int) -> CudaError {
+        let mut n = 0;
+        // SAFETY: n is a valid out-pointer.
+        let r = unsafe { cudaGetDeviceCount(&mut n) };
+        if r != error::SUCCESS {
+            return r;
+        }
+        if dev < 0 || dev >= n {
+            return error::record(error::INVALID_DEVICE);
+        }
+        DEVICE.with(|d| d.set(dev));
+        let mut ctx: Handle = std::ptr::null_mut();
+        // SAFETY: ctx is a valid out-pointer.
+        let r = unsafe { cuDevicePrimaryCtxRetain(&mut ctx, dev) };
+        if r != 0 {
+            return check(r);
+        }
+        // SAFETY: ctx was just returned by the driver.
+        check(unsafe { cuCtxSetCurrent(ctx) })
     }
-    // SAFETY: count is a non-NULL out-pointer from the caller.
-    check(unsafe { cuDeviceGetCount(count) })
 }
 
-/// `cudaSetDevice`: binds the device's primary context to this thread.
-///
-/// # Safety
-///
-/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
-/// through them.
-#[no_mangle]
-pub unsafe extern "C" fn cudaSetDevice(dev: c_int) -> CudaError {
-    let mut n = 0;
-    // SAFETY: n is a valid out-pointer.
-    let r = unsafe { cudaGetDeviceCount(&mut n) };
-    if r != error::SUCCESS {
-        return r;
+entry! {
+    /// `cudaGetDevice`.
+    on_panic(error::record(error::UNKNOWN))
+    fn cudaGetDevice(dev: *mut c_int) -> CudaError {
+        if dev.is_null() {
+            return error::record(error::INVALID_VALUE);
+        }
+        // SAFETY: dev is a non-NULL out-pointer from the caller.
+        with_context(|| unsafe { cuCtxGetDevice(dev) })
     }
-    if dev < 0 || dev >= n {
-        return error::record(error::INVALID_DEVICE);
+}
+
+entry! {
+    /// `cudaDeviceSynchronize`.
+    on_panic(error::record(error::UNKNOWN))
+    fn cudaDeviceSynchronize() -> CudaError {
+        // SAFETY: no arguments.
+        with_context(|| unsafe { cuCtxSynchronize() })
     }
-    DEVICE.with(|d| d.set(dev));
-    let mut ctx: Handle = std::ptr::null_mut();
-    // SAFETY: ctx is a valid out-pointer.
-    let r = unsafe { cuDevicePrimaryCtxRetain(&mut ctx, dev) };
-    if r != 0 {
-        return check(r);
+}
+
+entry! {
+    /// `cudaDriverGetVersion`.
+    on_panic(error::record(error::UNKNOWN))
+    fn cudaDriverGetVersion(v: *mut c_int) -> CudaError {
+        if v.is_null() {
+            return error::record(error::INVALID_VALUE);
+        }
+        // SAFETY: v is a non-NULL out-pointer from the caller.
+        check(unsafe { cuDriverGetVersion(v) })
     }
-    // SAFETY: ctx was just returned by the driver.
-    check(unsafe { cuCtxSetCurrent(ctx) })
 }
 
-/// `cudaGetDevice`.
-///
-/// # Safety
-///
-/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
-/// through them.
-#[no_mangle]
-pub unsafe extern "C" fn cudaGetDevice(dev: *mut c_int) -> CudaError {
-    if dev.is_null() {
-        return error::record(error::INVALID_VALUE);
+entry! {
+    /// `cudaRuntimeGetVersion`: 12.0, the runtime whose soname this library has.
+    on_panic(error::record(error::UNKNOWN))
+    fn cudaRuntimeGetVersion(v: *mut c_int) -> CudaError {
+        if v.is_null() {
+            return error::record(error::INVALID_VALUE);
+        }
+        // SAFETY: v is a non-NULL out-pointer from the caller.
+        unsafe { v.write(12000) };
+        error::SUCCESS
     }
-    // SAFETY: dev is a non-NULL out-pointer from the caller.
-    with_context(|| unsafe { cuCtxGetDevice(dev) })
 }
 
-/// `cudaDeviceSynchronize`.
-///
-/// # Safety
-///
-/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
-/// through them.
-#[no_mangle]
-pub unsafe extern "C" fn cudaDeviceSynchronize() -> CudaError {
-    // SAFETY: no arguments.
-    with_context(|| unsafe { cuCtxSynchronize() })
-}
-
-/// `cudaDriverGetVersion`.
-///
-/// # Safety
-///
-/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
-/// through them.
-#[no_mangle]
-pub unsafe extern "C" fn cudaDriverGetVersion(v: *mut c_int) -> CudaError {
-    if v.is_null() {
-        return error::record(error::INVALID_VALUE);
+entry! {
+    /// `cudaGetLastError`: this thread's last error, which is reset.
+    on_panic(error::record(error::UNKNOWN))
+    fn cudaGetLastError() -> CudaError {
+        error::last(true)
     }
-    // SAFETY: v is a non-NULL out-pointer from the caller.
-    check(unsafe { cuDriverGetVersion(v) })
 }
 
-/// `cudaRuntimeGetVersion`: 12.0, the runtime whose soname this library has.
-///
-/// # Safety
-///
-/// Pointer arguments are NULL or valid for what the CUDA runtime reads or writes
-/// through them.
-#[no_mangle]
-pub unsafe extern "C" fn cudaRuntimeGetVersion(v: *mut c_int) -> CudaError {
-    if v.is_null() {
-        return error::record(error::INVALID_VALUE);
+entry! {
+    /// `cudaPeekAtLastError`: this thread's last error, which is kept.
+    on_panic(error::record(error::UNKNOWN))
+    fn cudaPeekAtLastError() -> CudaError {
+        error::last(false)
     }
-    // SAFETY: v is a non-NULL out-pointer from the caller.
-    unsafe { v.write(12000) };
-    error::SUCCESS
 }
 
-/// `cudaGetLastError`: this thread's last error, which is reset.
-#[no_mangle]
-pub extern "C" fn cudaGetLastError() -> CudaError {
-    error::last(true)
+entry! {
+    /// `cudaGetErrorName`.
+    on_panic(error::name(error::UNKNOWN).as_ptr().cast())
+    fn cudaGetErrorName(e: CudaError) -> *const c_char {
+        error::name(e).as_ptr().cast()
+    }
 }
 
-/// `cudaPeekAtLastError`: this thread's last error, which is kept.
-#[no_mangle]
-pub extern "C" fn cudaPeekAtLastError() -> CudaError {
-    error::last(false)
+entry! {
+    /// `cudaGetErrorString` (errors are described by their names).
+    on_panic(error::name(error::UNKNOWN).as_ptr().cast())
+    fn cudaGetErrorString(e: CudaError) -> *const c_char {
+        error::name(e).as_ptr().cast()
+    }
 }
 
-/// `cudaGetErrorName`.
-#[no_mangle]
-pub extern "C" fn cudaGetErrorName(e: CudaError) -> *const c_char {
-    error::name(e).as_ptr().cast()
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gdrapi_boundary::testing::panic_next;
 
-/// `cudaGetErrorString` (errors are described by their names).
-#[no_mangle]
-pub extern "C" fn cudaGetErrorString(e: CudaError) -> *const c_char {
-    error::name(e).as_ptr().cast()
+    #[test]
+    fn a_panic_is_cuda_error_unknown_and_the_last_error() {
+        let mut v = 0;
+        panic_next("cudaRuntimeGetVersion");
+        // SAFETY: a valid out-pointer.
+        assert_eq!(unsafe { cudaRuntimeGetVersion(&mut v) }, error::UNKNOWN);
+        assert_eq!(v, 0, "the panic came before the write");
+        // SAFETY: no arguments.
+        assert_eq!(unsafe { cudaGetLastError() }, error::UNKNOWN);
+        // SAFETY: a valid out-pointer.
+        assert_eq!(unsafe { cudaRuntimeGetVersion(&mut v) }, error::SUCCESS);
+        assert_eq!(v, 12000);
+        panic_next("cudaGetErrorName");
+        // SAFETY: no pointer arguments; the result is a static NUL-terminated string.
+        let name = unsafe { std::ffi::CStr::from_ptr(cudaGetErrorName(error::SUCCESS)) };
+        assert_eq!(name.to_bytes(), b"cudaErrorUnknown");
+    }
 }

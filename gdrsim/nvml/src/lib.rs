@@ -1,10 +1,14 @@
 //! NVML for programs run on the emulator: the calls UCX's CUDA transports make, answering for
 //! the one emulated GPU, a PCIe device without NVLink.
 //!
+//! Every exported function is an [`entry!`] of `gdrapi-boundary`: a panic in it returns
+//! `NVML_ERROR_UNKNOWN` instead of unwinding into C.
+//!
 //! # Safety
 //!
 //! Every exported function has the C contract of the NVML function of the same name.
 
+use gdrapi_boundary::entry;
 use libc::{c_char, c_int, c_uint, c_void};
 
 /// `nvmlReturn_t`.
@@ -14,6 +18,8 @@ const SUCCESS: NvmlReturn = 0;
 const UNINITIALIZED: NvmlReturn = 1;
 const INVALID_ARGUMENT: NvmlReturn = 2;
 const NOT_SUPPORTED: NvmlReturn = 3;
+/// `NVML_ERROR_UNKNOWN`: what an exported function returns when it panicked.
+const ERROR_UNKNOWN: NvmlReturn = 999;
 
 /// The handle of the one device (NVML handles are opaque pointers).
 static DEVICE: u8 = 0;
@@ -33,136 +39,142 @@ pub struct FieldValue {
 /// `NVML_FI_DEV_NVLINK_LINK_COUNT`.
 const FI_NVLINK_LINK_COUNT: c_uint = 91;
 
-/// `nvmlInit_v2`.
-#[no_mangle]
-pub extern "C" fn nvmlInit_v2() -> NvmlReturn {
-    SUCCESS
-}
-
-/// `nvmlInit` (the pre-v2 ABI name).
-#[no_mangle]
-pub extern "C" fn nvmlInit() -> NvmlReturn {
-    SUCCESS
-}
-
-/// `nvmlInitWithFlags`.
-#[no_mangle]
-pub extern "C" fn nvmlInitWithFlags(_flags: c_uint) -> NvmlReturn {
-    SUCCESS
-}
-
-/// `nvmlShutdown`.
-#[no_mangle]
-pub extern "C" fn nvmlShutdown() -> NvmlReturn {
-    SUCCESS
-}
-
-/// `nvmlErrorString`: a static description for every code.
-#[no_mangle]
-pub extern "C" fn nvmlErrorString(r: NvmlReturn) -> *const c_char {
-    let s: &'static str = match r {
-        SUCCESS => "Success\0",
-        UNINITIALIZED => "Uninitialized\0",
-        INVALID_ARGUMENT => "Invalid Argument\0",
-        NOT_SUPPORTED => "Not Supported\0",
-        _ => "Unknown Error\0",
-    };
-    s.as_ptr().cast()
-}
-
-/// `nvmlDeviceGetCount_v2`.
-///
-/// # Safety
-///
-/// Pointer arguments are NULL or valid for what NVML reads or writes through them.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetCount_v2(n: *mut c_uint) -> NvmlReturn {
-    if n.is_null() {
-        return INVALID_ARGUMENT;
+entry! {
+    /// `nvmlInit_v2`.
+    on_panic(ERROR_UNKNOWN)
+    fn nvmlInit_v2() -> NvmlReturn {
+        SUCCESS
     }
-    // SAFETY: n is a non-NULL out-pointer from the caller.
-    unsafe { n.write(1) };
-    SUCCESS
 }
 
-/// `nvmlDeviceGetHandleByIndex_v2`: index 0 only.
-///
-/// # Safety
-///
-/// Pointer arguments are NULL or valid for what NVML reads or writes through them.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
-    index: c_uint,
-    dev: *mut *const c_void,
-) -> NvmlReturn {
-    if index != 0 || dev.is_null() {
-        return INVALID_ARGUMENT;
+entry! {
+    /// `nvmlInit` (the pre-v2 ABI name).
+    on_panic(ERROR_UNKNOWN)
+    fn nvmlInit() -> NvmlReturn {
+        SUCCESS
     }
-    // SAFETY: dev is a non-NULL out-pointer from the caller.
-    unsafe { dev.write((&raw const DEVICE).cast()) };
-    SUCCESS
 }
 
-/// `nvmlDeviceGetHandleByIndex` (the pre-v2 ABI name).
-///
-/// # Safety
-///
-/// Pointer arguments are NULL or valid for what NVML reads or writes through them.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex(
-    index: c_uint,
-    dev: *mut *const c_void,
-) -> NvmlReturn {
-    // SAFETY: same contract.
-    unsafe { nvmlDeviceGetHandleByIndex_v2(index, dev) }
-}
-
-/// `nvmlDeviceGetFieldValues`: the NVLink link count is 0; other fields are not supported.
-///
-/// # Safety
-///
-/// Pointer arguments are NULL or valid for what NVML reads or writes through them.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
-    dev: *const c_void,
-    count: c_int,
-    values: *mut FieldValue,
-) -> NvmlReturn {
-    if dev != (&raw const DEVICE).cast() || count < 0 || (count > 0 && values.is_null()) {
-        return INVALID_ARGUMENT;
+entry! {
+    /// `nvmlInitWithFlags`.
+    on_panic(ERROR_UNKNOWN)
+    fn nvmlInitWithFlags(_flags: c_uint) -> NvmlReturn {
+        SUCCESS
     }
-    for i in 0..count as usize {
-        // SAFETY: the caller passes `count` field values.
-        let v = unsafe { &mut *values.add(i) };
-        if v.field_id == FI_NVLINK_LINK_COUNT {
-            v.value_type = 1; // NVML_VALUE_TYPE_UNSIGNED_INT
-            v.value = 0;
-            v.nvml_return = SUCCESS;
-        } else {
-            v.nvml_return = NOT_SUPPORTED;
+}
+
+entry! {
+    /// `nvmlShutdown`.
+    on_panic(ERROR_UNKNOWN)
+    fn nvmlShutdown() -> NvmlReturn {
+        SUCCESS
+    }
+}
+
+entry! {
+    /// `nvmlErrorString`: a static description for every code.
+    on_panic(c"Unknown Error".as_ptr())
+    fn nvmlErrorString(r: NvmlReturn) -> *const c_char {
+        let s: &'static str = match r {
+            SUCCESS => "Success\0",
+            UNINITIALIZED => "Uninitialized\0",
+            INVALID_ARGUMENT => "Invalid Argument\0",
+            NOT_SUPPORTED => "Not Supported\0",
+            _ => "Unknown Error\0",
+        };
+        s.as_ptr().cast()
+    }
+}
+
+entry! {
+    /// `nvmlDeviceGetCount_v2`.
+    on_panic(ERROR_UNKNOWN)
+    fn nvmlDeviceGetCount_v2(n: *mut c_uint) -> NvmlReturn {
+        if n.is_null() {
+            return INVALID_ARGUMENT;
         }
+        // SAFETY: n is a non-NULL out-pointer from the caller.
+        unsafe { n.write(1) };
+        SUCCESS
     }
-    SUCCESS
 }
 
-/// `nvmlDeviceGetNvLinkRemotePciInfo_v2`: the device has no NVLink.
-#[no_mangle]
-pub extern "C" fn nvmlDeviceGetNvLinkRemotePciInfo_v2(
-    _dev: *const c_void,
-    _link: c_uint,
-    _pci: *mut c_void,
-) -> NvmlReturn {
-    NOT_SUPPORTED
+entry! {
+    /// `nvmlDeviceGetHandleByIndex_v2`: index 0 only.
+    on_panic(ERROR_UNKNOWN)
+    fn nvmlDeviceGetHandleByIndex_v2(
+        index: c_uint,
+        dev: *mut *const c_void,
+    ) -> NvmlReturn {
+        if index != 0 || dev.is_null() {
+            return INVALID_ARGUMENT;
+        }
+        // SAFETY: dev is a non-NULL out-pointer from the caller.
+        unsafe { dev.write((&raw const DEVICE).cast()) };
+        SUCCESS
+    }
 }
 
-/// `nvmlDeviceGetNvLinkRemotePciInfo` (the pre-v2 ABI name).
-#[no_mangle]
-pub extern "C" fn nvmlDeviceGetNvLinkRemotePciInfo(
-    _dev: *const c_void,
-    _link: c_uint,
-    _pci: *mut c_void,
-) -> NvmlReturn {
-    NOT_SUPPORTED
+entry! {
+    /// `nvmlDeviceGetHandleByIndex` (the pre-v2 ABI name).
+    on_panic(ERROR_UNKNOWN)
+    fn nvmlDeviceGetHandleByIndex(
+        index: c_uint,
+        dev: *mut *const c_void,
+    ) -> NvmlReturn {
+        // SAFETY: same contract.
+        unsafe { nvmlDeviceGetHandleByIndex_v2(index, dev) }
+    }
+}
+
+entry! {
+    /// `nvmlDeviceGetFieldValues`: the NVLink link count is 0; other fields are not supported.
+    on_panic(ERROR_UNKNOWN)
+    fn nvmlDeviceGetFieldValues(
+        dev: *const c_void,
+        count: c_int,
+        values: *mut FieldValue,
+    ) -> NvmlReturn {
+        if dev != (&raw const DEVICE).cast() || count < 0 || (count > 0 && values.is_null()) {
+            return INVALID_ARGUMENT;
+        }
+        for i in 0..count as usize {
+            // SAFETY: the caller passes `count` field values.
+            let v = unsafe { &mut *values.add(i) };
+            if v.field_id == FI_NVLINK_LINK_COUNT {
+                v.value_type = 1; // NVML_VALUE_TYPE_UNSIGNED_INT
+                v.value = 0;
+                v.nvml_return = SUCCESS;
+            } else {
+                v.nvml_return = NOT_SUPPORTED;
+            }
+        }
+        SUCCESS
+    }
+}
+
+entry! {
+    /// `nvmlDeviceGetNvLinkRemotePciInfo_v2`: the device has no NVLink.
+    on_panic(ERROR_UNKNOWN)
+    fn nvmlDeviceGetNvLinkRemotePciInfo_v2(
+        _dev: *const c_void,
+        _link: c_uint,
+        _pci: *mut c_void,
+    ) -> NvmlReturn {
+        NOT_SUPPORTED
+    }
+}
+
+entry! {
+    /// `nvmlDeviceGetNvLinkRemotePciInfo` (the pre-v2 ABI name).
+    on_panic(ERROR_UNKNOWN)
+    fn nvmlDeviceGetNvLinkRemotePciInfo(
+        _dev: *const c_void,
+        _link: c_uint,
+        _pci: *mut c_void,
+    ) -> NvmlReturn {
+        NOT_SUPPORTED
+    }
 }
 
 /// `nvmlBAR1Memory_t`, and `nvmlMemory_t` (version 1), which has the same layout.
@@ -193,79 +205,73 @@ fn is_device(dev: *const c_void) -> bool {
     std::ptr::eq(dev, (&raw const DEVICE).cast())
 }
 
-/// `nvmlDeviceGetBAR1MemoryInfo`: the emulator's BAR1 (`GDRSIM_BAR1_SIZE`, in use:
-/// `GDRSIM_BAR1_RESERVED` plus the process's live pins).
-///
-/// # Safety
-///
-/// Pointer arguments are NULL or valid for what NVML reads or writes through them.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetBAR1MemoryInfo(
-    dev: *const c_void,
-    m: *mut Memory,
-) -> NvmlReturn {
-    if !is_device(dev) || m.is_null() {
-        return INVALID_ARGUMENT;
+entry! {
+    /// `nvmlDeviceGetBAR1MemoryInfo`: the emulator's BAR1 (`GDRSIM_BAR1_SIZE`, in use:
+    /// `GDRSIM_BAR1_RESERVED` plus the process's live pins).
+    on_panic(ERROR_UNKNOWN)
+    fn nvmlDeviceGetBAR1MemoryInfo(
+        dev: *const c_void,
+        m: *mut Memory,
+    ) -> NvmlReturn {
+        if !is_device(dev) || m.is_null() {
+            return INVALID_ARGUMENT;
+        }
+        let Some((total, used, _)) = bar1_info() else {
+            return NOT_SUPPORTED;
+        };
+        // SAFETY: m is a non-NULL out-pointer from the caller.
+        unsafe {
+            m.write(Memory {
+                total,
+                free: total - used,
+                used,
+            })
+        };
+        SUCCESS
     }
-    let Some((total, used, _)) = bar1_info() else {
-        return NOT_SUPPORTED;
-    };
-    // SAFETY: m is a non-NULL out-pointer from the caller.
-    unsafe {
-        m.write(Memory {
-            total,
-            free: total - used,
-            used,
-        })
-    };
-    SUCCESS
 }
 
-/// `nvmlDeviceGetMemoryInfo`: `GDRSIM_VRAM_SIZE` (allocations are not tracked: all free).
-///
-/// # Safety
-///
-/// Pointer arguments are NULL or valid for what NVML reads or writes through them.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(dev: *const c_void, m: *mut Memory) -> NvmlReturn {
-    if !is_device(dev) || m.is_null() {
-        return INVALID_ARGUMENT;
+entry! {
+    /// `nvmlDeviceGetMemoryInfo`: `GDRSIM_VRAM_SIZE` (allocations are not tracked: all free).
+    on_panic(ERROR_UNKNOWN)
+    fn nvmlDeviceGetMemoryInfo(dev: *const c_void, m: *mut Memory) -> NvmlReturn {
+        if !is_device(dev) || m.is_null() {
+            return INVALID_ARGUMENT;
+        }
+        let Some((_, _, total)) = bar1_info() else {
+            return NOT_SUPPORTED;
+        };
+        // SAFETY: m is a non-NULL out-pointer from the caller.
+        unsafe {
+            m.write(Memory {
+                total,
+                free: total,
+                used: 0,
+            })
+        };
+        SUCCESS
     }
-    let Some((_, _, total)) = bar1_info() else {
-        return NOT_SUPPORTED;
-    };
-    // SAFETY: m is a non-NULL out-pointer from the caller.
-    unsafe {
-        m.write(Memory {
-            total,
-            free: total,
-            used: 0,
-        })
-    };
-    SUCCESS
 }
 
-/// `nvmlDeviceGetName`: the name `cuDeviceGetName` gives.
-///
-/// # Safety
-///
-/// Pointer arguments are NULL or valid for what NVML reads or writes through them.
-#[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetName(
-    dev: *const c_void,
-    name: *mut c_char,
-    len: c_uint,
-) -> NvmlReturn {
-    let text = b"gdrsim emulated GPU\0";
-    if !is_device(dev) || name.is_null() {
-        return INVALID_ARGUMENT;
+entry! {
+    /// `nvmlDeviceGetName`: the name `cuDeviceGetName` gives.
+    on_panic(ERROR_UNKNOWN)
+    fn nvmlDeviceGetName(
+        dev: *const c_void,
+        name: *mut c_char,
+        len: c_uint,
+    ) -> NvmlReturn {
+        let text = b"gdrsim emulated GPU\0";
+        if !is_device(dev) || name.is_null() {
+            return INVALID_ARGUMENT;
+        }
+        if (len as usize) < text.len() {
+            return 7; // NVML_ERROR_INSUFFICIENT_SIZE
+        }
+        // SAFETY: the caller gave `len` >= text.len() writable bytes at `name`.
+        unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), name.cast::<u8>(), text.len()) };
+        SUCCESS
     }
-    if (len as usize) < text.len() {
-        return 7; // NVML_ERROR_INSUFFICIENT_SIZE
-    }
-    // SAFETY: the caller gave `len` >= text.len() writable bytes at `name`.
-    unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), name.cast::<u8>(), text.len()) };
-    SUCCESS
 }
 
 #[cfg(test)]
@@ -275,16 +281,14 @@ mod tests {
     #[test]
     fn one_device_without_nvlink() {
         let mut dev = std::ptr::null();
-        // SAFETY: valid out-pointer.
-        assert_eq!(
-            unsafe { nvmlDeviceGetHandleByIndex_v2(0, &mut dev) },
-            SUCCESS
-        );
-        // SAFETY: valid out-pointer.
-        assert_eq!(
-            unsafe { nvmlDeviceGetHandleByIndex_v2(1, &mut dev) },
-            INVALID_ARGUMENT
-        );
+        // SAFETY: valid out-pointers.
+        let (first, second) = unsafe {
+            (
+                nvmlDeviceGetHandleByIndex_v2(0, &mut dev),
+                nvmlDeviceGetHandleByIndex_v2(1, &mut dev),
+            )
+        };
+        assert_eq!((first, second), (SUCCESS, INVALID_ARGUMENT));
         let mut v = FieldValue {
             field_id: FI_NVLINK_LINK_COUNT,
             scope_id: 0,
@@ -297,6 +301,23 @@ mod tests {
         // SAFETY: one valid field value.
         assert_eq!(unsafe { nvmlDeviceGetFieldValues(dev, 1, &mut v) }, SUCCESS);
         assert_eq!((v.nvml_return, v.value), (SUCCESS, 0));
-        assert!(!nvmlErrorString(999).is_null());
+        // SAFETY: no pointer arguments.
+        assert!(!unsafe { nvmlErrorString(999) }.is_null());
+    }
+
+    #[test]
+    fn a_panic_is_nvml_error_unknown() {
+        let mut n = 0;
+        gdrapi_boundary::testing::panic_next("nvmlDeviceGetCount_v2");
+        // SAFETY: a valid out-pointer.
+        assert_eq!(unsafe { nvmlDeviceGetCount_v2(&mut n) }, ERROR_UNKNOWN);
+        assert_eq!(n, 0);
+        // SAFETY: a valid out-pointer.
+        assert_eq!(unsafe { nvmlDeviceGetCount_v2(&mut n) }, SUCCESS);
+        assert_eq!(n, 1);
+        gdrapi_boundary::testing::panic_next("nvmlErrorString");
+        // SAFETY: no pointer arguments; the result is a static NUL-terminated string.
+        let s = unsafe { std::ffi::CStr::from_ptr(nvmlErrorString(SUCCESS)) };
+        assert_eq!(s.to_bytes(), b"Unknown Error");
     }
 }

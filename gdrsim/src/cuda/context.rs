@@ -89,8 +89,10 @@ pub unsafe extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CUresult {
 /// `cuCtxDetach` (the pre-4.0 name of `cuCtxDestroy`).
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxDetach(ctx: CUcontext) -> CUresult {
-    // SAFETY: same contract.
-    unsafe { cuCtxDestroy_v2(ctx) }
+    guarded("cuCtxDetach", || {
+        // SAFETY: same contract.
+        unsafe { cuCtxDestroy_v2(ctx) }
+    })
 }
 
 /// `cuCtxGetId`: the primary context's id is 1.

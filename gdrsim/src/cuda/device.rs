@@ -24,15 +24,17 @@ fn copy_string(buf: *mut c_char, len: c_int, text: &[u8]) -> Result<(), CUresult
 /// `cuda.h`'s contract for `cuInit`; no argument is dereferenced, so every value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
-    match crate::vulkan::real_init(flags) {
-        Some(r) if r != cu::SUCCESS => return r,
-        _ => {}
-    }
-    entry("cuInit", || {
-        if flags != 0 {
-            return Err(cu::INVALID_VALUE);
+    guarded("cuInit", || {
+        match crate::vulkan::real_init(flags) {
+            Some(r) if r != cu::SUCCESS => return r,
+            _ => {}
         }
-        STATE.lock().init_gpu()
+        entry("cuInit", || {
+            if flags != 0 {
+                return Err(cu::INVALID_VALUE);
+            }
+            STATE.lock().init_gpu()
+        })
     })
 }
 
@@ -147,7 +149,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, dev: CUde
 /// How many retains of the primary context are outstanding (for `cuDevicePrimaryCtxGetState`).
 static PRIMARY_RETAINS: AtomicI64 = AtomicI64::new(0);
 
-fn primary_release(name: &str, dev: CUdevice) -> CUresult {
+fn primary_release(name: &'static str, dev: CUdevice) -> CUresult {
     entry(name, || {
         initialized(&STATE.lock())?;
         check_dev(dev)?;
@@ -272,8 +274,10 @@ pub unsafe extern "C" fn cuStreamDestroy_v2(_stream: *mut c_void) -> CUresult {
 /// value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
-    crate::vulkan::passthrough!(cuDevicePrimaryCtxRelease_v2(dev: CUdevice));
-    primary_release("cuDevicePrimaryCtxRelease_v2", dev)
+    guarded("cuDevicePrimaryCtxRelease_v2", || {
+        crate::vulkan::passthrough!(cuDevicePrimaryCtxRelease_v2(dev: CUdevice));
+        primary_release("cuDevicePrimaryCtxRelease_v2", dev)
+    })
 }
 
 /// `cuDevicePrimaryCtxRelease` (the pre-11.0 ABI name).
@@ -284,8 +288,10 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult
 /// value is accepted.
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRelease(dev: CUdevice) -> CUresult {
-    crate::vulkan::passthrough!(cuDevicePrimaryCtxRelease(dev: CUdevice));
-    primary_release("cuDevicePrimaryCtxRelease", dev)
+    guarded("cuDevicePrimaryCtxRelease", || {
+        crate::vulkan::passthrough!(cuDevicePrimaryCtxRelease(dev: CUdevice));
+        primary_release("cuDevicePrimaryCtxRelease", dev)
+    })
 }
 
 /// `cuCtxSetCurrent`: the primary context or NULL, per thread.
@@ -376,8 +382,10 @@ pub unsafe extern "C" fn cuStreamSynchronize(_stream: *mut c_void) -> CUresult {
 /// `cuda.h`'s contract for `cuGetErrorName`: `s` is NULL or writable for one pointer.
 #[no_mangle]
 pub unsafe extern "C" fn cuGetErrorName(code: CUresult, s: *mut *const c_char) -> CUresult {
-    crate::vulkan::passthrough!(cuGetErrorName(code: CUresult, s: *mut *const c_char));
-    error_text(code, s)
+    guarded("cuGetErrorName", || {
+        crate::vulkan::passthrough!(cuGetErrorName(code: CUresult, s: *mut *const c_char));
+        error_text(code, s)
+    })
 }
 
 /// `cuGetErrorString` (the emulator describes each code by its name).
@@ -387,8 +395,10 @@ pub unsafe extern "C" fn cuGetErrorName(code: CUresult, s: *mut *const c_char) -
 /// `cuda.h`'s contract for `cuGetErrorString`: `s` is NULL or writable for one pointer.
 #[no_mangle]
 pub unsafe extern "C" fn cuGetErrorString(code: CUresult, s: *mut *const c_char) -> CUresult {
-    crate::vulkan::passthrough!(cuGetErrorString(code: CUresult, s: *mut *const c_char));
-    error_text(code, s)
+    guarded("cuGetErrorString", || {
+        crate::vulkan::passthrough!(cuGetErrorString(code: CUresult, s: *mut *const c_char));
+        error_text(code, s)
+    })
 }
 
 fn error_text(code: CUresult, s: *mut *const c_char) -> CUresult {

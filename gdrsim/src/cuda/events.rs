@@ -93,20 +93,22 @@ pub unsafe extern "C" fn cuStreamAddCallback(
     data: *mut c_void,
     flags: c_uint,
 ) -> CUresult {
-    crate::vulkan::passthrough!(cuStreamAddCallback(stream: *mut c_void, cb: StreamCallback, data: *mut c_void, flags: c_uint));
-    let r = entry("cuStreamAddCallback", || {
-        initialized(&STATE.lock())?;
-        if cb.is_none() || flags != 0 {
-            return Err(cu::INVALID_VALUE);
+    guarded("cuStreamAddCallback", || {
+        crate::vulkan::passthrough!(cuStreamAddCallback(stream: *mut c_void, cb: StreamCallback, data: *mut c_void, flags: c_uint));
+        let r = entry("cuStreamAddCallback", || {
+            initialized(&STATE.lock())?;
+            if cb.is_none() || flags != 0 {
+                return Err(cu::INVALID_VALUE);
+            }
+            Ok(())
+        });
+        if let (cu::SUCCESS, Some(f)) = (r, cb) {
+            // SAFETY: the caller's callback with the caller's data, as the driver would call it;
+            // no emulator lock is held.
+            unsafe { f(stream, cu::SUCCESS, data) };
         }
-        Ok(())
-    });
-    if let (cu::SUCCESS, Some(f)) = (r, cb) {
-        // SAFETY: the caller's callback with the caller's data, as the driver would call it;
-        // no emulator lock is held.
-        unsafe { f(stream, cu::SUCCESS, data) };
-    }
-    r
+        r
+    })
 }
 
 /// `cuLaunchHostFunc`: runs the function at once.
@@ -116,14 +118,16 @@ pub unsafe extern "C" fn cuLaunchHostFunc(
     f: HostFn,
     data: *mut c_void,
 ) -> CUresult {
-    crate::vulkan::passthrough!(cuLaunchHostFunc(_stream: *mut c_void, f: HostFn, data: *mut c_void));
-    let r = entry("cuLaunchHostFunc", || {
-        initialized(&STATE.lock())?;
-        f.map(|_| ()).ok_or(cu::INVALID_VALUE)
-    });
-    if let (cu::SUCCESS, Some(f)) = (r, f) {
-        // SAFETY: the caller's function with the caller's data; no emulator lock is held.
-        unsafe { f(data) };
-    }
-    r
+    guarded("cuLaunchHostFunc", || {
+        crate::vulkan::passthrough!(cuLaunchHostFunc(_stream: *mut c_void, f: HostFn, data: *mut c_void));
+        let r = entry("cuLaunchHostFunc", || {
+            initialized(&STATE.lock())?;
+            f.map(|_| ()).ok_or(cu::INVALID_VALUE)
+        });
+        if let (cu::SUCCESS, Some(f)) = (r, f) {
+            // SAFETY: the caller's function with the caller's data; no emulator lock is held.
+            unsafe { f(data) };
+        }
+        r
+    })
 }

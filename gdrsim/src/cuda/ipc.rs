@@ -24,22 +24,24 @@ pub unsafe extern "C" fn cuIpcGetMemHandle(
     handle: *mut IpcMemHandle,
     dptr: CUdeviceptr,
 ) -> CUresult {
-    // Arena memory is `cuMemAlloc` memory, which the real driver can export; its import into
-    // CUDA (external memory) cannot be, so the emulator answers for it.
-    if crate::vulkan::foreign(dptr) {
-        crate::vulkan::passthrough!(cuIpcGetMemHandle(handle: *mut IpcMemHandle, dptr: CUdeviceptr));
-    }
-    entry("cuIpcGetMemHandle", || {
-        let st = STATE.lock();
-        let g = st.gpu().ok_or(cu::NOT_INITIALIZED)?;
-        let (base, size) = g.allocation_of(dptr).ok_or(cu::INVALID_VALUE)?;
-        let mut h = IpcMemHandle { reserved: [0; 64] };
-        h.reserved[..8].copy_from_slice(MAGIC);
-        h.reserved[8..12].copy_from_slice(&pid().to_ne_bytes());
-        h.reserved[16..24].copy_from_slice(&g.gen.to_ne_bytes());
-        h.reserved[24..32].copy_from_slice(&base.to_ne_bytes());
-        h.reserved[32..40].copy_from_slice(&size.to_ne_bytes());
-        out(handle, h)
+    guarded("cuIpcGetMemHandle", || {
+        // Arena memory is `cuMemAlloc` memory, which the real driver can export; its import into
+        // CUDA (external memory) cannot be, so the emulator answers for it.
+        if crate::vulkan::foreign(dptr) {
+            crate::vulkan::passthrough!(cuIpcGetMemHandle(handle: *mut IpcMemHandle, dptr: CUdeviceptr));
+        }
+        entry("cuIpcGetMemHandle", || {
+            let st = STATE.lock();
+            let g = st.gpu().ok_or(cu::NOT_INITIALIZED)?;
+            let (base, size) = g.allocation_of(dptr).ok_or(cu::INVALID_VALUE)?;
+            let mut h = IpcMemHandle { reserved: [0; 64] };
+            h.reserved[..8].copy_from_slice(MAGIC);
+            h.reserved[8..12].copy_from_slice(&pid().to_ne_bytes());
+            h.reserved[16..24].copy_from_slice(&g.gen.to_ne_bytes());
+            h.reserved[24..32].copy_from_slice(&base.to_ne_bytes());
+            h.reserved[32..40].copy_from_slice(&size.to_ne_bytes());
+            out(handle, h)
+        })
     })
 }
 
@@ -52,31 +54,35 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
     handle: IpcMemHandle,
     _flags: c_uint,
 ) -> CUresult {
-    if &handle.reserved[..8] != MAGIC {
-        crate::vulkan::passthrough!(cuIpcOpenMemHandle_v2(dptr: *mut CUdeviceptr, handle: IpcMemHandle, _flags: c_uint));
-    }
-    entry("cuIpcOpenMemHandle_v2", || {
-        initialized(&STATE.lock())?;
-        if dptr.is_null() || &handle.reserved[..8] != MAGIC {
-            return Err(cu::INVALID_VALUE);
+    guarded("cuIpcOpenMemHandle_v2", || {
+        if &handle.reserved[..8] != MAGIC {
+            crate::vulkan::passthrough!(cuIpcOpenMemHandle_v2(dptr: *mut CUdeviceptr, handle: IpcMemHandle, _flags: c_uint));
         }
-        let mut p = [0u8; 4];
-        p.copy_from_slice(&handle.reserved[8..12]);
-        if i32::from_ne_bytes(p) == pid() {
-            Err(cu::INVALID_CONTEXT)
-        } else {
-            Err(MAP_FAILED)
-        }
+        entry("cuIpcOpenMemHandle_v2", || {
+            initialized(&STATE.lock())?;
+            if dptr.is_null() || &handle.reserved[..8] != MAGIC {
+                return Err(cu::INVALID_VALUE);
+            }
+            let mut p = [0u8; 4];
+            p.copy_from_slice(&handle.reserved[8..12]);
+            if i32::from_ne_bytes(p) == pid() {
+                Err(cu::INVALID_CONTEXT)
+            } else {
+                Err(MAP_FAILED)
+            }
+        })
     })
 }
 
 /// `cuIpcCloseMemHandle`: nothing is ever opened.
 #[no_mangle]
 pub unsafe extern "C" fn cuIpcCloseMemHandle(_dptr: CUdeviceptr) -> CUresult {
-    if crate::vulkan::foreign(_dptr) {
-        crate::vulkan::passthrough!(cuIpcCloseMemHandle(_dptr: CUdeviceptr));
-    }
-    entry("cuIpcCloseMemHandle", || Err(cu::INVALID_VALUE))
+    guarded("cuIpcCloseMemHandle", || {
+        if crate::vulkan::foreign(_dptr) {
+            crate::vulkan::passthrough!(cuIpcCloseMemHandle(_dptr: CUdeviceptr));
+        }
+        entry("cuIpcCloseMemHandle", || Err(cu::INVALID_VALUE))
+    })
 }
 
 /// Defines functions that answer CUDA_ERROR_NOT_SUPPORTED: the device reports no memory pools

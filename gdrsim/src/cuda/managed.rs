@@ -47,18 +47,20 @@ unsafe extern "C" fn alloc_managed(
     size: size_t,
     flags: c_uint,
 ) -> CUresult {
-    crate::vulkan::passthrough!(cuMemAllocManaged(dptr: *mut CUdeviceptr, size: size_t, flags: c_uint));
-    // CU_MEM_ATTACH_GLOBAL (1) or CU_MEM_ATTACH_HOST (2), exactly one.
-    if flags != 1 && flags != 2 {
-        return cu::INVALID_VALUE;
-    }
-    // SAFETY: same out-pointer contract as cuMemAlloc_v2.
-    let r = unsafe { mem_alloc(dptr, size) };
-    if r == cu::SUCCESS {
-        // SAFETY: cuMemAlloc_v2 succeeded, so dptr is a valid, written out-pointer.
-        MANAGED.lock().insert(unsafe { dptr.read_unaligned() });
-    }
-    r
+    guarded("cuMemAllocManaged", || {
+        crate::vulkan::passthrough!(cuMemAllocManaged(dptr: *mut CUdeviceptr, size: size_t, flags: c_uint));
+        // CU_MEM_ATTACH_GLOBAL (1) or CU_MEM_ATTACH_HOST (2), exactly one.
+        if flags != 1 && flags != 2 {
+            return cu::INVALID_VALUE;
+        }
+        // SAFETY: same out-pointer contract as cuMemAlloc_v2.
+        let r = unsafe { mem_alloc(dptr, size) };
+        if r == cu::SUCCESS {
+            // SAFETY: cuMemAlloc_v2 succeeded, so dptr is a valid, written out-pointer.
+            MANAGED.lock().insert(unsafe { dptr.read_unaligned() });
+        }
+        r
+    })
 }
 
 hookable!(
@@ -74,23 +76,25 @@ unsafe extern "C" fn alloc_pitch(
     height: size_t,
     elem: c_uint,
 ) -> CUresult {
-    if pitch.is_null() || width == 0 || height == 0 || !matches!(elem, 4 | 8 | 16) {
-        return cu::INVALID_VALUE;
-    }
-    // Rows aligned to 512 bytes, as the driver's texture pitch alignment.
-    let Some(p) = width.checked_add(511).map(|w| w & !511) else {
-        return cu::INVALID_VALUE;
-    };
-    let Some(total) = p.checked_mul(height) else {
-        return cu::OUT_OF_MEMORY;
-    };
-    // SAFETY: same out-pointer contract as cuMemAlloc_v2.
-    let r = unsafe { mem_alloc(dptr, total) };
-    if r == cu::SUCCESS {
-        // SAFETY: pitch is a non-NULL out-pointer from the caller.
-        unsafe { pitch.write_unaligned(p) };
-    }
-    r
+    guarded("cuMemAllocPitch_v2", || {
+        if pitch.is_null() || width == 0 || height == 0 || !matches!(elem, 4 | 8 | 16) {
+            return cu::INVALID_VALUE;
+        }
+        // Rows aligned to 512 bytes, as the driver's texture pitch alignment.
+        let Some(p) = width.checked_add(511).map(|w| w & !511) else {
+            return cu::INVALID_VALUE;
+        };
+        let Some(total) = p.checked_mul(height) else {
+            return cu::OUT_OF_MEMORY;
+        };
+        // SAFETY: same out-pointer contract as cuMemAlloc_v2.
+        let r = unsafe { mem_alloc(dptr, total) };
+        if r == cu::SUCCESS {
+            // SAFETY: pitch is a non-NULL out-pointer from the caller.
+            unsafe { pitch.write_unaligned(p) };
+        }
+        r
+    })
 }
 
 hookable!(
@@ -134,8 +138,10 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(
 /// `cuMemHostRegister` (pre-6.5 ABI name).
 #[no_mangle]
 pub unsafe extern "C" fn cuMemHostRegister(p: *mut c_void, n: size_t, flags: c_uint) -> CUresult {
-    // SAFETY: same contract.
-    unsafe { cuMemHostRegister_v2(p, n, flags) }
+    guarded("cuMemHostRegister", || {
+        // SAFETY: same contract.
+        unsafe { cuMemHostRegister_v2(p, n, flags) }
+    })
 }
 
 /// `cuMemHostUnregister`: `p` must be the start of a registered range.
@@ -198,7 +204,9 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(
     n: size_t,
     _stream: *mut c_void,
 ) -> CUresult {
-    crate::vulkan::passthrough!(cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: size_t, _stream: *mut c_void));
-    // SAFETY: same contract as cuMemcpyDtoD_v2.
-    unsafe { super::memory::cuMemcpyDtoD_v2(dst, src, n) }
+    guarded("cuMemcpyDtoDAsync_v2", || {
+        crate::vulkan::passthrough!(cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: size_t, _stream: *mut c_void));
+        // SAFETY: same contract as cuMemcpyDtoD_v2.
+        unsafe { super::memory::cuMemcpyDtoD_v2(dst, src, n) }
+    })
 }

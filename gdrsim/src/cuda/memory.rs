@@ -51,21 +51,23 @@ hookable!(
 ///
 /// As `cuMemFree_v2`.
 pub(super) unsafe extern "C" fn mem_free(dptr: CUdeviceptr) -> CUresult {
-    if crate::vulkan::foreign(dptr) {
-        crate::vulkan::passthrough!(cuMemFree_v2(dptr: CUdeviceptr));
-    }
-    entry("cuMemFree_v2", || {
-        let mut st = STATE.lock();
-        initialized(&st)?;
-        if dptr == 0 {
-            return Ok(());
+    guarded("cuMemFree_v2", || {
+        if crate::vulkan::foreign(dptr) {
+            crate::vulkan::passthrough!(cuMemFree_v2(dptr: CUdeviceptr));
         }
-        let (va, size) = st.gpu_mut().ok_or(cu::NOT_INITIALIZED)?.mem_free(dptr)?;
-        crate::kernel::release(va);
-        super::managed::forget(va);
-        st.invalidate(va, size);
-        st.reclaim();
-        Ok(())
+        entry("cuMemFree_v2", || {
+            let mut st = STATE.lock();
+            initialized(&st)?;
+            if dptr == 0 {
+                return Ok(());
+            }
+            let (va, size) = st.gpu_mut().ok_or(cu::NOT_INITIALIZED)?.mem_free(dptr)?;
+            crate::kernel::release(va);
+            super::managed::forget(va);
+            st.invalidate(va, size);
+            st.reclaim();
+            Ok(())
+        })
     })
 }
 
@@ -98,23 +100,25 @@ pub unsafe extern "C" fn cuMemGetAddressRange_v2(
     size: *mut size_t,
     dptr: CUdeviceptr,
 ) -> CUresult {
-    if crate::vulkan::foreign(dptr) {
-        crate::vulkan::passthrough!(cuMemGetAddressRange_v2(base: *mut CUdeviceptr, size: *mut size_t, dptr: CUdeviceptr));
-    }
-    entry("cuMemGetAddressRange_v2", || {
-        let st = STATE.lock();
-        let (b, s) = st
-            .gpu()
-            .ok_or(cu::NOT_INITIALIZED)?
-            .allocation_of(dptr)
-            .ok_or(cu::NOT_FOUND)?;
-        if !base.is_null() {
-            out(base, b)?;
+    guarded("cuMemGetAddressRange_v2", || {
+        if crate::vulkan::foreign(dptr) {
+            crate::vulkan::passthrough!(cuMemGetAddressRange_v2(base: *mut CUdeviceptr, size: *mut size_t, dptr: CUdeviceptr));
         }
-        if !size.is_null() {
-            out(size, s as size_t)?;
-        }
-        Ok(())
+        entry("cuMemGetAddressRange_v2", || {
+            let st = STATE.lock();
+            let (b, s) = st
+                .gpu()
+                .ok_or(cu::NOT_INITIALIZED)?
+                .allocation_of(dptr)
+                .ok_or(cu::NOT_FOUND)?;
+            if !base.is_null() {
+                out(base, b)?;
+            }
+            if !size.is_null() {
+                out(size, s as size_t)?;
+            }
+            Ok(())
+        })
     })
 }
 
@@ -361,16 +365,18 @@ pub unsafe extern "C" fn cuPointerSetAttribute(
     attr: c_int,
     ptr: CUdeviceptr,
 ) -> CUresult {
-    if crate::vulkan::foreign(ptr) {
-        crate::vulkan::passthrough!(cuPointerSetAttribute(_value: *const c_void, attr: c_int, ptr: CUdeviceptr));
-    }
-    entry("cuPointerSetAttribute", || {
-        device_range(ptr, 1)?;
-        if attr == 6 {
-            Ok(())
-        } else {
-            Err(cu::INVALID_VALUE)
+    guarded("cuPointerSetAttribute", || {
+        if crate::vulkan::foreign(ptr) {
+            crate::vulkan::passthrough!(cuPointerSetAttribute(_value: *const c_void, attr: c_int, ptr: CUdeviceptr));
         }
+        entry("cuPointerSetAttribute", || {
+            device_range(ptr, 1)?;
+            if attr == 6 {
+                Ok(())
+            } else {
+                Err(cu::INVALID_VALUE)
+            }
+        })
     })
 }
 
@@ -387,50 +393,52 @@ pub unsafe extern "C" fn cuPointerGetAttribute(
     attr: c_int,
     ptr: CUdeviceptr,
 ) -> CUresult {
-    if crate::vulkan::forward_attribute(attr, ptr) {
-        crate::vulkan::passthrough!(cuPointerGetAttribute(data: *mut c_void, attr: c_int, ptr: CUdeviceptr));
-    }
-    entry("cuPointerGetAttribute", || {
-        let st = STATE.lock();
-        let g = st.gpu().ok_or(cu::NOT_INITIALIZED)?;
-        let dev = g.allocation_of(ptr);
-        let host = st
-            .host
-            .range(..=ptr)
-            .next_back()
-            .filter(|(&b, &l)| ptr < b + l)
-            .map(|(&b, &l)| (b, l));
-        let (start, size, is_dev) = match (dev, host) {
-            (Some((b, s)), _) => (b, s, true),
-            (None, Some((b, l))) => (b, l, false),
-            (None, None) => return Err(cu::INVALID_VALUE),
-        };
-        let gen = g.gen;
-        match attr {
-            1 => out(data.cast::<CUcontext>(), primary()),
-            2 => out(data.cast::<c_uint>(), if is_dev { 2 } else { 1 }),
-            3 => out(data.cast::<u64>(), ptr),
-            4 if !is_dev => out(data.cast::<u64>(), ptr),
-            5 if is_dev => {
-                out(data.cast::<u64>(), 0x6764_7273_0000_0000 | gen)?;
-                // SAFETY: CUDA_POINTER_ATTRIBUTE_P2P_TOKENS is {u64 p2pToken; u32 vaSpaceToken};
-                // data is non-NULL (checked by `out` above).
-                unsafe {
-                    data.cast::<u8>()
-                        .add(8)
-                        .cast::<u32>()
-                        .write_unaligned(pid() as u32)
-                };
-                Ok(())
-            }
-            6 => out(data.cast::<c_int>(), 1),
-            7 => out(data.cast::<u64>(), start),
-            9 => out(data.cast::<c_int>(), 0),
-            11 => out(data.cast::<u64>(), start),
-            12 => out(data.cast::<size_t>(), size as size_t),
-            13 => out(data.cast::<c_int>(), 1),
-            _ => Err(cu::INVALID_VALUE),
+    guarded("cuPointerGetAttribute", || {
+        if crate::vulkan::forward_attribute(attr, ptr) {
+            crate::vulkan::passthrough!(cuPointerGetAttribute(data: *mut c_void, attr: c_int, ptr: CUdeviceptr));
         }
+        entry("cuPointerGetAttribute", || {
+            let st = STATE.lock();
+            let g = st.gpu().ok_or(cu::NOT_INITIALIZED)?;
+            let dev = g.allocation_of(ptr);
+            let host = st
+                .host
+                .range(..=ptr)
+                .next_back()
+                .filter(|(&b, &l)| ptr < b + l)
+                .map(|(&b, &l)| (b, l));
+            let (start, size, is_dev) = match (dev, host) {
+                (Some((b, s)), _) => (b, s, true),
+                (None, Some((b, l))) => (b, l, false),
+                (None, None) => return Err(cu::INVALID_VALUE),
+            };
+            let gen = g.gen;
+            match attr {
+                1 => out(data.cast::<CUcontext>(), primary()),
+                2 => out(data.cast::<c_uint>(), if is_dev { 2 } else { 1 }),
+                3 => out(data.cast::<u64>(), ptr),
+                4 if !is_dev => out(data.cast::<u64>(), ptr),
+                5 if is_dev => {
+                    out(data.cast::<u64>(), 0x6764_7273_0000_0000 | gen)?;
+                    // SAFETY: CUDA_POINTER_ATTRIBUTE_P2P_TOKENS is {u64 p2pToken; u32 vaSpaceToken};
+                    // data is non-NULL (checked by `out` above).
+                    unsafe {
+                        data.cast::<u8>()
+                            .add(8)
+                            .cast::<u32>()
+                            .write_unaligned(pid() as u32)
+                    };
+                    Ok(())
+                }
+                6 => out(data.cast::<c_int>(), 1),
+                7 => out(data.cast::<u64>(), start),
+                9 => out(data.cast::<c_int>(), 0),
+                11 => out(data.cast::<u64>(), start),
+                12 => out(data.cast::<size_t>(), size as size_t),
+                13 => out(data.cast::<c_int>(), 1),
+                _ => Err(cu::INVALID_VALUE),
+            }
+        })
     })
 }
 

@@ -66,17 +66,23 @@ fn current() -> usize {
     CURRENT.with(|c| c.get())
 }
 
-/// Runs an API function body: fault injection first, then `f`, with panics mapped to
-/// CUDA_ERROR_UNKNOWN.
-fn entry(name: &str, f: impl FnOnce() -> Result<(), CUresult>) -> CUresult {
-    if let Some(e) = crate::fail::check(name) {
-        return e as CUresult;
-    }
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(Ok(())) => cu::SUCCESS,
-        Ok(Err(e)) => e,
-        Err(_) => cu::UNKNOWN,
-    }
+/// Runs an API function body: fault injection first, then `f`, inside [`guarded`].
+fn entry(name: &'static str, f: impl FnOnce() -> Result<(), CUresult>) -> CUresult {
+    guarded(name, || {
+        if let Some(e) = crate::fail::check(name) {
+            return e as CUresult;
+        }
+        match f() {
+            Ok(()) => cu::SUCCESS,
+            Err(e) => e,
+        }
+    })
+}
+
+/// Runs the whole body of the exported CUDA function `name` inside `gdrapi-boundary`'s guard:
+/// a panic returns CUDA_ERROR_UNKNOWN instead of unwinding into C.
+pub(crate) fn guarded(name: &'static str, body: impl FnOnce() -> CUresult) -> CUresult {
+    gdrapi_boundary::guard_or(name, || cu::UNKNOWN, body)
 }
 
 fn initialized(st: &State) -> Result<(), CUresult> {

@@ -149,25 +149,27 @@ pub unsafe extern "C" fn cuPointerGetAttributes(
     data: *mut *mut c_void,
     ptr: CUdeviceptr,
 ) -> CUresult {
-    if crate::vulkan::foreign(ptr) {
-        crate::vulkan::passthrough!(cuPointerGetAttributes(n: c_uint, attrs: *const c_int, data: *mut *mut c_void, ptr: CUdeviceptr));
-    }
-    entry("cuPointerGetAttributes", || {
-        if n == 0 {
-            return Ok(());
+    guarded("cuPointerGetAttributes", || {
+        if crate::vulkan::foreign(ptr) {
+            crate::vulkan::passthrough!(cuPointerGetAttributes(n: c_uint, attrs: *const c_int, data: *mut *mut c_void, ptr: CUdeviceptr));
         }
-        if attrs.is_null() || data.is_null() {
-            return Err(cu::INVALID_VALUE);
-        }
-        let k = kind_of(ptr)?;
-        for i in 0..n as usize {
-            // SAFETY: the caller passes `n` attributes and `n` data pointers.
-            let (a, d) = unsafe { (*attrs.add(i), *data.add(i)) };
-            if d.is_null() {
+        entry("cuPointerGetAttributes", || {
+            if n == 0 {
+                return Ok(());
+            }
+            if attrs.is_null() || data.is_null() {
                 return Err(cu::INVALID_VALUE);
             }
-            value(k, a, d, ptr)?;
-        }
-        Ok(())
+            let k = kind_of(ptr)?;
+            for i in 0..n as usize {
+                // SAFETY: the caller passes `n` attributes and `n` data pointers.
+                let (a, d) = unsafe { (*attrs.add(i), *data.add(i)) };
+                if d.is_null() {
+                    return Err(cu::INVALID_VALUE);
+                }
+                value(k, a, d, ptr)?;
+            }
+            Ok(())
+        })
     })
 }

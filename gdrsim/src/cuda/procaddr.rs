@@ -27,17 +27,19 @@ pub unsafe extern "C" fn cuGetProcAddress(
     version: c_int,
     flags: u64,
 ) -> CUresult {
-    // SAFETY: the caller's pointers, under the same contract; no status pointer.
-    unsafe {
-        procaddr::lookup(
-            "cuGetProcAddress",
-            symbol,
-            pfn,
-            version,
-            flags,
-            std::ptr::null_mut(),
-        )
-    }
+    guarded("cuGetProcAddress", || {
+        // SAFETY: the caller's pointers, under the same contract; no status pointer.
+        unsafe {
+            procaddr::lookup(
+                "cuGetProcAddress",
+                symbol,
+                pfn,
+                version,
+                flags,
+                std::ptr::null_mut(),
+            )
+        }
+    })
 }
 
 /// `cuGetProcAddress_v2` (with the symbol status out-parameter).
@@ -54,8 +56,10 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     flags: u64,
     status: *mut c_int,
 ) -> CUresult {
-    // SAFETY: the caller's pointers, under the same contract.
-    unsafe { procaddr::lookup("cuGetProcAddress_v2", symbol, pfn, version, flags, status) }
+    guarded("cuGetProcAddress_v2", || {
+        // SAFETY: the caller's pointers, under the same contract.
+        unsafe { procaddr::lookup("cuGetProcAddress_v2", symbol, pfn, version, flags, status) }
+    })
 }
 
 /// (name asked for, function).
@@ -181,7 +185,7 @@ pub fn find(name: &str) -> Option<usize> {
 ///
 /// `symbol` must be NULL or a NUL-terminated string; `pfn` and `status` NULL or writable.
 pub unsafe fn lookup(
-    entry_name: &str,
+    entry_name: &'static str,
     symbol: *const c_char,
     pfn: *mut *mut c_void,
     _version: c_int,

@@ -40,9 +40,9 @@ fn device_fds() -> u64 {
 }
 
 fn device_mappings() -> u64 {
-    std::fs::read_to_string("/proc/self/maps").map_or(0, |m| {
-        m.lines()
-            .filter(|l| l.split_whitespace().nth(5) == Some("/dev/gdrdrv"))
+    std::fs::read("/proc/self/maps").map_or(0, |m| {
+        m.split(|&b| b == b'\n')
+            .filter(|l| crate::procmaps::pathname(l) == Some(b"/dev/gdrdrv"))
             .count() as u64
     })
 }

@@ -115,24 +115,8 @@ fn open_window(pid: pid_t, gen: u64) -> Result<Gpu, CUresult> {
 
 /// Maps `size` bytes of the provider's window at a `GPU_PAGE` aligned address.
 fn map_window(fd: c_int, size: u64) -> Option<u64> {
-    let total = size.checked_add(GPU_PAGE)? as usize;
-    // SAFETY: a fresh anonymous PROT_NONE reservation chosen by the kernel touches nothing.
-    let p = unsafe {
-        real::mmap(
-            std::ptr::null_mut(),
-            total,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return None;
-    }
-    let start = p as u64;
-    let at = (start + GPU_PAGE - 1) & !(GPU_PAGE - 1);
-    // SAFETY: [at, at + size) lies inside the reservation made above, which is ours.
+    let at = crate::gpu::reserve_aligned(size, GPU_PAGE)?;
+    // SAFETY: [at, at + size) is the reservation made just above, which is ours.
     let w = unsafe {
         real::mmap(
             at as *mut c_void,
@@ -143,19 +127,10 @@ fn map_window(fd: c_int, size: u64) -> Option<u64> {
             0,
         )
     };
-    // SAFETY: the trimmed pieces (or, on failure, the whole reservation) are ours and unused.
-    unsafe {
-        if w == libc::MAP_FAILED {
-            real::munmap(p, total);
-            return None;
-        }
-        if at > start {
-            real::munmap(p, (at - start) as usize);
-        }
-        let end = start + total as u64;
-        if at + size < end {
-            real::munmap((at + size) as *mut c_void, (end - at - size) as usize);
-        }
+    if w == libc::MAP_FAILED {
+        // SAFETY: the reservation is ours and unused.
+        unsafe { real::munmap(at as *mut c_void, size as usize) };
+        return None;
     }
     Some(at)
 }

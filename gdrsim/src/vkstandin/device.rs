@@ -219,7 +219,7 @@ fn release_all(freed: Vec<super::objects::Memory>) {
 /// `vkDestroyInstance`: also destroys the devices made from it that are still alive (a
 /// valid-usage violation the stand-in cleans up after).
 pub(super) unsafe extern "C" fn destroy_instance(instance: VkInstance, _alloc: *const c_void) {
-    quietly(|| {
+    quietly("vkDestroyInstance", || {
         if instance.is_null() {
             return;
         }
@@ -296,7 +296,7 @@ pub(super) unsafe extern "C" fn properties(
     pd: VkPhysicalDevice,
     props: *mut VkPhysicalDeviceProperties,
 ) {
-    quietly(|| {
+    quietly("vkGetPhysicalDeviceProperties", || {
         if props.is_null() || !physical(pd) {
             return;
         }
@@ -311,7 +311,7 @@ pub(super) unsafe extern "C" fn properties2(
     pd: VkPhysicalDevice,
     props: *mut VkPhysicalDeviceProperties2,
 ) {
-    quietly(|| {
+    quietly("vkGetPhysicalDeviceProperties2", || {
         if props.is_null() || !physical(pd) {
             return;
         }
@@ -366,7 +366,7 @@ pub(super) unsafe extern "C" fn memory_properties(
     pd: VkPhysicalDevice,
     props: *mut VkPhysicalDeviceMemoryProperties,
 ) {
-    quietly(|| {
+    quietly("vkGetPhysicalDeviceMemoryProperties", || {
         if props.is_null() || !physical(pd) {
             return;
         }
@@ -403,7 +403,7 @@ pub(super) unsafe extern "C" fn queue_families(
     count: *mut u32,
     props: *mut VkQueueFamilyProperties,
 ) {
-    quietly(|| {
+    quietly("vkGetPhysicalDeviceQueueFamilyProperties", || {
         if !physical(pd) {
             return;
         }
@@ -503,7 +503,7 @@ pub(super) unsafe extern "C" fn create_device(
 
 /// `vkDestroyDevice`: also frees the memory objects still allocated on it (unmapping them).
 pub(super) unsafe extern "C" fn destroy_device(device: VkDevice, _alloc: *const c_void) {
-    quietly(|| {
+    quietly("vkDestroyDevice", || {
         if device.is_null() {
             return;
         }

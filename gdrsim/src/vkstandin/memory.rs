@@ -206,7 +206,7 @@ fn unmap_now(x: Mapping) {
 
 /// `vkUnmapMemory`: removes the memory object's mapping, if it has one.
 pub(super) unsafe extern "C" fn unmap(device: VkDevice, memory: VkDeviceMemory) {
-    quietly(|| {
+    quietly("vkUnmapMemory", || {
         let mut st = STATE.lock();
         if let Some(m) = st.vk.memory_mut(device as usize, memory, me()) {
             if let Some(x) = m.map.take() {
@@ -234,7 +234,7 @@ pub(super) unsafe extern "C" fn free(
     memory: VkDeviceMemory,
     _alloc: *const c_void,
 ) {
-    quietly(|| {
+    quietly("vkFreeMemory", || {
         if memory == 0 {
             return;
         }

@@ -29,18 +29,21 @@ use gdrapi_abi::vk::*;
 use libc::c_char;
 use std::ffi::CStr;
 
-/// Runs a function body that returns a `VkResult`: fault injection first (`GDRSIM_FAIL`
-/// rules naming `name`), then `f`, a panic becoming VK_ERROR_UNKNOWN.
-fn call(name: &str, f: impl FnOnce() -> VkResult) -> VkResult {
-    if let Some(e) = crate::fail::check(name) {
-        return e;
-    }
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(VK_ERROR_UNKNOWN)
+/// Runs the body of the command `name`, which returns a `VkResult`, inside `gdrapi-boundary`'s
+/// guard: fault injection first (`GDRSIM_FAIL` rules naming `name`), then `f`, a panic
+/// becoming VK_ERROR_UNKNOWN.
+fn call(name: &'static str, f: impl FnOnce() -> VkResult) -> VkResult {
+    gdrapi_boundary::guard_or(
+        name,
+        || VK_ERROR_UNKNOWN,
+        || crate::fail::check(name).unwrap_or_else(f),
+    )
 }
 
-/// Runs the body of a function without a result, swallowing a panic.
-fn quietly(f: impl FnOnce()) {
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+/// Runs the body of the command `name`, which has no result, inside `gdrapi-boundary`'s
+/// guard (a panic ends the call).
+fn quietly(name: &'static str, f: impl FnOnce()) {
+    gdrapi_boundary::guard(name, f)
 }
 
 /// The `VkResult` of a body that uses `?` for its refusals.
@@ -188,25 +191,28 @@ pub unsafe extern "C" fn gdrsim_vkGetInstanceProcAddr(
     instance: VkInstance,
     name: *const c_char,
 ) -> PFN_vkVoidFunction {
-    std::panic::catch_unwind(|| {
-        if !enabled() {
-            return None;
-        }
-        if instance.is_null() {
-            return find(name, &[Level::Global]);
-        }
-        let live = crate::state::STATE
-            .lock()
-            .vk
-            .instance(instance as usize, me())
-            .is_some();
-        if live {
-            find(name, &[Level::Global, Level::Instance, Level::Device])
-        } else {
-            None
-        }
-    })
-    .unwrap_or(None)
+    gdrapi_boundary::guard_or(
+        "vkGetInstanceProcAddr",
+        || None,
+        || {
+            if !enabled() {
+                return None;
+            }
+            if instance.is_null() {
+                return find(name, &[Level::Global]);
+            }
+            let live = crate::state::STATE
+                .lock()
+                .vk
+                .instance(instance as usize, me())
+                .is_some();
+            if live {
+                find(name, &[Level::Global, Level::Instance, Level::Device])
+            } else {
+                None
+            }
+        },
+    )
 }
 
 /// `vkGetDeviceProcAddr`: the device-level commands for a live device of this process, NULL
@@ -219,19 +225,22 @@ unsafe extern "C" fn get_device_proc_addr(
     device: VkDevice,
     name: *const c_char,
 ) -> PFN_vkVoidFunction {
-    std::panic::catch_unwind(|| {
-        let live = crate::state::STATE
-            .lock()
-            .vk
-            .device(device as usize, me())
-            .is_some();
-        if live {
-            find(name, &[Level::Device])
-        } else {
-            None
-        }
-    })
-    .unwrap_or(None)
+    gdrapi_boundary::guard_or(
+        "vkGetDeviceProcAddr",
+        || None,
+        || {
+            let live = crate::state::STATE
+                .lock()
+                .vk
+                .device(device as usize, me())
+                .is_some();
+            if live {
+                find(name, &[Level::Device])
+            } else {
+                None
+            }
+        },
+    )
 }
 
 #[cfg(test)]

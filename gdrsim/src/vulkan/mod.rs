@@ -247,22 +247,25 @@ macro_rules! passthrough {
     };
     (@go $then:path, $name:ident ( $($arg:ident : $ty:ty),* )) => {
         if $crate::vulkan::forwarding() {
-            if let Some(e) = $crate::fail::check(stringify!($name)) {
-                return e as $crate::cuda::CUresult;
-            }
-            static SLOT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-            let Some(p) = $crate::vulkan::libcuda::symbol_cached(
-                &SLOT,
-                concat!(stringify!($name), "\0").as_bytes(),
-            ) else {
-                return $crate::cuda::errors::NOT_FOUND;
-            };
-            let f: unsafe extern "C" fn($($ty),*) -> $crate::cuda::CUresult =
-                // SAFETY: `p` is the real driver's function of this very name, whose C
-                // prototype is this function's own.
-                unsafe { std::mem::transmute::<usize, _>(p) };
-            // SAFETY: the caller's arguments, under the contract of the same function.
-            return $then(unsafe { f($($arg),*) });
+            return $crate::cuda::guarded(stringify!($name), || {
+                if let Some(e) = $crate::fail::check(stringify!($name)) {
+                    return e as $crate::cuda::CUresult;
+                }
+                static SLOT: std::sync::atomic::AtomicUsize =
+                    std::sync::atomic::AtomicUsize::new(0);
+                let Some(p) = $crate::vulkan::libcuda::symbol_cached(
+                    &SLOT,
+                    concat!(stringify!($name), "\0").as_bytes(),
+                ) else {
+                    return $crate::cuda::errors::NOT_FOUND;
+                };
+                let f: unsafe extern "C" fn($($ty),*) -> $crate::cuda::CUresult =
+                    // SAFETY: `p` is the real driver's function of this very name, whose C
+                    // prototype is this function's own.
+                    unsafe { std::mem::transmute::<usize, _>(p) };
+                // SAFETY: the caller's arguments, under the contract of the same function.
+                $then(unsafe { f($($arg),*) })
+            });
         }
     };
 }

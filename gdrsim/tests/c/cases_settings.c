@@ -50,6 +50,34 @@ int t_fail_injection(void)
     return CASE_PASS;
 }
 
+/* A rule's ERR `panic` makes the call panic inside its exported function: the panic guard
+ * answers with the function's failure value and the process goes on, every call after it
+ * served as before. */
+int t_fail_panic(void)
+{
+    SKIP_IF(device_blocked());
+    cuda_up();
+    CUdeviceptr raw, d = dalloc_aligned(GPU_PAGE, &raw);
+    CHECK_EQ(gdrsim_set_fail("cuMemAlloc_v2:1:panic,open:1:panic,PIN_BUFFER:1:panic,"
+                             "close:1:panic"), 0);
+    CUdeviceptr q;
+    CHECK_EQ(cuMemAlloc(&q, 16), CUDA_ERROR_UNKNOWN);
+    CHECK_EQ(cuMemAlloc(&q, 16), CUDA_SUCCESS);
+    CHECK_EQ(cuMemFree(q), CUDA_SUCCESS);
+    CHECK_EQ(dev_open(), -1);
+    CHECK_EQ(errno, EIO);
+    int fd = dev_open();
+    REQUIRE(fd >= 0);
+    uint64_t h;
+    CHECK_EQ(pin_v1(fd, d, GPU_PAGE, 0, 0, &h), EIO);
+    CHECK_EQ(pin_v1(fd, d, GPU_PAGE, 0, 0, &h), 0);
+    CHECK_EQ(close(fd), -1);
+    CHECK_EQ(errno, EIO);
+    CHECK_EQ(gdrsim_set_fail(NULL), 0);
+    CHECK_EQ(close(fd), 0);
+    return CASE_PASS;
+}
+
 /* GDRSIM_FAIL from the environment (run.sh sets GET_VERSION:1:EIO,cuInit:2:999). */
 int t_fail_env(void)
 {

@@ -86,6 +86,7 @@ int t_threads(void);
 int t_fork_busy(void);
 int t_old_versions(void);
 int t_fail_injection(void);
+int t_fail_panic(void);
 int t_fail_env(void);
 int t_device_node(void);
 int t_counters(void);

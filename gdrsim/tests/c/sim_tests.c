@@ -23,6 +23,7 @@ static const struct check_case cases[] = {
     {"fork_busy", t_fork_busy},
     {"old_versions", t_old_versions},
     {"fail_injection", t_fail_injection},
+    {"fail_panic", t_fail_panic},
     {"fail_env", t_fail_env},
     {"device_node", t_device_node},
     {"counters", t_counters},

@@ -10,11 +10,14 @@
 //! `vkEnumerateInstanceVersion`, `vkEnumerateInstanceExtensionProperties`,
 //! `vkEnumerateInstanceLayerProperties`); every other command is reached through
 //! `vkGetInstanceProcAddr`/`vkGetDeviceProcAddr`, as the library does. `gdrsim_vulkan_standin`
-//! lets a program check which `libvulkan.so.1` it loaded. No panic unwinds out of a function.
+//! lets a program check which `libvulkan.so.1` it loaded. Every exported function is an
+//! [`entry!`] of `gdrapi-boundary`: a panic in it returns `VK_ERROR_UNKNOWN` (NULL from
+//! `vkGetInstanceProcAddr`) instead of unwinding into C.
 
 #![allow(non_snake_case, non_upper_case_globals)]
 
 use gdrapi_abi::vk::*;
+use gdrapi_boundary::entry;
 use libc::{c_char, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -77,59 +80,40 @@ unsafe fn global<F: Copy>(name: &std::ffi::CStr) -> Option<F> {
     Some(unsafe { std::mem::transmute_copy::<unsafe extern "C" fn(), F>(&f) })
 }
 
-/// Runs `f`, giving `fallback` if it panics.
-fn guarded<T>(fallback: T, f: impl FnOnce() -> T) -> T {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(fallback)
-}
-
-/// `vkGetInstanceProcAddr`: the emulator's answer; NULL without the emulator.
-///
-/// # Safety
-///
-/// The Vulkan contract: `name` is NULL or a NUL-terminated string; `instance` is NULL or an
-/// instance of this library.
-#[no_mangle]
-pub unsafe extern "C" fn vkGetInstanceProcAddr(
-    instance: VkInstance,
-    name: *const c_char,
-) -> PFN_vkVoidFunction {
-    guarded(None, || {
+entry! {
+    /// `vkGetInstanceProcAddr`: the emulator's answer; NULL without the emulator.
+    on_panic(None)
+    fn vkGetInstanceProcAddr(
+        instance: VkInstance,
+        name: *const c_char,
+    ) -> PFN_vkVoidFunction {
         let gipa = emulator()?;
         // SAFETY: the caller's arguments, under the same contract.
         unsafe { gipa(instance, name) }
-    })
+    }
 }
 
-/// `vkCreateInstance`; VK_ERROR_INCOMPATIBLE_DRIVER without the emulator.
-///
-/// # Safety
-///
-/// The Vulkan contract: `info` points to a valid `VkInstanceCreateInfo`, `instance` is
-/// writable.
-#[no_mangle]
-pub unsafe extern "C" fn vkCreateInstance(
-    info: *const VkInstanceCreateInfo,
-    alloc: *const c_void,
-    instance: *mut VkInstance,
-) -> VkResult {
-    guarded(VK_ERROR_UNKNOWN, || {
+entry! {
+    /// `vkCreateInstance`; VK_ERROR_INCOMPATIBLE_DRIVER without the emulator.
+    on_panic(VK_ERROR_UNKNOWN)
+    fn vkCreateInstance(
+        info: *const VkInstanceCreateInfo,
+        alloc: *const c_void,
+        instance: *mut VkInstance,
+    ) -> VkResult {
         // SAFETY: vkCreateInstance has this type.
         match unsafe { global::<PFN_vkCreateInstance>(c"vkCreateInstance") } {
             // SAFETY: the caller's arguments, under the same contract.
             Some(f) => unsafe { f(info, alloc, instance) },
             None => VK_ERROR_INCOMPATIBLE_DRIVER,
         }
-    })
+    }
 }
 
-/// `vkEnumerateInstanceVersion`; without the emulator, the loader's own version (1.1).
-///
-/// # Safety
-///
-/// The Vulkan contract: `version` is writable.
-#[no_mangle]
-pub unsafe extern "C" fn vkEnumerateInstanceVersion(version: *mut u32) -> VkResult {
-    guarded(VK_ERROR_UNKNOWN, || {
+entry! {
+    /// `vkEnumerateInstanceVersion`; without the emulator, the loader's own version (1.1).
+    on_panic(VK_ERROR_UNKNOWN)
+    fn vkEnumerateInstanceVersion(version: *mut u32) -> VkResult {
         // SAFETY: vkEnumerateInstanceVersion has this type.
         match unsafe { global::<PFN_vkEnumerateInstanceVersion>(c"vkEnumerateInstanceVersion") } {
             // SAFETY: the caller's argument, under the same contract.
@@ -141,7 +125,7 @@ pub unsafe extern "C" fn vkEnumerateInstanceVersion(version: *mut u32) -> VkResu
                 VK_SUCCESS
             }
         }
-    })
+    }
 }
 
 /// An empty enumeration (a loader without drivers or layers).
@@ -158,19 +142,14 @@ unsafe fn none(count: *mut u32) -> VkResult {
     VK_SUCCESS
 }
 
-/// `vkEnumerateInstanceExtensionProperties`; none without the emulator.
-///
-/// # Safety
-///
-/// The Vulkan contract: `layer` NULL or a NUL-terminated string, `count` writable, `props`
-/// NULL or writable for `*count` entries.
-#[no_mangle]
-pub unsafe extern "C" fn vkEnumerateInstanceExtensionProperties(
-    layer: *const c_char,
-    count: *mut u32,
-    props: *mut VkExtensionProperties,
-) -> VkResult {
-    guarded(VK_ERROR_UNKNOWN, || {
+entry! {
+    /// `vkEnumerateInstanceExtensionProperties`; none without the emulator.
+    on_panic(VK_ERROR_UNKNOWN)
+    fn vkEnumerateInstanceExtensionProperties(
+        layer: *const c_char,
+        count: *mut u32,
+        props: *mut VkExtensionProperties,
+    ) -> VkResult {
         let name = c"vkEnumerateInstanceExtensionProperties";
         // SAFETY: the command has this type.
         match unsafe { global::<PFN_vkEnumerateInstanceExtensionProperties>(name) } {
@@ -179,20 +158,16 @@ pub unsafe extern "C" fn vkEnumerateInstanceExtensionProperties(
             // SAFETY: as above.
             None => unsafe { none(count) },
         }
-    })
+    }
 }
 
-/// `vkEnumerateInstanceLayerProperties`; none without the emulator.
-///
-/// # Safety
-///
-/// The Vulkan contract: `count` writable, `props` NULL or writable for `*count` entries.
-#[no_mangle]
-pub unsafe extern "C" fn vkEnumerateInstanceLayerProperties(
-    count: *mut u32,
-    props: *mut VkLayerProperties,
-) -> VkResult {
-    guarded(VK_ERROR_UNKNOWN, || {
+entry! {
+    /// `vkEnumerateInstanceLayerProperties`; none without the emulator.
+    on_panic(VK_ERROR_UNKNOWN)
+    fn vkEnumerateInstanceLayerProperties(
+        count: *mut u32,
+        props: *mut VkLayerProperties,
+    ) -> VkResult {
         let name = c"vkEnumerateInstanceLayerProperties";
         // SAFETY: the command has this type.
         match unsafe { global::<PFN_vkEnumerateInstanceLayerProperties>(name) } {
@@ -201,7 +176,7 @@ pub unsafe extern "C" fn vkEnumerateInstanceLayerProperties(
             // SAFETY: as above.
             None => unsafe { none(count) },
         }
-    })
+    }
 }
 
 #[cfg(test)]
@@ -237,5 +212,22 @@ mod tests {
         }
         assert_eq!((v, n), (VK_API_VERSION_1_1, 0));
         assert_eq!(gdrsim_vulkan_standin, 1);
+    }
+
+    #[test]
+    fn a_panic_is_vk_error_unknown_or_null() {
+        let mut v = 0;
+        gdrapi_boundary::testing::panic_next("vkEnumerateInstanceVersion");
+        // SAFETY: a valid out-pointer.
+        let r = unsafe { vkEnumerateInstanceVersion(&mut v) };
+        assert_eq!((r, v), (VK_ERROR_UNKNOWN, 0));
+        // SAFETY: a valid out-pointer.
+        let r = unsafe { vkEnumerateInstanceVersion(&mut v) };
+        assert_eq!(r, VK_SUCCESS);
+        gdrapi_boundary::testing::panic_next("vkGetInstanceProcAddr");
+        let name = c"vkCreateInstance".as_ptr();
+        // SAFETY: a NUL-terminated name; NULL instance.
+        let f = unsafe { vkGetInstanceProcAddr(std::ptr::null_mut(), name) };
+        assert!(f.is_none());
     }
 }
