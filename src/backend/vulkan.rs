@@ -37,7 +37,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 
 /// The GPU page: pins cover whole ones, as gdrdrv's do.
-const GPU_PAGE: u64 = 1 << 16;
+const GPU_PAGE: u64 = gdrapi_abi::gdrdrv::GPU_PAGE_SIZE;
 
 /// The version [`Backend::driver_version`] reports (see the module documentation).
 const REPORTED_DRIVER_VERSION: (i32, i32) = (2, 6);
