@@ -63,7 +63,8 @@ struct PhysHandle {
 }
 
 /// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
-pub const HANDLE_TYPE_POSIX_FD: u32 = 1;
+pub const HANDLE_TYPE_POSIX_FD: u32 =
+    gdrapi_abi::cuda::MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR as u32;
 /// The handle types `cuda.h` defines: POSIX fd, Win32, Win32 KMT, fabric.
 const HANDLE_TYPES_KNOWN: u32 = 0xF;
 
