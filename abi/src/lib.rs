@@ -6,10 +6,12 @@
 //! - [`cuda`]: the CUDA driver API's types, codes, constants and structures (checked against
 //!   `cuda.h`);
 //! - [`gdrdrv`]: the gdrdrv kernel driver's ioctl ABI (checked against `include/gdrdrv_abi.h`);
+//! - [`nvml`]: NVML's memory figures and the prototypes loaded (checked against `nvml.h`);
 //! - [`vk`]: the Vulkan 1.1 subset used to reach GPU memory through the PCIe BAR.
 
 #![no_std]
 
 pub mod cuda;
 pub mod gdrdrv;
+pub mod nvml;
 pub mod vk;

@@ -11,21 +11,6 @@ use c::Layout;
 use gdrapi_abi::cuda::*;
 use std::fmt::Write as _;
 use std::mem::size_of;
-use std::path::PathBuf;
-use std::process::Command;
-
-/// The folder holding `cuda.h`, if any.
-fn cuda_include() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("CUDA_INCLUDE").filter(|d| !d.is_empty()) {
-        return Some(dir.into());
-    }
-    let lookup = "import glob,os,nvidia; print(next(iter(sorted(os.path.dirname(f) \
-                  for p in nvidia.__path__ for f in glob.glob(p+'/*/include/cuda.h'))),''))";
-    let out = Command::new("python3").args(["-c", lookup]).output().ok()?;
-    let dir = String::from_utf8(out.stdout).ok()?;
-    let dir = dir.trim();
-    (out.status.success() && !dir.is_empty()).then(|| dir.into())
-}
 
 fn layouts() -> Vec<Layout> {
     vec![
@@ -168,14 +153,8 @@ fn types() -> Vec<(&'static str, usize)> {
 
 #[test]
 fn the_declarations_are_cuda_hs() {
-    let Some(include) = cuda_include() else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"
-        );
-        eprintln!(
-            "skipped: cuda.h not found (set CUDA_INCLUDE, or pip install nvidia-cuda-runtime)"
-        );
+    let hint = "pip install nvidia-cuda-runtime";
+    let Some(include) = c::wheel_include("CUDA_INCLUDE", "cuda.h", hint) else {
         return;
     };
     let mut src = String::from("#include <stddef.h>\n#include <cuda.h>\n\n");

@@ -1,7 +1,39 @@
 //! Compiling and running the C programs the header tests write.
 
+// Each header test includes this module and uses part of it.
+#![allow(dead_code)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The folder holding a header of NVIDIA's pip wheels, found as the Makefile finds `cuda.h`:
+/// the folder in `$var`, else the first `nvidia/*/include` of the Python package `nvidia` that
+/// has `header`. `None` when neither has it: the caller skips, except under `CI`, where this
+/// panics with `hint` (the wheel to install).
+pub fn wheel_include(var: &str, header: &str, hint: &str) -> Option<PathBuf> {
+    let found = std::env::var_os(var)
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            let lookup = format!(
+                "import glob,os,nvidia; print(next(iter(sorted(os.path.dirname(f) for p in \
+                 nvidia.__path__ for f in glob.glob(p+'/*/include/{header}'))),''))"
+            );
+            let out = Command::new("python3")
+                .args(["-c", &lookup])
+                .output()
+                .ok()?;
+            let dir = String::from_utf8(out.stdout).ok()?;
+            let dir = dir.trim();
+            (out.status.success() && !dir.is_empty()).then(|| dir.into())
+        });
+    if found.is_none() {
+        let why = format!("{header} not found: set {var} ({hint})");
+        assert!(std::env::var_os("CI").is_none(), "{why}");
+        eprintln!("skipped: {why}");
+    }
+    found
+}
 
 /// A fresh scratch folder `name` for one test.
 fn scratch(name: &str) -> PathBuf {
