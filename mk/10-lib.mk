@@ -10,7 +10,8 @@ $(LIB_DIR)/$(LIB_REAL):
 	ln -sfn $(LIB_REAL) $(LIB_DIR)/$(LIB_SONAME)
 	ln -sfn $(LIB_SONAME) $(LIB_DIR)/libgdrapi.so
 
+# CUDA_INCLUDE: abi's declarations are compiled against the real cuda.h (abi/tests/cuda_header.rs).
 test-rust:
-	$(CARGO) test --workspace --locked $(CARGO_FLAGS)
+	CUDA_INCLUDE="$(CUDA_INCLUDE)" $(CARGO) test --workspace --locked $(CARGO_FLAGS)
 TEST_TARGETS += test-rust
 .PHONY: test-rust

@@ -2,21 +2,8 @@
 //! after a pin has failed and only when that line will be printed, and closed again: never a
 //! link dependency, and no cost on any other path.
 
-use std::ffi::{c_int, c_uint, c_void, CStr};
-
-/// `nvmlBAR1Memory_t`.
-#[repr(C)]
-#[derive(Default)]
-struct Bar1Memory {
-    total: u64,
-    free: u64,
-    used: u64,
-}
-
-type FnInit = unsafe extern "C" fn() -> c_int;
-type FnGetCount = unsafe extern "C" fn(*mut c_uint) -> c_int;
-type FnGetHandle = unsafe extern "C" fn(c_uint, *mut *mut c_void) -> c_int;
-type FnGetBar1 = unsafe extern "C" fn(*mut c_void, *mut Bar1Memory) -> c_int;
+use gdrapi_abi::nvml::{nvmlDevice_t, pfn, Memory, LIBNVML, NVML_SUCCESS};
+use std::ffi::{c_uint, c_void, CStr, CString};
 
 /// One GPU's BAR1 aperture, in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,26 +59,27 @@ pub fn query() -> Option<Vec<Bar1>> {
     // SAFETY: each symbol is NVML's function of that name, whose C signature the type states.
     let (init, shutdown, count, handle, bar1) = unsafe {
         (
-            lib.symbol::<FnInit>(c"nvmlInit_v2")?,
-            lib.symbol::<FnInit>(c"nvmlShutdown")?,
-            lib.symbol::<FnGetCount>(c"nvmlDeviceGetCount_v2")?,
-            lib.symbol::<FnGetHandle>(c"nvmlDeviceGetHandleByIndex_v2")?,
-            lib.symbol::<FnGetBar1>(c"nvmlDeviceGetBAR1MemoryInfo")?,
+            lib.symbol::<pfn::nvmlInit_v2>(c"nvmlInit_v2")?,
+            lib.symbol::<pfn::nvmlShutdown>(c"nvmlShutdown")?,
+            lib.symbol::<pfn::nvmlDeviceGetCount_v2>(c"nvmlDeviceGetCount_v2")?,
+            lib.symbol::<pfn::nvmlDeviceGetHandleByIndex_v2>(c"nvmlDeviceGetHandleByIndex_v2")?,
+            lib.symbol::<pfn::nvmlDeviceGetBAR1MemoryInfo>(c"nvmlDeviceGetBAR1MemoryInfo")?,
         )
     };
     // SAFETY: nvmlInit_v2 takes no arguments.
-    if unsafe { init() } != 0 {
+    if unsafe { init() } != NVML_SUCCESS {
         return None;
     }
     let mut n: c_uint = 0;
     let mut out = Vec::new();
     // SAFETY: `n` is a valid out-pointer.
-    if unsafe { count(&mut n) } == 0 {
+    if unsafe { count(&mut n) } == NVML_SUCCESS {
         for i in 0..n {
-            let mut dev: *mut c_void = std::ptr::null_mut();
-            let mut m = Bar1Memory::default();
+            let mut dev: nvmlDevice_t = std::ptr::null_mut();
+            let mut m = Memory::default();
             // SAFETY: valid out-pointers; `dev` is the handle NVML gave for index `i`.
-            let ok = unsafe { handle(i, &mut dev) == 0 && bar1(dev, &mut m) == 0 };
+            let ok =
+                unsafe { handle(i, &mut dev) == NVML_SUCCESS && bar1(dev, &mut m) == NVML_SUCCESS };
             if ok {
                 out.push(Bar1 {
                     gpu: i,
@@ -106,18 +94,14 @@ pub fn query() -> Option<Vec<Bar1>> {
     (!out.is_empty()).then_some(out)
 }
 
-/// A `dlopen` handle of `libnvidia-ml.so.1`, closed on drop.
+/// A `dlopen` handle of NVML (`LIBNVML`), closed on drop.
 struct Nvml(*mut c_void);
 
 impl Nvml {
     fn open() -> Option<Nvml> {
+        let name = CString::new(LIBNVML).ok()?;
         // SAFETY: the name is NUL-terminated; dlopen has no other precondition.
-        let h = unsafe {
-            libc::dlopen(
-                c"libnvidia-ml.so.1".as_ptr(),
-                libc::RTLD_NOW | libc::RTLD_LOCAL,
-            )
-        };
+        let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         (!h.is_null()).then(|| Nvml(h))
     }
 

@@ -2,9 +2,11 @@
  * gdrdrv_abi.h - the user-space ABI of NVIDIA's gdrdrv kernel driver (gdrcopy 2.6) as this
  * project's C programs speak it: the ioctl request values, their parameter structs, and the
  * constants that go into or come out of them. Written from the facts of the driver's interface
- * (the reference notes, part A.2), not copied from its header; the library's and the emulator's
- * Rust declarations state the same facts. Used by the emulator's C cases (gdrsim/tests/c/sim.h)
- * and real-VRAM checks (gdrsim/tests/vkreal.c), which drive the device with raw ioctls.
+ * (the reference notes, part A.2), not copied from its header. The Rust declarations, which the
+ * library, the emulator and the doctor use, are abi/src/gdrdrv.rs; abi/tests/gdrdrv_header.rs
+ * compiles this header with a static assertion of each of their request values, struct sizes,
+ * field offsets and constants. Used by the emulator's C cases (gdrsim/tests/c/sim.h) and
+ * real-VRAM checks (gdrsim/tests/vkreal.c), which drive the device with raw ioctls.
  *
  * Every request is declared as the driver declares it, with _IOWR, and the header checks at
  * compile time what that gives: type 0xDA, the number, read-write, the encoded size (8 where

@@ -3,8 +3,15 @@
 //! structures and function pointer types only; nothing is linked or loaded here, so the
 //! library can depend on this crate and still need only libc at run time.
 //!
+//! - [`cuda`]: the CUDA driver API's types, codes, constants and structures (checked against
+//!   `cuda.h`);
+//! - [`gdrdrv`]: the gdrdrv kernel driver's ioctl ABI (checked against `include/gdrdrv_abi.h`);
+//! - [`nvml`]: NVML's memory figures and the prototypes loaded (checked against `nvml.h`);
 //! - [`vk`]: the Vulkan 1.1 subset used to reach GPU memory through the PCIe BAR.
 
 #![no_std]
 
+pub mod cuda;
+pub mod gdrdrv;
+pub mod nvml;
 pub mod vk;

@@ -12,7 +12,7 @@ use gdrapi_support::cuda::{
     attr, fns, status, CUcontext, CUdevice, CUdeviceptr, CUmemGenericAllocationHandle, CUresult,
     Driver, MemAccessDesc, MemAllocationProp, MemLocation, LIBCUDA,
     MEM_ACCESS_FLAGS_PROT_READWRITE, MEM_ALLOCATION_TYPE_PINNED, MEM_ALLOC_GRANULARITY_RECOMMENDED,
-    MEM_LOCATION_TYPE_DEVICE, POINTER_ATTRIBUTE_SYNC_MEMOPS,
+    MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, MEM_LOCATION_TYPE_DEVICE, POINTER_ATTRIBUTE_SYNC_MEMOPS,
 };
 use gdrapi_support::dl::Entry;
 use parking_lot::Mutex;
@@ -20,10 +20,6 @@ use std::ffi::{c_int, c_void};
 
 type F<E> = <E as Entry>::Fn;
 
-/// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
-pub const HANDLE_TYPE_POSIX_FD: c_int = 1;
-/// `CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED`.
-pub const ATTR_VMM_SUPPORTED: c_int = 102;
 /// The GPU page: pins start on one.
 pub const GPU_PAGE: usize = 1 << 16;
 
@@ -394,7 +390,7 @@ impl Cuda {
 fn vmm_prop(device: c_int, rdma: bool) -> MemAllocationProp {
     MemAllocationProp {
         kind: MEM_ALLOCATION_TYPE_PINNED,
-        requested_handle_types: HANDLE_TYPE_POSIX_FD,
+        requested_handle_types: MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
         location: MemLocation {
             kind: MEM_LOCATION_TYPE_DEVICE,
             id: device,
@@ -445,7 +441,10 @@ mod tests {
     #[test]
     fn exportable_memory_asks_for_the_posix_fd_type() {
         let p = vmm_prop(3, true);
-        assert_eq!(p.requested_handle_types, HANDLE_TYPE_POSIX_FD);
+        assert_eq!(
+            p.requested_handle_types,
+            MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+        );
         assert_eq!(p.location.id, 3);
         assert_eq!(p.gpu_direct_rdma_capable, 1);
         assert_eq!(vmm_prop(0, false).gpu_direct_rdma_capable, 0);

@@ -1,27 +1,14 @@
 //! Fault injection: `GDRSIM_FAIL` / `gdrsim_set_fail`, a comma-separated list of `NAME:N:ERR`
 //! rules. The Nth call (1-based, counted from when the spec was set) of NAME fails with ERR;
-//! `N` may be `*` for every call. NAME is an ioctl, a system call, a CUDA function or a
-//! function of the Vulkan stand-in; for the last, ERR is a negative `VkResult` (a number or a
-//! `VK_ERROR_*` name). ERR `panic`, for any NAME, makes the call panic instead, which proves
-//! the panic guard of the exported function that made it (`gdrapi-boundary`): a CUDA function
-//! returns CUDA_ERROR_UNKNOWN, a Vulkan command VK_ERROR_UNKNOWN, a system call -1 with
-//! `errno` EIO.
+//! `N` may be `*` for every call. NAME is a gdrdrv request (`PIN_BUFFER`, ...), a system call,
+//! a CUDA function or a function of the Vulkan stand-in; for the last, ERR is a negative
+//! `VkResult` (a number or a `VK_ERROR_*` name). ERR `panic`, for any NAME, makes the call
+//! panic instead, which proves the panic guard of the exported function that made it
+//! (`gdrapi-boundary`): a CUDA function returns CUDA_ERROR_UNKNOWN, a Vulkan command
+//! VK_ERROR_UNKNOWN, a system call -1 with `errno` EIO.
 
 use crate::forklock::{self, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// The ioctl names a rule may use.
-pub const IOCTL_NAMES: [&str; 9] = [
-    "PIN_BUFFER",
-    "UNPIN_BUFFER",
-    "GET_CB_FLAG",
-    "GET_INFO",
-    "GET_INFO_V2",
-    "GET_ATTR",
-    "PIN_BUFFER_V2",
-    "REQ_MAPPING_TYPE",
-    "GET_VERSION",
-];
 
 const SYSCALL_NAMES: [&str; 4] = ["open", "mmap", "munmap", "close"];
 
@@ -66,7 +53,7 @@ pub fn parse(spec: &str) -> Result<Vec<Rule>, BadSpec> {
             return Err(BadSpec(format!("{item:?}: expected NAME:N:ERR")));
         };
         let vk = name.starts_with("vk");
-        let known = IOCTL_NAMES.contains(&name)
+        let known = gdrapi_abi::gdrdrv::REQUESTS.iter().any(|r| r.name == name)
             || SYSCALL_NAMES.contains(&name)
             || is_cuda_name(name)
             || VK_NAMES.contains(&name);

@@ -9,8 +9,8 @@ use crate::real;
 use libc::{c_int, c_void, pid_t};
 use std::collections::{BTreeMap, HashMap};
 
-/// GPU page size: pins are rounded to it.
-pub const GPU_PAGE: u64 = 1 << 16;
+/// GPU page size: pins are rounded to it (gdrdrv's).
+pub const GPU_PAGE: u64 = gdrapi_abi::gdrdrv::GPU_PAGE_SIZE;
 /// Granularity of `cuMemCreate`/`cuMemAddressReserve`, as reported by
 /// `cuMemGetAllocationGranularity`.
 pub const VMM_GRANULARITY: u64 = 2 << 20;
@@ -63,7 +63,8 @@ struct PhysHandle {
 }
 
 /// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
-pub const HANDLE_TYPE_POSIX_FD: u32 = 1;
+pub const HANDLE_TYPE_POSIX_FD: u32 =
+    gdrapi_abi::cuda::MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR as u32;
 /// The handle types `cuda.h` defines: POSIX fd, Win32, Win32 KMT, fabric.
 const HANDLE_TYPES_KNOWN: u32 = 0xF;
 

@@ -32,10 +32,7 @@
 //!   kernel's ENOTSUPP (524) from mmap of an exporter without mmap becomes ENOTSUP.
 
 use super::{Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
-use crate::cuda::types::{
-    ATTR_DMA_BUF_SUPPORTED, ATTR_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES,
-    MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE,
-};
+use crate::cuda::types::{attr, MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE};
 use crate::cuda::{self, Contexts, CuError, Driver};
 use crate::error::{Error, Result};
 use crate::ffi::types::GDR_PIN_FLAG_FORCE_PCIE;
@@ -127,7 +124,7 @@ impl DmaBuf {
         for ordinal in 0..count {
             let dev = cuda.device(ordinal).map_err(refuse)?;
             if cuda
-                .device_attribute(dev, ATTR_DMA_BUF_SUPPORTED)
+                .device_attribute(dev, attr::DMA_BUF_SUPPORTED)
                 .map_err(refuse)?
                 != 0
             {
@@ -214,7 +211,7 @@ impl Backend for DmaBuf {
             .map_err(|e| self.fail(e))?;
         let dev = cuda.device(ordinal).map_err(|e| self.fail(e))?;
         if cuda
-            .device_attribute(dev, ATTR_DMA_BUF_SUPPORTED)
+            .device_attribute(dev, attr::DMA_BUF_SUPPORTED)
             .map_err(|e| self.fail(e))?
             == 0
         {
@@ -222,7 +219,7 @@ impl Backend for DmaBuf {
             return Err(Error::NotSupported("device does not support dma-buf mmap"));
         }
         let coherent = cuda
-            .device_attribute(dev, ATTR_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES)
+            .device_attribute(dev, attr::PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES)
             .unwrap_or(0)
             != 0;
         let fixed_type = mapping_type_for(coherent, force_pcie);

@@ -7,161 +7,22 @@
 
 use super::{Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
 use crate::error::{Error, Result};
-use crate::ffi::types::GDR_PIN_FLAG_FORCE_PCIE;
 use crate::sys::{self, IoctlParam};
+use gdrapi_abi::gdrdrv::{self, PIN_FLAG_FORCE_PCIE};
 use std::ffi::CStr;
 use std::os::raw::c_ulong;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-/// Path of the driver's device node.
-pub const DEVICE_PATH: &CStr = c"/dev/gdrdrv";
+pub use gdrapi_abi::gdrdrv::{
+    ioc, AttrParams, CbFlagParams, InfoParams, InfoV2Params, PinParams, PinV2Params,
+    ReqMappingTypeParams, UnpinParams, VersionParams, DEVICE_PATH, GPU_PAGE_SIZE,
+    VERSION_WITH_GET_INFO_V2, VERSION_WITH_V2_API,
+};
 
-/// The library version this implementation speaks (`2 << 16 | 6`).
-pub const LIBRARY_VERSION: u32 = 0x0002_0006;
+/// The library version this implementation speaks (2.6).
+pub const LIBRARY_VERSION: u32 = gdrdrv::version(2, 6);
 /// The oldest driver the library accepts (2.0).
-pub const MINIMUM_DRIVER_VERSION: u32 = 0x0002_0000;
-/// First driver version with `GET_INFO_V2`.
-pub const VERSION_INFO_V2: u32 = 0x0002_0004;
-/// First driver version with `GET_ATTR`, `PIN_BUFFER_V2` and `REQ_MAPPING_TYPE`.
-pub const VERSION_V2_API: u32 = 0x0002_0005;
-
-/// GPU page: the granularity gdrdrv pins at.
-pub const GPU_PAGE_SHIFT: u32 = 16;
-/// GPU page size in bytes (64 KiB).
-pub const GPU_PAGE_SIZE: u64 = 1 << GPU_PAGE_SHIFT;
-
-/// `_IOWR(0xDA, nr, size)` as Linux encodes it on x86, arm64 and (with its own bit layout)
-/// POWER.
-const fn iowr(nr: u32, size: u32) -> c_ulong {
-    #[cfg(any(target_arch = "powerpc64", target_arch = "powerpc"))]
-    const DIR_RW: u32 = 0x6; // _IOC_READ(2) | _IOC_WRITE(4), 3 bits at 29
-    #[cfg(not(any(target_arch = "powerpc64", target_arch = "powerpc")))]
-    const DIR_RW: u32 = 0x3; // _IOC_READ(2) | _IOC_WRITE(1), 2 bits at 30
-    #[cfg(any(target_arch = "powerpc64", target_arch = "powerpc"))]
-    const DIR_SHIFT: u32 = 29;
-    #[cfg(not(any(target_arch = "powerpc64", target_arch = "powerpc")))]
-    const DIR_SHIFT: u32 = 30;
-    ((DIR_RW << DIR_SHIFT) | (size << 16) | (0xDA << 8) | nr) as c_ulong
-}
-
-/// Request numbers. Six of them encode size 8 because upstream declared them with a pointer
-/// type; the driver copies the full struct regardless.
-pub mod ioc {
-    use super::iowr;
-    use std::os::raw::c_ulong;
-    /// Pins a range with P2P tokens ([`super::PinParams`]); all drivers.
-    pub const PIN_BUFFER: c_ulong = iowr(1, 40);
-    /// Unpins a handle ([`super::UnpinParams`]).
-    pub const UNPIN_BUFFER: c_ulong = iowr(2, 8);
-    /// Reads a handle's invalidation flag ([`super::CbFlagParams`]).
-    pub const GET_CB_FLAG: c_ulong = iowr(3, 8);
-    /// Reads a handle's info, v1 layout ([`super::InfoParams`]).
-    pub const GET_INFO: c_ulong = iowr(4, 8);
-    /// Reads a handle's info with its mapping type ([`super::InfoV2Params`]); from 2.4.
-    pub const GET_INFO_V2: c_ulong = iowr(5, 8);
-    /// Reads a driver attribute ([`super::AttrParams`]); from 2.5.
-    pub const GET_ATTR: c_ulong = iowr(6, 8);
-    /// Pins a range with pin flags ([`super::PinV2Params`]); from 2.5.
-    pub const PIN_BUFFER_V2: c_ulong = iowr(7, 32);
-    /// Requests the mapping type of the next mmap of a handle
-    /// ([`super::ReqMappingTypeParams`]); from 2.5.
-    pub const REQ_MAPPING_TYPE: c_ulong = iowr(8, 8);
-    /// Reads the driver's version and the oldest library it accepts
-    /// ([`super::VersionParams`]); all drivers.
-    pub const GET_VERSION: c_ulong = iowr(255, 8);
-}
-
-/// `PIN_BUFFER` parameters (40 bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PinParams {
-    pub addr: u64,
-    pub size: u64,
-    pub p2p_token: u64,
-    pub va_space: u32,
-    pub _pad: u32,
-    pub handle: u64,
-}
-
-/// `PIN_BUFFER_V2` parameters (32 bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PinV2Params {
-    pub addr: u64,
-    pub size: u64,
-    pub flags: u32,
-    pub _pad: u32,
-    pub handle: u64,
-}
-
-/// `UNPIN_BUFFER` parameters (8 bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct UnpinParams {
-    pub handle: u64,
-}
-
-/// `GET_CB_FLAG` parameters (16 bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CbFlagParams {
-    pub handle: u64,
-    pub flag: u32,
-    pub _pad: u32,
-}
-
-/// `GET_INFO` parameters (48 bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct InfoParams {
-    pub handle: u64,
-    pub va: u64,
-    pub mapped_size: u64,
-    pub page_size: u32,
-    pub tsc_khz: u32,
-    pub tm_cycles: u64,
-    pub mapped: u32,
-    pub wc_mapping: u32,
-}
-
-/// `GET_INFO_V2` parameters (48 bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct InfoV2Params {
-    pub handle: u64,
-    pub va: u64,
-    pub mapped_size: u64,
-    pub page_size: u32,
-    pub tsc_khz: u32,
-    pub tm_cycles: u64,
-    pub mapping_type: u32,
-    pub _pad: u32,
-}
-
-/// `GET_ATTR` parameters (8 bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct AttrParams {
-    pub attr: u32,
-    pub val: u32,
-}
-
-/// `REQ_MAPPING_TYPE` parameters (16 bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ReqMappingTypeParams {
-    pub handle: u64,
-    pub mapping_type: u32,
-    pub _pad: u32,
-}
-
-/// `GET_VERSION` parameters (8 bytes, both outputs).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct VersionParams {
-    pub gdrdrv_version: u32,
-    pub minimum_gdr_api_version: u32,
-}
+pub const MINIMUM_DRIVER_VERSION: u32 = gdrdrv::version(2, 0);
 
 // SAFETY: (this impl and the ones below) each is a #[repr(C)] struct of integers with the
 // driver's full layout (checked in the tests); any bit pattern is a valid value.
@@ -438,7 +299,7 @@ impl Driver {
     /// that stores the answer tells success from failure with one test.)
     #[inline(always)]
     pub fn info_with<R>(self, handle: u64, legacy: bool, f: impl FnOnce(&Info) -> R) -> Result<R> {
-        if !legacy && self.version >= VERSION_INFO_V2 {
+        if !legacy && self.version >= VERSION_WITH_GET_INFO_V2 {
             let p = InfoV2Params {
                 handle,
                 ..Default::default()
@@ -494,7 +355,7 @@ impl Driver {
     /// at the pin's offset, and checks the type the driver granted; unmaps again on failure.
     #[inline(always)]
     pub fn map(self, handle: u64, size: usize, request: MappingType) -> Result<Mapping> {
-        if self.version >= VERSION_V2_API {
+        if self.version >= VERSION_WITH_V2_API {
             let p = ReqMappingTypeParams {
                 handle,
                 mapping_type: request as u32,
@@ -565,7 +426,7 @@ impl Driver {
     pub(crate) fn without_descriptor() -> Driver {
         Driver {
             fd: -1,
-            version: VERSION_V2_API,
+            version: VERSION_WITH_V2_API,
             page_shift: sys::page_size().trailing_zeros(),
             ioctl: sys::Ioctl::bind(),
         }
@@ -617,12 +478,12 @@ impl Backend for GdrDrv {
 
     #[inline(always)]
     fn pin(&self, req: &PinRequest) -> Result<Pin> {
-        let handle = if self.version >= VERSION_V2_API {
+        let handle = if self.version >= VERSION_WITH_V2_API {
             // FORCE_PCIE is the only bit the driver knows; the rest is dropped as upstream does.
             let p = PinV2Params {
                 addr: req.addr,
                 size: req.size,
-                flags: req.flags & GDR_PIN_FLAG_FORCE_PCIE,
+                flags: req.flags & PIN_FLAG_FORCE_PCIE,
                 ..Default::default()
             };
             self.pin_ioctl(ioc::PIN_BUFFER_V2, p, req.size)?.handle
@@ -683,7 +544,7 @@ impl Backend for GdrDrv {
     }
 
     fn attribute(&self, attr: Attr) -> Result<i32> {
-        if self.version < VERSION_V2_API {
+        if self.version < VERSION_WITH_V2_API {
             gdr_dbg!("gdrdrv is too old and does not support querying attributes");
             return Ok(0);
         }
@@ -727,48 +588,21 @@ impl Drop for GdrDrv {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::mem::{offset_of, size_of};
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn request_numbers_match_the_reference_table() {
-        assert_eq!(ioc::PIN_BUFFER, 0xC028DA01);
-        assert_eq!(ioc::UNPIN_BUFFER, 0xC008DA02);
-        assert_eq!(ioc::GET_CB_FLAG, 0xC008DA03);
-        assert_eq!(ioc::GET_INFO, 0xC008DA04);
-        assert_eq!(ioc::GET_INFO_V2, 0xC008DA05);
-        assert_eq!(ioc::GET_ATTR, 0xC008DA06);
-        assert_eq!(ioc::PIN_BUFFER_V2, 0xC020DA07);
-        assert_eq!(ioc::REQ_MAPPING_TYPE, 0xC008DA08);
-        assert_eq!(ioc::GET_VERSION, 0xC008DAFF);
-    }
 
     #[test]
-    fn param_layouts_match_the_driver() {
-        assert_eq!(size_of::<PinParams>(), 40);
-        assert_eq!(offset_of!(PinParams, p2p_token), 16);
-        assert_eq!(offset_of!(PinParams, va_space), 24);
-        assert_eq!(offset_of!(PinParams, handle), 32);
-        assert_eq!(size_of::<PinV2Params>(), 32);
-        assert_eq!(offset_of!(PinV2Params, flags), 16);
-        assert_eq!(offset_of!(PinV2Params, handle), 24);
-        assert_eq!(size_of::<UnpinParams>(), 8);
-        assert_eq!(size_of::<CbFlagParams>(), 16);
-        assert_eq!(offset_of!(CbFlagParams, flag), 8);
-        assert_eq!(size_of::<InfoParams>(), 48);
-        assert_eq!(offset_of!(InfoParams, page_size), 24);
-        assert_eq!(offset_of!(InfoParams, tsc_khz), 28);
-        assert_eq!(offset_of!(InfoParams, tm_cycles), 32);
-        assert_eq!(offset_of!(InfoParams, mapped), 40);
-        assert_eq!(offset_of!(InfoParams, wc_mapping), 44);
-        assert_eq!(size_of::<InfoV2Params>(), 48);
-        assert_eq!(offset_of!(InfoV2Params, mapping_type), 40);
-        assert_eq!(size_of::<AttrParams>(), 8);
-        assert_eq!(offset_of!(AttrParams, val), 4);
-        assert_eq!(size_of::<ReqMappingTypeParams>(), 16);
-        assert_eq!(offset_of!(ReqMappingTypeParams, mapping_type), 8);
-        assert_eq!(size_of::<VersionParams>(), 8);
-        assert_eq!(offset_of!(VersionParams, minimum_gdr_api_version), 4);
+    fn mapping_types_and_attributes_pass_to_the_driver_unchanged() {
+        assert_eq!(MappingType::None as u32, gdrdrv::MR_NONE);
+        assert_eq!(MappingType::WriteCombining as u32, gdrdrv::MR_WC);
+        assert_eq!(MappingType::Caching as u32, gdrdrv::MR_CACHING);
+        assert_eq!(MappingType::Device as u32, gdrdrv::MR_DEVICE);
+        assert_eq!(
+            Attr::UsePersistentMapping as u32,
+            gdrdrv::ATTR_USE_PERSISTENT_MAPPING
+        );
+        assert_eq!(
+            Attr::SupportPinFlagForcePcie as u32,
+            gdrdrv::ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE
+        );
     }
 
     #[test]

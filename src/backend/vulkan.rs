@@ -25,9 +25,7 @@
 //!   the gdrdrv interface level the backend provides.
 
 use super::{Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
-use crate::cuda::types::{
-    CuDevice, CuDevicePtr, INVALID_VALUE, MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-};
+use crate::cuda::types::{status, CUdevice, CUdeviceptr, MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
 use crate::cuda::{self, Contexts, CuError, Driver};
 use crate::error::{Error, Result};
 use crate::vulkan::{Device, Failure, Instance, PhysicalDevice, VkError};
@@ -37,7 +35,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::OnceLock;
 
 /// The GPU page: pins cover whole ones, as gdrdrv's do.
-const GPU_PAGE: u64 = 1 << 16;
+const GPU_PAGE: u64 = gdrapi_abi::gdrdrv::GPU_PAGE_SIZE;
 
 /// The version [`Backend::driver_version`] reports (see the module documentation).
 const REPORTED_DRIVER_VERSION: (i32, i32) = (2, 6);
@@ -296,10 +294,10 @@ impl VulkanImport {
     fn export(
         &self,
         req: &PinRequest,
-        dev: CuDevice,
+        dev: CUdevice,
         va: u64,
         len: u64,
-    ) -> Result<(OwnedFd, CuDevicePtr, u64)> {
+    ) -> Result<(OwnedFd, CUdeviceptr, u64)> {
         let vmm = self.cuda.vmm().map_err(Error::from)?;
         let addr = req.addr;
         let exported = self.contexts.with_current(dev, || {
@@ -321,8 +319,9 @@ impl VulkanImport {
             }
             found
         });
-        let not_mapped =
-            |e: &CuError| e.call == "cuMemRetainAllocationHandle" && e.code == INVALID_VALUE;
+        let not_mapped = |e: &CuError| {
+            e.call == "cuMemRetainAllocationHandle" && e.code == status::INVALID_VALUE
+        };
         let exported = exported.map_err(|e| {
             if !not_mapped(&e) {
                 return self.fail(e);

@@ -2,13 +2,13 @@
 //! else the device's primary context, retained once per device for the life of the backend.
 
 use super::driver::{Context, CuError, Driver};
-use super::types::CuDevice;
+use super::types::CUdevice;
 use parking_lot::Mutex;
 
 /// A primary context retained, and its device.
 #[derive(Debug, Clone, Copy)]
 struct Retained {
-    dev: CuDevice,
+    dev: CUdevice,
     ctx: Context,
 }
 
@@ -30,7 +30,7 @@ impl Contexts {
     }
 
     /// The primary context of `dev`, retained on first use.
-    fn primary(&self, dev: CuDevice) -> Result<Context, CuError> {
+    fn primary(&self, dev: CUdevice) -> Result<Context, CuError> {
         let mut list = self.retained.lock();
         if let Some(r) = list.iter().find(|r| r.dev == dev) {
             return Ok(r.ctx);
@@ -45,7 +45,7 @@ impl Contexts {
     /// context of `dev`, made current for the call and unbound again afterwards.
     pub fn with_current<T>(
         &self,
-        dev: CuDevice,
+        dev: CUdevice,
         f: impl FnOnce() -> Result<T, CuError>,
     ) -> Result<T, CuError> {
         if self.cuda.current_context()?.is_some() {

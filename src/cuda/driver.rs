@@ -63,7 +63,7 @@ pub struct Missing {
     /// The entry point's base name, e.g. `"cuMemGetHandleForAddressRange"`.
     pub name: &'static str,
     /// What `cuGetProcAddress` returned.
-    pub code: CuResult,
+    pub code: CUresult,
     /// Its `CUdriverProcAddressQueryResult` (0 for the legacy form).
     pub status: c_int,
     /// The `cudaVersion` argument of the query.
@@ -97,7 +97,7 @@ pub struct CuError {
     /// The entry point's name, e.g. `"cuMemGetHandleForAddressRange"`.
     pub call: &'static str,
     /// The non-zero `CUresult` it returned.
-    pub code: CuResult,
+    pub code: CUresult,
 }
 
 impl CuError {
@@ -127,8 +127,8 @@ pub struct Driver {
     _handle: usize,
 }
 
-fn check(call: &'static str, code: CuResult) -> Result<(), CuError> {
-    if code == CUDA_SUCCESS {
+fn check(call: &'static str, code: CUresult) -> Result<(), CuError> {
+    if code == status::SUCCESS {
         Ok(())
     } else {
         Err(CuError { call, code })
@@ -161,8 +161,8 @@ impl Driver {
     }
 
     /// `cuDeviceGet`.
-    pub fn device(&self, ordinal: i32) -> Result<CuDevice, CuError> {
-        let mut d: CuDevice = 0;
+    pub fn device(&self, ordinal: i32) -> Result<CUdevice, CuError> {
+        let mut d: CUdevice = 0;
         // SAFETY: resolved entry point, valid out pointer.
         check("cuDeviceGet", unsafe {
             (self.api.device_get)(&mut d, ordinal)
@@ -171,7 +171,7 @@ impl Driver {
     }
 
     /// `cuDeviceGetAttribute`.
-    pub fn device_attribute(&self, dev: CuDevice, attr: c_int) -> Result<i32, CuError> {
+    pub fn device_attribute(&self, dev: CUdevice, attr: c_int) -> Result<i32, CuError> {
         let mut v: c_int = 0;
         // SAFETY: resolved entry point, valid out pointer.
         check("cuDeviceGetAttribute", unsafe {
@@ -181,7 +181,7 @@ impl Driver {
     }
 
     /// `cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)`: the device owning `addr`.
-    pub fn pointer_device_ordinal(&self, addr: CuDevicePtr) -> Result<i32, CuError> {
+    pub fn pointer_device_ordinal(&self, addr: CUdeviceptr) -> Result<i32, CuError> {
         let mut ordinal: c_int = -1;
         // SAFETY: resolved entry point; DEVICE_ORDINAL writes one int into the out pointer.
         let r = unsafe {
@@ -197,7 +197,7 @@ impl Driver {
 
     /// `cuCtxGetCurrent`: the calling thread's context, `None` when it has none.
     pub fn current_context(&self) -> Result<Option<Context>, CuError> {
-        let mut c: CuContext = std::ptr::null_mut();
+        let mut c: CUcontext = std::ptr::null_mut();
         // SAFETY: resolved entry point, valid out pointer.
         check("cuCtxGetCurrent", unsafe {
             (self.api.ctx_get_current)(&mut c)
@@ -207,7 +207,7 @@ impl Driver {
 
     /// `cuCtxSetCurrent`: binds `ctx` to the calling thread, or unbinds with `None`.
     pub fn set_current_context(&self, ctx: Option<Context>) -> Result<(), CuError> {
-        let raw = ctx.map_or(std::ptr::null_mut(), |c| c.0 as CuContext);
+        let raw = ctx.map_or(std::ptr::null_mut(), |c| c.0 as CUcontext);
         // SAFETY: resolved entry point; `raw` is null or a context the driver handed out.
         check("cuCtxSetCurrent", unsafe {
             (self.api.ctx_set_current)(raw)
@@ -215,8 +215,8 @@ impl Driver {
     }
 
     /// `cuDevicePrimaryCtxRetain`.
-    pub fn retain_primary_context(&self, dev: CuDevice) -> Result<Context, CuError> {
-        let mut c: CuContext = std::ptr::null_mut();
+    pub fn retain_primary_context(&self, dev: CUdevice) -> Result<Context, CuError> {
+        let mut c: CUcontext = std::ptr::null_mut();
         // SAFETY: resolved entry point, valid out pointer.
         check("cuDevicePrimaryCtxRetain", unsafe {
             (self.api.primary_ctx_retain)(&mut c, dev)
@@ -225,7 +225,7 @@ impl Driver {
     }
 
     /// `cuDevicePrimaryCtxRelease`.
-    pub fn release_primary_context(&self, dev: CuDevice) -> Result<(), CuError> {
+    pub fn release_primary_context(&self, dev: CUdevice) -> Result<(), CuError> {
         // SAFETY: resolved entry point.
         check("cuDevicePrimaryCtxRelease", unsafe {
             (self.api.primary_ctx_release)(dev)
@@ -245,7 +245,7 @@ impl Driver {
     /// `cuMemGetHandleForAddressRange(DMA_BUF_FD)`: a new dma-buf fd for `[addr, addr+size)`.
     pub fn export_dmabuf(
         &self,
-        addr: CuDevicePtr,
+        addr: CUdeviceptr,
         size: usize,
         flags: u64,
     ) -> Result<i32, CuError> {
@@ -253,7 +253,7 @@ impl Driver {
             // The DMA-BUF backend checks this at open (`dmabuf_export_available`).
             return Err(CuError {
                 call: "cuMemGetHandleForAddressRange",
-                code: NOT_FOUND,
+                code: status::NOT_FOUND,
             });
         };
         // The driver stores an int; two ints of room guard against a wider store.
@@ -273,7 +273,7 @@ impl Driver {
     }
 
     /// `"<name>: <description>"` for a `CUresult`, from the driver when it can say.
-    pub fn describe(&self, code: CuResult) -> String {
+    pub fn describe(&self, code: CUresult) -> String {
         let name =
             text(self.api.get_error_name, code).unwrap_or_else(|| fallback_name(code).to_owned());
         match text(self.api.get_error_string, code) {
@@ -309,8 +309,11 @@ pub struct Vmm<'a> {
 impl Vmm<'_> {
     /// `cuMemRetainAllocationHandle`: the physical allocation mapped at `addr`, with one more
     /// reference that the caller gives back with [`Vmm::release`].
-    pub fn retain_allocation(&self, addr: CuDevicePtr) -> Result<CuMemHandle, CuError> {
-        let mut h: CuMemHandle = 0;
+    pub fn retain_allocation(
+        &self,
+        addr: CUdeviceptr,
+    ) -> Result<CUmemGenericAllocationHandle, CuError> {
+        let mut h: CUmemGenericAllocationHandle = 0;
         // SAFETY: resolved entry point, valid out pointer; the address is only looked up.
         check("cuMemRetainAllocationHandle", unsafe {
             (self.api.retain_allocation_handle)(&mut h, addr as usize as *mut c_void)
@@ -319,7 +322,10 @@ impl Vmm<'_> {
     }
 
     /// `cuMemGetAllocationPropertiesFromHandle`.
-    pub fn properties(&self, h: CuMemHandle) -> Result<MemAllocationProp, CuError> {
+    pub fn properties(
+        &self,
+        h: CUmemGenericAllocationHandle,
+    ) -> Result<MemAllocationProp, CuError> {
         let mut p = MemAllocationProp::default();
         // SAFETY: resolved entry point; `p` is a writable `CUmemAllocationProp`.
         check("cuMemGetAllocationPropertiesFromHandle", unsafe {
@@ -329,7 +335,7 @@ impl Vmm<'_> {
     }
 
     /// `cuMemExportToShareableHandle(POSIX_FILE_DESCRIPTOR)`: a new fd the caller owns.
-    pub fn export_fd(&self, h: CuMemHandle) -> Result<i32, CuError> {
+    pub fn export_fd(&self, h: CUmemGenericAllocationHandle) -> Result<i32, CuError> {
         // The driver stores an int; two ints of room guard against a wider store.
         let mut fd: [c_int; 2] = [-1, -1];
         // SAFETY: resolved entry point; the out buffer is 8 bytes, alive across the call.
@@ -345,14 +351,14 @@ impl Vmm<'_> {
     }
 
     /// `cuMemRelease`.
-    pub fn release(&self, h: CuMemHandle) -> Result<(), CuError> {
+    pub fn release(&self, h: CUmemGenericAllocationHandle) -> Result<(), CuError> {
         // SAFETY: resolved entry point; the handle is only looked up.
         check("cuMemRelease", unsafe { (self.api.release)(h) })
     }
 
     /// `cuMemGetAddressRange_v2`: `(base, size)` of the mapped range holding `addr`.
-    pub fn address_range(&self, addr: CuDevicePtr) -> Result<(CuDevicePtr, usize), CuError> {
-        let (mut base, mut size): (CuDevicePtr, usize) = (0, 0);
+    pub fn address_range(&self, addr: CUdeviceptr) -> Result<(CUdeviceptr, usize), CuError> {
+        let (mut base, mut size): (CUdeviceptr, usize) = (0, 0);
         // SAFETY: resolved entry point, valid out pointers.
         check("cuMemGetAddressRange", unsafe {
             (self.api.address_range)(&mut base, &mut size, addr)
@@ -361,7 +367,7 @@ impl Vmm<'_> {
     }
 
     /// `cuDeviceGetUuid_v2`.
-    pub fn device_uuid(&self, dev: CuDevice) -> Result<[u8; 16], CuError> {
+    pub fn device_uuid(&self, dev: CUdevice) -> Result<[u8; 16], CuError> {
         let mut uuid = [0u8; 16];
         // SAFETY: resolved entry point; `uuid` is a writable 16-byte `CUuuid`.
         check("cuDeviceGetUuid", unsafe {
@@ -371,11 +377,11 @@ impl Vmm<'_> {
     }
 }
 
-fn text(f: Option<FnGetErrorText>, code: CuResult) -> Option<String> {
+fn text(f: Option<FnGetErrorText>, code: CUresult) -> Option<String> {
     let f = f?;
     let mut p: *const c_char = std::ptr::null();
     // SAFETY: resolved entry point, valid out pointer.
-    if unsafe { f(code, &mut p) } != CUDA_SUCCESS || p.is_null() {
+    if unsafe { f(code, &mut p) } != status::SUCCESS || p.is_null() {
         return None;
     }
     // SAFETY: the driver returns a static NUL-terminated string.

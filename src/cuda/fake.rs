@@ -47,7 +47,7 @@ thread_local! {
 static LOCK: Mutex<()> = Mutex::new(());
 
 /// The context value the fake hands out for `dev`'s primary context.
-pub fn primary_ctx(dev: CuDevice) -> usize {
+pub fn primary_ctx(dev: CUdevice) -> usize {
     0x1000 + dev as usize
 }
 
@@ -70,10 +70,10 @@ pub fn lock() -> MutexGuard<'static, ()> {
     g
 }
 
-unsafe extern "C" fn init(_flags: c_uint) -> CuResult {
+unsafe extern "C" fn init(_flags: c_uint) -> CUresult {
     0
 }
-unsafe extern "C" fn device_get(d: *mut CuDevice, ordinal: c_int) -> CuResult {
+unsafe extern "C" fn device_get(d: *mut CUdevice, ordinal: c_int) -> CUresult {
     if ordinal < 0 || ordinal >= DEVICES.load(SeqCst) {
         return 101;
     }
@@ -81,7 +81,7 @@ unsafe extern "C" fn device_get(d: *mut CuDevice, ordinal: c_int) -> CuResult {
     unsafe { *d = ordinal };
     0
 }
-unsafe extern "C" fn device_get_count(n: *mut c_int) -> CuResult {
+unsafe extern "C" fn device_get_count(n: *mut c_int) -> CUresult {
     let fail = COUNT_FAIL.load(SeqCst);
     if fail != 0 {
         return fail;
@@ -90,13 +90,13 @@ unsafe extern "C" fn device_get_count(n: *mut c_int) -> CuResult {
     unsafe { *n = DEVICES.load(SeqCst) };
     0
 }
-unsafe extern "C" fn device_get_attribute(v: *mut c_int, attr: c_int, dev: CuDevice) -> CuResult {
+unsafe extern "C" fn device_get_attribute(v: *mut c_int, attr: c_int, dev: CUdevice) -> CUresult {
     if dev < 0 || dev >= DEVICES.load(SeqCst) {
         return 101;
     }
     let value = match attr {
-        ATTR_DMA_BUF_SUPPORTED => (DMABUF_MASK.load(SeqCst) >> dev) & 1 != 0,
-        ATTR_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES => COHERENT.load(SeqCst),
+        attr::DMA_BUF_SUPPORTED => (DMABUF_MASK.load(SeqCst) >> dev) & 1 != 0,
+        attr::PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES => COHERENT.load(SeqCst),
         _ => return 1,
     };
     // SAFETY: valid out pointer.
@@ -105,11 +105,11 @@ unsafe extern "C" fn device_get_attribute(v: *mut c_int, attr: c_int, dev: CuDev
 }
 unsafe extern "C" fn export(
     h: *mut c_void,
-    addr: CuDevicePtr,
+    addr: CUdeviceptr,
     size: usize,
     ty: c_int,
     flags: u64,
-) -> CuResult {
+) -> CUresult {
     let ctx = CURRENT.with(Cell::get);
     if ctx == 0 {
         return 201; // CUDA_ERROR_INVALID_CONTEXT, as the real driver without a context
@@ -137,26 +137,26 @@ unsafe extern "C" fn export(
     unsafe { *h.cast::<c_int>() = fd };
     0
 }
-unsafe extern "C" fn ctx_get_current(c: *mut CuContext) -> CuResult {
+unsafe extern "C" fn ctx_get_current(c: *mut CUcontext) -> CUresult {
     // SAFETY: valid out pointer.
-    unsafe { *c = CURRENT.with(Cell::get) as CuContext };
+    unsafe { *c = CURRENT.with(Cell::get) as CUcontext };
     0
 }
-unsafe extern "C" fn ctx_set_current(c: CuContext) -> CuResult {
+unsafe extern "C" fn ctx_set_current(c: CUcontext) -> CUresult {
     CURRENT.with(|cur| cur.set(c as usize));
     0
 }
-unsafe extern "C" fn retain(c: *mut CuContext, dev: CuDevice) -> CuResult {
+unsafe extern "C" fn retain(c: *mut CUcontext, dev: CUdevice) -> CUresult {
     if dev < 0 || dev >= DEVICES.load(SeqCst) {
         return 101;
     }
     RETAIN_CALLS.fetch_add(1, SeqCst);
     RETAINED[dev as usize].fetch_add(1, SeqCst);
     // SAFETY: valid out pointer.
-    unsafe { *c = primary_ctx(dev) as CuContext };
+    unsafe { *c = primary_ctx(dev) as CUcontext };
     0
 }
-unsafe extern "C" fn release(dev: CuDevice) -> CuResult {
+unsafe extern "C" fn release(dev: CUdevice) -> CUresult {
     if dev < 0 || dev >= DEVICES.load(SeqCst) {
         return 101;
     }
@@ -166,8 +166,8 @@ unsafe extern "C" fn release(dev: CuDevice) -> CuResult {
 unsafe extern "C" fn pointer_get_attribute(
     v: *mut c_void,
     attr: c_int,
-    addr: CuDevicePtr,
-) -> CuResult {
+    addr: CUdeviceptr,
+) -> CUresult {
     if attr != POINTER_ATTRIBUTE_DEVICE_ORDINAL || addr == 0 {
         return 1;
     }
@@ -195,7 +195,7 @@ pub fn driver() -> &'static Driver {
             get_error_string: None,
             vmm: Err(super::Missing {
                 name: "cuMemRetainAllocationHandle",
-                code: NOT_FOUND,
+                code: status::NOT_FOUND,
                 status: 0,
                 version: MIN_DMABUF_MMAP_VERSION,
             }),

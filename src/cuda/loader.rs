@@ -49,7 +49,7 @@ pub enum LoadError {
     /// libcuda lacks `cuDriverGetVersion`.
     NoVersionQuery,
     /// `cuDriverGetVersion` failed with this `CUresult`.
-    VersionQueryFailed(CuResult),
+    VersionQueryFailed(CUresult),
     /// The driver reports `version`, older than the backend needs.
     TooOld { version: i32, need: Requirement },
     /// libcuda exports neither `cuGetProcAddress_v2` nor `cuGetProcAddress`.
@@ -57,7 +57,7 @@ pub enum LoadError {
     /// `cuGetProcAddress` did not give an entry point every backend needs.
     MissingFunction(Missing),
     /// `cuInit(0)` failed with this `CUresult`.
-    InitFailed(CuResult),
+    InitFailed(CUresult),
 }
 
 impl LoadError {
@@ -219,7 +219,7 @@ impl ProcAddress {
                 f(name.as_ptr(), &mut fp, version, GET_PROC_ADDRESS_DEFAULT)
             },
         };
-        if code != CUDA_SUCCESS || status != 0 || fp.is_null() {
+        if code != status::SUCCESS || status != 0 || fp.is_null() {
             let name = name.to_str().unwrap_or("?");
             return Err(Missing {
                 name,
@@ -282,7 +282,7 @@ fn load_fresh(need: Requirement) -> Result<Driver, LoadError> {
     let mut version: c_int = 0;
     // SAFETY: valid out pointer.
     let r = unsafe { get_version(&mut version) };
-    if r != CUDA_SUCCESS {
+    if r != status::SUCCESS {
         return Err(LoadError::VersionQueryFailed(r));
     }
     if version < need.version {
@@ -329,7 +329,7 @@ fn load_fresh(need: Requirement) -> Result<Driver, LoadError> {
 
     // SAFETY: cuInit resolved above; 0 is the only valid flag value.
     let r = unsafe { (api.init)(0) };
-    if r != CUDA_SUCCESS {
+    if r != status::SUCCESS {
         return Err(LoadError::InitFailed(r));
     }
     crate::gdr_dbg!("CUDA driver version {version}");
@@ -378,7 +378,7 @@ mod tests {
         _v: c_int,
         _f: u64,
         status: *mut c_int,
-    ) -> CuResult {
+    ) -> CUresult {
         // SAFETY: valid out pointers from `ProcAddress::get`.
         unsafe {
             *p = 0x1234 as *mut c_void;
@@ -392,7 +392,7 @@ mod tests {
         p: *mut *mut c_void,
         v: c_int,
         f: u64,
-    ) -> CuResult {
+    ) -> CUresult {
         V1_CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         // SAFETY: NUL-terminated name and valid out pointer from `ProcAddress::get`.
         let known = unsafe { CStr::from_ptr(name) } == c"cuInit";

@@ -45,9 +45,23 @@ pub unsafe trait Entry {
     type Fn: Copy;
 }
 
-/// Declares [`Entry`] types, one per exported function: `name = fn(args) -> ret;`.
+/// Declares [`Entry`] types, one per exported function: `name = fn(args) -> ret;`, or
+/// `name: Prototype;` for a prototype declared elsewhere (`gdrapi_abi`'s).
 #[macro_export]
 macro_rules! entries {
+    ($($(#[$meta:meta])* $name:ident : $proto:ty;)*) => {
+        $(
+            $(#[$meta])*
+            #[allow(non_camel_case_types)]
+            #[derive(Debug)]
+            pub enum $name {}
+            // SAFETY: the prototype named here is the one the C header declares for this name.
+            unsafe impl $crate::dl::Entry for $name {
+                const NAME: &'static str = stringify!($name);
+                type Fn = $proto;
+            }
+        )*
+    };
     ($($(#[$meta:meta])* $name:ident = fn($($arg:ty),* $(,)?) $(-> $ret:ty)?;)*) => {
         $(
             $(#[$meta])*

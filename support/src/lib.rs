@@ -5,7 +5,7 @@
 //! - [`cuda`]: the CUDA driver API's declarations, the loaded driver and a primary context;
 //! - [`vk`], [`bar`]: the Vulkan declarations and BAR memory from the Vulkan loader;
 //! - [`gdr`]: libgdrapi's C types and functions as a program that loads it sees them;
-//! - [`nvml`]: NVML's BAR1 and memory figures per GPU;
+//! - [`nvml`]: NVML's BAR1 and memory figures per GPU (declarations from `gdrapi_abi::nvml`);
 //! - [`size`]: byte counts with binary suffixes (`16M`), as the programs and settings take them;
 //! - [`error`]: the error type of the Vulkan and CUDA steps.
 

@@ -2,44 +2,29 @@
 //! size and use of each GPU's BAR1 aperture, through which GPUDirect mappings reach its memory.
 
 use crate::dl::{DlError, Library};
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_uint, CStr};
 use std::fmt;
 
-/// The soname NVML is loaded by.
-pub const LIBNVML: &str = "libnvidia-ml.so.1";
-
-/// `nvmlBAR1Memory_t`, and `nvmlMemory_t` (version 1), which has the same layout.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Triple {
-    /// Total bytes.
-    pub total: u64,
-    /// Free bytes.
-    pub free: u64,
-    /// Used bytes.
-    pub used: u64,
-}
-
-/// `nvmlDevice_t`.
-pub type Device = *mut c_void;
+pub use gdrapi_abi::nvml::{nvmlDevice_t, nvmlReturn_t, Memory, LIBNVML};
+use gdrapi_abi::nvml::{pfn, NVML_SUCCESS};
 
 crate::entries! {
     /// `nvmlInit_v2`.
-    nvmlInit_v2 = fn() -> c_int;
+    nvmlInit_v2: pfn::nvmlInit_v2;
     /// `nvmlShutdown`.
-    nvmlShutdown = fn() -> c_int;
+    nvmlShutdown: pfn::nvmlShutdown;
     /// `nvmlErrorString`.
-    nvmlErrorString = fn(c_int) -> *const c_char;
+    nvmlErrorString: pfn::nvmlErrorString;
     /// `nvmlDeviceGetCount_v2`.
-    nvmlDeviceGetCount_v2 = fn(*mut c_uint) -> c_int;
+    nvmlDeviceGetCount_v2: pfn::nvmlDeviceGetCount_v2;
     /// `nvmlDeviceGetHandleByIndex_v2`.
-    nvmlDeviceGetHandleByIndex_v2 = fn(c_uint, *mut Device) -> c_int;
+    nvmlDeviceGetHandleByIndex_v2: pfn::nvmlDeviceGetHandleByIndex_v2;
     /// `nvmlDeviceGetName`.
-    nvmlDeviceGetName = fn(Device, *mut c_char, c_uint) -> c_int;
+    nvmlDeviceGetName: pfn::nvmlDeviceGetName;
     /// `nvmlDeviceGetBAR1MemoryInfo`.
-    nvmlDeviceGetBAR1MemoryInfo = fn(Device, *mut Triple) -> c_int;
+    nvmlDeviceGetBAR1MemoryInfo: pfn::nvmlDeviceGetBAR1MemoryInfo;
     /// `nvmlDeviceGetMemoryInfo`.
-    nvmlDeviceGetMemoryInfo = fn(Device, *mut Triple) -> c_int;
+    nvmlDeviceGetMemoryInfo: pfn::nvmlDeviceGetMemoryInfo;
 }
 
 /// Why NVML could not answer.
@@ -110,7 +95,7 @@ impl Nvml {
         // SAFETY: nvmlInit_v2 takes no arguments; a failure leaves nothing to shut down, so
         // `nvml` must not be dropped then (its Drop calls nvmlShutdown).
         let code = unsafe { init() };
-        if code != 0 {
+        if code != NVML_SUCCESS {
             let e = nvml.error("nvmlInit_v2", code);
             std::mem::forget(nvml);
             return Err(e);
@@ -118,7 +103,7 @@ impl Nvml {
         Ok(nvml)
     }
 
-    fn error(&self, function: &'static str, code: c_int) -> NvmlError {
+    fn error(&self, function: &'static str, code: nvmlReturn_t) -> NvmlError {
         let text = self
             .error_string
             // SAFETY: nvmlErrorString takes any nvmlReturn_t and returns NULL or a static
@@ -135,8 +120,8 @@ impl Nvml {
         }
     }
 
-    fn check(&self, function: &'static str, code: c_int) -> Result<(), NvmlError> {
-        if code == 0 {
+    fn check(&self, function: &'static str, code: nvmlReturn_t) -> Result<(), NvmlError> {
+        if code == NVML_SUCCESS {
             Ok(())
         } else {
             Err(self.error(function, code))
@@ -160,17 +145,17 @@ impl Nvml {
         self.check("nvmlDeviceGetCount_v2", unsafe { count(&mut n) })?;
         let mut out = Vec::new();
         for index in 0..n {
-            let mut dev: Device = std::ptr::null_mut();
+            let mut dev: nvmlDevice_t = std::ptr::null_mut();
             // SAFETY: valid out-pointer.
             self.check("nvmlDeviceGetHandleByIndex_v2", unsafe {
                 handle(index, &mut dev)
             })?;
-            let mut b = Triple::default();
+            let mut b = Memory::default();
             // SAFETY: `dev` is NVML's handle for this index; valid out-pointer.
             self.check("nvmlDeviceGetBAR1MemoryInfo", unsafe { bar1(dev, &mut b) })?;
             let mut buf = [0 as c_char; 96];
             // SAFETY: `dev` as above; `buf` has the length passed.
-            let named = unsafe { name(dev, buf.as_mut_ptr(), buf.len() as c_uint) } == 0;
+            let named = unsafe { name(dev, buf.as_mut_ptr(), buf.len() as c_uint) } == NVML_SUCCESS;
             let name = if named {
                 // SAFETY: NVML wrote a NUL-terminated string into `buf`, which was zeroed and
                 // whose last byte it leaves as the terminator at worst.
@@ -181,9 +166,9 @@ impl Nvml {
                 "unknown GPU".into()
             };
             let memory_total = memory.and_then(|f| {
-                let mut m = Triple::default();
+                let mut m = Memory::default();
                 // SAFETY: `dev` as above; valid out-pointer (nvmlMemory_t version 1).
-                (unsafe { f(dev, &mut m) } == 0).then_some(m.total)
+                (unsafe { f(dev, &mut m) } == NVML_SUCCESS).then_some(m.total)
             });
             out.push(Gpu {
                 index,

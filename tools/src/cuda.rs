@@ -12,11 +12,11 @@ pub use gdrapi_support::cuda::{
 };
 
 /// First CUDA driver version (13.3) whose DMA-BUF export can be mmapped by libgdrapi.
-pub const DMABUF_MMAP_MIN_VERSION: c_int = 13030;
+pub const DMABUF_MMAP_MIN_VERSION: c_int = gdrapi_abi::cuda::VERSION_WITH_DMA_BUF_MMAP;
 /// First CUDA driver version (11.4) that the Vulkan import backend works with.
-pub const VULKAN_IMPORT_MIN_VERSION: c_int = 11040;
+pub const VULKAN_IMPORT_MIN_VERSION: c_int = gdrapi_abi::cuda::VERSION_WITH_DEVICE_GET_UUID_V2;
 /// First CUDA driver version (11.3) with the GPUDirect RDMA device attribute.
-pub const RDMA_ATTR_MIN_VERSION: c_int = 11030;
+pub const RDMA_ATTR_MIN_VERSION: c_int = gdrapi_abi::cuda::VERSION_WITH_GPU_DIRECT_RDMA_ATTRIBUTE;
 
 /// A failed CUDA call: the function, its `CUresult` and the error's name.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -406,7 +406,7 @@ fn error_text(code: CUresult, s: *mut *const c_char) -> CUresult {
         return cu::INVALID_VALUE;
     }
     let (name, rc) = match cu::name_of(code) {
-        Some(n) => (n.as_ptr().cast::<c_char>(), cu::SUCCESS),
+        Some(n) => (n.as_ptr(), cu::SUCCESS),
         None => (std::ptr::null(), cu::INVALID_VALUE),
     };
     // SAFETY: s is a non-NULL out-pointer from the caller.

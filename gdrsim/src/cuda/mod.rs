@@ -33,7 +33,7 @@ use errors as cu;
 use libc::{c_char, c_int, c_uint, c_ulonglong, c_void, size_t};
 use std::cell::Cell;
 
-pub use gdrapi_support::cuda::{
+pub use gdrapi_abi::cuda::{
     CUcontext, CUdevice, CUdeviceptr, CUresult, MemAccessDesc, MemAllocationProp,
 };
 

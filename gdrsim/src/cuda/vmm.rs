@@ -2,6 +2,7 @@
 
 use super::hookable::hookable;
 use super::*;
+use gdrapi_abi::cuda::{MemLocation, MEM_ALLOCATION_TYPE_PINNED, MEM_LOCATION_TYPE_DEVICE};
 
 fn check_prop(prop: *const MemAllocationProp) -> Result<(), CUresult> {
     if prop.is_null() {
@@ -9,7 +10,7 @@ fn check_prop(prop: *const MemAllocationProp) -> Result<(), CUresult> {
     }
     // SAFETY: non-NULL pointer to a CUmemAllocationProp supplied by the caller.
     let p = unsafe { &*prop };
-    if p.kind != 1 || p.location.kind != 1 {
+    if p.kind != MEM_ALLOCATION_TYPE_PINNED || p.location.kind != MEM_LOCATION_TYPE_DEVICE {
         return Err(cu::INVALID_VALUE);
     }
     check_dev(p.location.id)
@@ -223,7 +224,7 @@ pub unsafe extern "C" fn cuMemSetAccess(
         }
         // SAFETY: the caller passes `count` >= 1 descriptors at `desc`, non-NULL.
         let d = unsafe { &*desc };
-        if d.location.kind != 1 {
+        if d.location.kind != MEM_LOCATION_TYPE_DEVICE {
             return Err(cu::INVALID_VALUE);
         }
         check_dev(d.location.id)?;
@@ -281,10 +282,10 @@ pub unsafe extern "C" fn cuMemGetAllocationPropertiesFromHandle(
         out(
             prop,
             MemAllocationProp {
-                kind: gdrapi_support::cuda::MEM_ALLOCATION_TYPE_PINNED,
+                kind: MEM_ALLOCATION_TYPE_PINNED,
                 requested_handle_types: types as c_int,
-                location: gdrapi_support::cuda::MemLocation {
-                    kind: gdrapi_support::cuda::MEM_LOCATION_TYPE_DEVICE,
+                location: MemLocation {
+                    kind: MEM_LOCATION_TYPE_DEVICE,
                     id: 0,
                 },
                 win32_handle_meta_data: std::ptr::null_mut(),

@@ -1,18 +1,22 @@
 //! The ioctls, behind the dispatcher's checks in gdrdrv's order.
 
-use super::abi::*;
+use super::params::{copy_in, copy_out, page_shift, tsc, Params, HANDLE_LIMIT};
 use super::{mr, mr_mut, Mr};
 use crate::config::{self, Profile};
 use crate::fail;
 use crate::gpu::GPU_PAGE;
 use crate::state::{pid, State};
-use crate::uaccess;
+use gdrapi_abi::gdrdrv::{
+    self, ioc, AttrParams, CbFlagParams, InfoParams, InfoV2Params, PinParams, PinV2Params,
+    ReqMappingTypeParams, UnpinParams, VersionParams, ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE,
+    ATTR_USE_PERSISTENT_MAPPING, MR_CACHING, MR_DEVICE, MR_NONE, MR_WC, PIN_FLAG_FORCE_PCIE,
+};
 use libc::{c_int, c_ulong, c_void};
 
 /// Handles an ioctl on the emulated file `file` (found through `fd`).
 pub fn ioctl(st: &mut State, file: u64, req: c_ulong, arg: *mut c_void) -> Result<c_int, c_int> {
     crate::counters::count_ioctl();
-    if (req >> 8) & 0xff != IOCTL_TYPE {
+    if (req >> 8) & 0xff != super::IOCTL_TYPE {
         return Err(libc::EINVAL);
     }
     let owner = st.drv.files.get(&file).map(|f| f.pid).ok_or(libc::EIO)?;
@@ -20,90 +24,81 @@ pub fn ioctl(st: &mut State, file: u64, req: c_ulong, arg: *mut c_void) -> Resul
         return Err(libc::EACCES);
     }
     let cfg = config::get();
-    let (name, since) = request_info(req).ok_or(libc::ENOTTY)?;
-    if cfg.driver_minor < since {
+    let request = gdrdrv::request(req).ok_or(libc::ENOTTY)?;
+    if cfg.version_word() < request.since {
         return Err(libc::ENOTTY);
     }
-    if let Some(e) = fail::check(name) {
+    if let Some(e) = fail::check(request.name) {
         return Err(e);
     }
     match req {
-        PIN_BUFFER => {
-            let mut b = copy_in::<40>(arg)?;
-            let tokens = u64_at(&b, 16) != 0 || u32_at(&b, 24) != 0;
-            let h = pin(st, file, u64_at(&b, 0), u64_at(&b, 8), 0, tokens)?;
-            put_u64(&mut b, 32, h);
-            copy_out_or_unpin(st, file, h, arg, &b)
+        ioc::PIN_BUFFER => {
+            let mut p: PinParams = copy_in(arg)?;
+            let tokens = p.p2p_token != 0 || p.va_space != 0;
+            p.handle = pin(st, file, p.addr, p.size, 0, tokens)?;
+            copy_out_or_unpin(st, file, p.handle, arg, p)
         }
-        PIN_BUFFER_V2 => {
-            let mut b = copy_in::<32>(arg)?;
-            let flags = u32_at(&b, 16);
-            if flags & !FLAG_FORCE_PCIE != 0 {
+        ioc::PIN_BUFFER_V2 => {
+            let mut p: PinV2Params = copy_in(arg)?;
+            if p.flags & !PIN_FLAG_FORCE_PCIE != 0 {
                 return Err(libc::EINVAL);
             }
-            let h = pin(st, file, u64_at(&b, 0), u64_at(&b, 8), flags, false)?;
-            put_u64(&mut b, 24, h);
-            copy_out_or_unpin(st, file, h, arg, &b)
+            p.handle = pin(st, file, p.addr, p.size, p.flags, false)?;
+            copy_out_or_unpin(st, file, p.handle, arg, p)
         }
-        UNPIN_BUFFER => {
-            let b = copy_in::<8>(arg)?;
-            unpin(st, file, u64_at(&b, 0))?;
+        ioc::UNPIN_BUFFER => {
+            let p: UnpinParams = copy_in(arg)?;
+            unpin(st, file, p.handle)?;
             Ok(0)
         }
-        GET_CB_FLAG => {
-            let mut b = copy_in::<16>(arg)?;
-            let m = mr(st, file, u64_at(&b, 0))?;
-            put_u32(&mut b, 8, m.invalidated as u32);
-            uaccess::write(arg as u64, &b)?;
+        ioc::GET_CB_FLAG => {
+            let mut p: CbFlagParams = copy_in(arg)?;
+            p.flag = mr(st, file, p.handle)?.invalidated as u32;
+            copy_out(arg, p)?;
             Ok(0)
         }
-        GET_INFO | GET_INFO_V2 => {
-            let mut b = copy_in::<48>(arg)?;
-            let m = mr(st, file, u64_at(&b, 0))?;
-            put_u64(&mut b, 8, m.va);
-            put_u64(&mut b, 16, m.mapped_size);
-            put_u32(&mut b, 24, GPU_PAGE as u32);
-            put_u32(
-                &mut b,
-                28,
-                if cfg!(target_arch = "x86_64") {
-                    2_000_000
-                } else {
-                    0
-                },
-            );
-            put_u64(&mut b, 32, m.tm_cycles);
-            if req == GET_INFO {
-                put_u32(&mut b, 40, (m.cur != MR_NONE) as u32);
-                put_u32(&mut b, 44, (m.cur == MR_WC) as u32);
-            } else {
-                put_u32(&mut b, 40, m.cur);
-            }
-            uaccess::write(arg as u64, &b)?;
+        ioc::GET_INFO => {
+            let mut p: InfoParams = copy_in(arg)?;
+            let m = mr(st, file, p.handle)?;
+            (p.va, p.mapped_size, p.tm_cycles) = (m.va, m.mapped_size, m.tm_cycles);
+            (p.page_size, p.tsc_khz) = (GPU_PAGE as u32, TSC_KHZ);
+            p.mapped = (m.cur != MR_NONE) as u32;
+            p.wc_mapping = (m.cur == MR_WC) as u32;
+            copy_out(arg, p)?;
             Ok(0)
         }
-        GET_ATTR => {
-            let mut b = copy_in::<8>(arg)?;
+        ioc::GET_INFO_V2 => {
+            let mut p: InfoV2Params = copy_in(arg)?;
+            let m = mr(st, file, p.handle)?;
+            (p.va, p.mapped_size, p.tm_cycles) = (m.va, m.mapped_size, m.tm_cycles);
+            (p.page_size, p.tsc_khz) = (GPU_PAGE as u32, TSC_KHZ);
+            p.mapping_type = m.cur;
+            copy_out(arg, p)?;
+            Ok(0)
+        }
+        ioc::GET_ATTR => {
+            let mut p: AttrParams = copy_in(arg)?;
             let persistent = cfg.persistent();
-            let val = match u32_at(&b, 0) {
-                1 => Some(persistent as u32),
-                2 => Some(persistent as u32),
+            let val = match p.attr {
+                ATTR_USE_PERSISTENT_MAPPING | ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE => {
+                    Some(persistent as u32)
+                }
                 _ => None,
             };
             if let Some(v) = val {
-                put_u32(&mut b, 4, v);
+                p.val = v;
             }
-            uaccess::write(arg as u64, &b)?;
+            copy_out(arg, p)?;
             val.map(|_| 0).ok_or(libc::EINVAL)
         }
-        REQ_MAPPING_TYPE => {
-            let b = copy_in::<16>(arg)?;
-            let t = u32_at(&b, 8);
+        ioc::REQ_MAPPING_TYPE => {
+            let p: ReqMappingTypeParams = copy_in(arg)?;
+            let t = p.mapping_type;
             if t > MR_DEVICE {
                 return Err(libc::EINVAL);
             }
             let coherent = cfg.profile == Profile::Coherent;
-            let m = mr_mut(st, file, u64_at(&b, 0))?;
+            let m = mr_mut(st, file, p.handle)?;
             if m.map_addr.is_some() {
                 return Err(libc::EBUSY);
             }
@@ -118,25 +113,33 @@ pub fn ioctl(st: &mut State, file: u64, req: c_ulong, arg: *mut c_void) -> Resul
             m.req = t;
             Ok(0)
         }
-        GET_VERSION => {
-            let mut b = [0u8; 8];
-            put_u32(&mut b, 0, cfg.version_word());
-            put_u32(&mut b, 4, MIN_API_VERSION);
-            uaccess::write(arg as u64, &b)?;
+        ioc::GET_VERSION => {
+            let p = VersionParams {
+                gdrdrv_version: cfg.version_word(),
+                minimum_gdr_api_version: gdrdrv::MINIMUM_GDR_API_VERSION,
+            };
+            copy_out(arg, p)?;
             Ok(0)
         }
         _ => Err(libc::ENOTTY),
     }
 }
 
-fn copy_out_or_unpin(
+/// `tsc_khz` of the info requests: the TSC's frequency on x86, 0 elsewhere (as the driver).
+const TSC_KHZ: u32 = if cfg!(target_arch = "x86_64") {
+    2_000_000
+} else {
+    0
+};
+
+fn copy_out_or_unpin<T: Params>(
     st: &mut State,
     file: u64,
     h: u64,
     arg: *mut c_void,
-    b: &[u8],
+    p: T,
 ) -> Result<c_int, c_int> {
-    if let Err(e) = uaccess::write(arg as u64, b) {
+    if let Err(e) = copy_out(arg, p) {
         let _ = unpin(st, file, h);
         return Err(e);
     }
@@ -156,7 +159,7 @@ fn pin(
     if addr == 0 {
         return Err(libc::EINVAL);
     }
-    let force_pcie = flags & FLAG_FORCE_PCIE != 0;
+    let force_pcie = flags & PIN_FLAG_FORCE_PCIE != 0;
     if cfg.persistent() {
         if tokens {
             return Err(libc::EINVAL);

@@ -1,11 +1,12 @@
 //! mmap of pinned regions through the device file, and what munmap does to them.
 
-use super::abi::*;
+use super::params::page_shift;
 use super::{mr, mr_mut, release, Vma};
 use crate::config::{self, Profile};
 use crate::gpu::Seg;
 use crate::real;
 use crate::state::{pid, State};
+use gdrapi_abi::gdrdrv::{MR_CACHING, MR_NONE, MR_WC};
 use libc::{c_int, c_void};
 
 /// Maps the first `len` bytes of `segs` after skipping `skip` bytes, at `hint` (honouring the

@@ -1,19 +1,22 @@
 //! The emulated gdrdrv 2.x: per-open-file state (this module), the ioctls ([`ioctl`]), and
 //! mmap/munmap of pinned regions ([`mapping`]). Errors are errno values.
 
-mod abi;
 mod ioctl;
 mod mapping;
+mod params;
 
-pub use abi::{page_shift, IOCTL_TYPE};
 pub use ioctl::ioctl;
 pub use mapping::{map_segments, mmap, munmap, touches_vma};
+pub use params::page_shift;
+
+/// gdrdrv's ioctl type, as the `(request >> 8) & 0xff` of a request.
+pub const IOCTL_TYPE: c_ulong = gdrdrv::IOCTL_TYPE as c_ulong;
 
 use crate::config;
 use crate::gpu::Seg;
 use crate::state::{pid, State};
-use abi::MR_NONE;
-use libc::{c_int, pid_t};
+use gdrapi_abi::gdrdrv::{self, MR_NONE};
+use libc::{c_int, c_ulong, pid_t};
 use std::collections::BTreeMap;
 
 /// One pinned region.

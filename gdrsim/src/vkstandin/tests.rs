@@ -5,7 +5,7 @@
 use super::*;
 use crate::cuda::testing::*;
 use crate::cuda::{CUresult, MemAllocationProp};
-use gdrapi_support::cuda::MemLocation;
+use gdrapi_abi::cuda::MemLocation;
 use libc::{c_int, c_void};
 use std::sync::{Mutex, MutexGuard};
 

@@ -1,14 +1,10 @@
-//! The CUDA driver API as its callers in this workspace see it, written from `cuda.h` (LP64
-//! layouts): types, the constants and structures used, every function's prototype as an
-//! [`Entry`](crate::dl::Entry) (module [`fns`]), the loaded driver ([`Driver`]) and a primary
-//! context on it with device and host memory ([`Cuda`]).
+//! The CUDA driver API as its callers in this workspace see it: the declarations of
+//! `gdrapi_abi::cuda` (types, codes, constants, structures; re-exported here), every
+//! function's prototype as an [`Entry`](crate::dl::Entry) (module [`fns`]), the loaded driver
+//! ([`Driver`]) and a primary context on it with device and host memory ([`Cuda`]).
 //!
-//! The emulator exports functions of these names itself; it takes its types from here and
-//! uses [`fns`] for the real driver behind its Vulkan backing.
-//!
-//! Hand-written rather than `cudarc`'s bindings: those type `CUresult` as a Rust enum, for which
-//! a code the enum does not list (any newer driver's, or an emulator's) is undefined behaviour,
-//! and they tie the build to one CUDA version.
+//! The emulator exports functions of these names itself; it uses [`fns`] for the real driver
+//! behind its Vulkan backing.
 
 #![allow(non_camel_case_types)]
 
@@ -17,166 +13,9 @@ mod context;
 pub use context::{Cuda, DeviceMemory, HostMemory, Imported};
 
 use crate::dl::{DlError, Library};
-use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
+use std::ffi::{c_char, c_int, c_uint, c_void};
 
-/// `CUresult`: 0 is success.
-pub type CUresult = c_int;
-/// `CUdevice`: a device ordinal's handle.
-pub type CUdevice = c_int;
-/// `CUdeviceptr`.
-pub type CUdeviceptr = c_ulonglong;
-/// `CUcontext` (opaque).
-pub type CUcontext = *mut c_void;
-/// `CUstream` (opaque).
-pub type CUstream = *mut c_void;
-/// `CUexternalMemory` (opaque).
-pub type CUexternalMemory = *mut c_void;
-/// `CUmemGenericAllocationHandle`.
-pub type CUmemGenericAllocationHandle = c_ulonglong;
-/// `CUuuid`.
-pub type CUuuid = [u8; 16];
-
-/// The soname of the driver.
-pub const LIBCUDA: &str = "libcuda.so.1";
-
-/// `CUresult` values named in this workspace (`CUDA_SUCCESS`, `CUDA_ERROR_*`).
-pub mod status {
-    use super::CUresult;
-    /// `CUDA_SUCCESS`.
-    pub const SUCCESS: CUresult = 0;
-    /// An argument is out of range or a pointer is NULL.
-    pub const INVALID_VALUE: CUresult = 1;
-    /// Out of device (or pinned host) memory.
-    pub const OUT_OF_MEMORY: CUresult = 2;
-    /// `cuInit` has not run.
-    pub const NOT_INITIALIZED: CUresult = 3;
-    /// No CUDA device.
-    pub const NO_DEVICE: CUresult = 100;
-    /// Ordinal out of range.
-    pub const INVALID_DEVICE: CUresult = 101;
-    /// No current context, or an unknown one.
-    pub const INVALID_CONTEXT: CUresult = 201;
-    /// An unknown handle.
-    pub const INVALID_HANDLE: CUresult = 400;
-    /// A name or symbol was not found.
-    pub const NOT_FOUND: CUresult = 500;
-    /// The operation is not supported on this device or platform.
-    pub const NOT_SUPPORTED: CUresult = 801;
-    /// An unknown internal error.
-    pub const UNKNOWN: CUresult = 999;
-}
-
-/// `CUdevice_attribute` values named in this workspace.
-pub mod attr {
-    use std::ffi::c_int;
-    /// `CU_DEVICE_ATTRIBUTE_PCI_BUS_ID`.
-    pub const PCI_BUS_ID: c_int = 33;
-    /// `CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID`.
-    pub const PCI_DEVICE_ID: c_int = 34;
-    /// `CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID`.
-    pub const PCI_DOMAIN_ID: c_int = 50;
-    /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED`.
-    pub const GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: c_int = 110;
-    /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED`.
-    pub const GPU_DIRECT_RDMA_SUPPORTED: c_int = 116;
-    /// `CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`.
-    pub const DMA_BUF_SUPPORTED: c_int = 124;
-}
-
-/// `CU_POINTER_ATTRIBUTE_SYNC_MEMOPS`.
-pub const POINTER_ATTRIBUTE_SYNC_MEMOPS: c_int = 6;
-/// `CU_MEMHOSTALLOC_DEVICEMAP`: the allocation also gets a device pointer.
-pub const MEMHOSTALLOC_DEVICEMAP: c_uint = 0x02;
-/// `CU_MEMHOSTALLOC_WRITECOMBINED`: the CPU maps the allocation write-combining.
-pub const MEMHOSTALLOC_WRITECOMBINED: c_uint = 0x04;
-/// `CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD`.
-pub const EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD: c_uint = 1;
-/// `CU_MEM_LOCATION_TYPE_DEVICE`.
-pub const MEM_LOCATION_TYPE_DEVICE: c_int = 1;
-/// `CU_MEM_ALLOCATION_TYPE_PINNED`.
-pub const MEM_ALLOCATION_TYPE_PINNED: c_int = 1;
-/// `CU_MEM_ACCESS_FLAGS_PROT_READWRITE`.
-pub const MEM_ACCESS_FLAGS_PROT_READWRITE: c_int = 3;
-/// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`: a VMM allocation exportable as a file descriptor.
-pub const MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: c_int = 1;
-/// `CU_MEM_ALLOC_GRANULARITY_RECOMMENDED`.
-pub const MEM_ALLOC_GRANULARITY_RECOMMENDED: c_int = 1;
-
-/// `CUmemLocation`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct MemLocation {
-    /// `CUmemLocationType` ([`MEM_LOCATION_TYPE_DEVICE`]).
-    pub kind: c_int,
-    /// Device ordinal.
-    pub id: c_int,
-}
-
-/// `CUmemAllocationProp` (32 bytes).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct MemAllocationProp {
-    /// `CUmemAllocationType` ([`MEM_ALLOCATION_TYPE_PINNED`]).
-    pub kind: c_int,
-    /// `CUmemAllocationHandleType`.
-    pub requested_handle_types: c_int,
-    /// Where the memory lives.
-    pub location: MemLocation,
-    /// Windows only.
-    pub win32_handle_meta_data: *mut c_void,
-    /// `allocFlags.compressionType`.
-    pub compression_type: u8,
-    /// `allocFlags.gpuDirectRDMACapable`.
-    pub gpu_direct_rdma_capable: u8,
-    /// `allocFlags.usage`.
-    pub usage: u16,
-    /// `allocFlags.reserved`.
-    pub reserved: [u8; 4],
-}
-
-/// `CUmemAccessDesc`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct MemAccessDesc {
-    /// Which device gets access.
-    pub location: MemLocation,
-    /// `CUmemAccess_flags` ([`MEM_ACCESS_FLAGS_PROT_READWRITE`]).
-    pub flags: c_int,
-}
-
-/// `CUDA_EXTERNAL_MEMORY_HANDLE_DESC`, with the handle union as an `int fd` (`OPAQUE_FD`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct ExternalMemoryHandleDesc {
-    /// `CUexternalMemoryHandleType`.
-    pub kind: c_uint,
-    /// Padding before the 8-aligned union.
-    pub _pad: c_uint,
-    /// `handle.fd`.
-    pub fd: c_int,
-    /// The rest of the 16-byte union.
-    pub _union_rest: [u32; 3],
-    /// Size of the memory in bytes.
-    pub size: u64,
-    /// `CUDA_EXTERNAL_MEMORY_DEDICATED` or 0.
-    pub flags: c_uint,
-    /// Must be zero.
-    pub reserved: [c_uint; 16],
-}
-
-/// `CUDA_EXTERNAL_MEMORY_BUFFER_DESC`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct ExternalMemoryBufferDesc {
-    /// Offset into the memory.
-    pub offset: u64,
-    /// Size of the buffer.
-    pub size: u64,
-    /// Must be zero.
-    pub flags: c_uint,
-    /// Must be zero.
-    pub reserved: [c_uint; 16],
-}
+pub use gdrapi_abi::cuda::*;
 
 /// The driver functions called in this workspace, each its exported name and `cuda.h`'s
 /// prototype (resolve with [`Library::get`]).
@@ -300,22 +139,6 @@ pub fn version_string(v: c_int) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::mem::{offset_of, size_of};
-
-    #[test]
-    fn layouts_match_cuda_h() {
-        assert_eq!(size_of::<MemAllocationProp>(), 32);
-        assert_eq!(offset_of!(MemAllocationProp, location), 8);
-        assert_eq!(offset_of!(MemAllocationProp, win32_handle_meta_data), 16);
-        assert_eq!(offset_of!(MemAllocationProp, gpu_direct_rdma_capable), 25);
-        assert_eq!(size_of::<MemAccessDesc>(), 12);
-        assert_eq!(offset_of!(ExternalMemoryHandleDesc, fd), 8);
-        assert_eq!(offset_of!(ExternalMemoryHandleDesc, size), 24);
-        assert_eq!(offset_of!(ExternalMemoryHandleDesc, flags), 32);
-        assert_eq!(size_of::<ExternalMemoryHandleDesc>(), 104);
-        assert_eq!(offset_of!(ExternalMemoryBufferDesc, flags), 16);
-        assert_eq!(size_of::<ExternalMemoryBufferDesc>(), 88);
-    }
 
     #[test]
     fn version_numbers_format_like_nvidia_smi() {

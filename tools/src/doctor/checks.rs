@@ -8,6 +8,7 @@ use super::system::{self, Fd, Paths};
 use crate::cuda::{self, Cuda};
 use crate::gdr::{self, Gdr};
 use crate::gpumem::{AllocFn, DeviceBuffer, HostBuffer};
+use gdrapi_abi::gdrdrv;
 use gdrapi_support::cuda::attr;
 use serde_json::Value;
 use std::time::Instant;
@@ -284,7 +285,7 @@ pub fn driver_version(st: &mut State) -> Check {
     let lib = st
         .lib_version
         .map(|(a, b)| ((a as u32) << 16) | b as u32)
-        .unwrap_or(0x0002_0006);
+        .unwrap_or(gdrdrv::DRIVER_VERSION);
     let lib_s = system::version_word(lib);
     let (drv, min_lib) = match system::driver_version(fd) {
         Ok(v) => v,
@@ -308,7 +309,7 @@ pub fn driver_version(st: &mut State) -> Check {
     };
     let upgrade_drv =
         "upgrade the driver to 2.6: install gdrdrv-dkms 2.6, then sudo rmmod gdrdrv && sudo modprobe gdrdrv";
-    if drv < 0x0002_0000 {
+    if drv < gdrdrv::version(2, 0) {
         return base(Check::new(
             "driver_version",
             Status::Fail,
@@ -328,13 +329,13 @@ pub fn driver_version(st: &mut State) -> Check {
     }
     if drv < lib {
         let mut missing = Vec::new();
-        if drv < 0x0002_0004 {
+        if drv < gdrdrv::VERSION_WITH_GET_INFO_V2 {
             missing.push("mapping-type reporting (2.4)");
         }
-        if drv < 0x0002_0005 {
+        if drv < gdrdrv::VERSION_WITH_V2_API {
             missing.push("pin flags, mapping-type requests and attributes (2.5)");
         }
-        if drv < 0x0002_0006 {
+        if drv < gdrdrv::version(2, 6) {
             missing.push("2.6 fixes");
         }
         return base(Check::new(
@@ -369,7 +370,11 @@ pub fn driver_params(st: &State, paths: &Paths) -> Check {
     let params = system::read_file(&paths.params).ok();
     let from_file = params.as_deref().and_then(system::params_persistent);
     let from_attr = match (&st.node_fd, st.driver_version) {
-        (Some(fd), Some(v)) if v >= 0x0002_0005 => system::driver_attr(fd, 1).ok().map(|v| v != 0),
+        (Some(fd), Some(v)) if v >= gdrdrv::VERSION_WITH_V2_API => {
+            system::driver_attr(fd, gdrdrv::ATTR_USE_PERSISTENT_MAPPING)
+                .ok()
+                .map(|v| v != 0)
+        }
         _ => None,
     };
     if from_file.is_none() && from_attr.is_none() {

@@ -2,6 +2,7 @@
 //! `stat` and `ioctl` (so an interposing emulator answers exactly as it does for libgdrapi),
 //! plus the parsers for `/proc/devices`, `/proc/driver/gdrdrv/params` and cgroup files.
 
+use gdrapi_abi::gdrdrv;
 use std::ffi::{c_int, CString};
 
 /// Paths the doctor inspects; the `/proc` and container-marker ones can be redirected by
@@ -134,7 +135,7 @@ impl Fd {
     /// # Safety
     /// `request` must be an ioctl whose argument is a pointer to a `T` that the driver may
     /// read and write in full.
-    pub unsafe fn ioctl<T>(&self, request: u64, arg: &mut T) -> Result<(), c_int> {
+    pub unsafe fn ioctl<T>(&self, request: libc::c_ulong, arg: &mut T) -> Result<(), c_int> {
         // SAFETY: the caller's contract: `request` takes a pointer to a whole, writable `T`.
         if unsafe { libc::ioctl(self.0, request as _, arg as *mut T) } != 0 {
             Err(errno())
@@ -156,26 +157,21 @@ pub fn read_file(path: &str) -> Result<String, c_int> {
     Fd::open(path, libc::O_RDONLY)?.read_to_string()
 }
 
-/// `GDRDRV_IOC_GET_VERSION`.
-pub const IOC_GET_VERSION: u64 = 0xC008_DAFF;
-/// `GDRDRV_IOC_GET_ATTR`.
-pub const IOC_GET_ATTR: u64 = 0xC008_DA06;
-
 /// The driver's answer to GET_VERSION: (driver version, minimum library version), each
 /// `major << 16 | minor`.
 pub fn driver_version(fd: &Fd) -> Result<(u32, u32), c_int> {
-    let mut v = [0u32; 2];
-    // SAFETY: GET_VERSION writes two u32 (8 bytes), exactly `v`.
-    unsafe { fd.ioctl(IOC_GET_VERSION, &mut v)? };
-    Ok((v[0], v[1]))
+    let mut v = gdrdrv::VersionParams::default();
+    // SAFETY: GET_VERSION reads and writes a whole `VersionParams`, exactly `v`.
+    unsafe { fd.ioctl(gdrdrv::ioc::GET_VERSION, &mut v)? };
+    Ok((v.gdrdrv_version, v.minimum_gdr_api_version))
 }
 
 /// The driver's answer to GET_ATTR for `attr` (driver 2.5 and later).
 pub fn driver_attr(fd: &Fd, attr: u32) -> Result<u32, c_int> {
-    let mut v = [attr, 0u32];
-    // SAFETY: GET_ATTR reads and writes {u32 attr; u32 val} (8 bytes), exactly `v`.
-    unsafe { fd.ioctl(IOC_GET_ATTR, &mut v)? };
-    Ok(v[1])
+    let mut v = gdrdrv::AttrParams { attr, val: 0 };
+    // SAFETY: GET_ATTR reads and writes a whole `AttrParams`, exactly `v`.
+    unsafe { fd.ioctl(gdrdrv::ioc::GET_ATTR, &mut v)? };
+    Ok(v.val)
 }
 
 /// "2.6" for `0x00020006`.
