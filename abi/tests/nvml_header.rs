@@ -52,11 +52,34 @@ fn the_declarations_are_nvml_hs() {
         )
         .unwrap();
     }
-    writeln!(
-        src,
-        "_Static_assert(NVML_SUCCESS == {NVML_SUCCESS}, \"NVML_SUCCESS\");"
+    for (name, value) in [
+        ("NVML_SUCCESS", NVML_SUCCESS),
+        ("NVML_ERROR_UNINITIALIZED", NVML_ERROR_UNINITIALIZED),
+        ("NVML_ERROR_INVALID_ARGUMENT", NVML_ERROR_INVALID_ARGUMENT),
+        ("NVML_ERROR_NOT_SUPPORTED", NVML_ERROR_NOT_SUPPORTED),
+        ("NVML_ERROR_UNKNOWN", NVML_ERROR_UNKNOWN),
+        (
+            "NVML_FI_DEV_NVLINK_LINK_COUNT",
+            NVML_FI_DEV_NVLINK_LINK_COUNT as i32,
+        ),
+        ("NVML_VALUE_TYPE_UNSIGNED_INT", NVML_VALUE_TYPE_UNSIGNED_INT),
+    ] {
+        writeln!(src, "_Static_assert({name} == {value}, \"{name}\");").unwrap();
+    }
+    src += &layout!(
+        "nvmlFieldValue_t",
+        FieldValue,
+        [
+            field_id => "fieldId",
+            scope_id => "scopeId",
+            timestamp,
+            latency_usec => "latencyUsec",
+            value_type => "valueType",
+            nvml_return => "nvmlReturn",
+            value,
+        ]
     )
-    .unwrap();
+    .asserts();
     src += &layout!(
         "nvmlBAR1Memory_t",
         Memory,

@@ -1,11 +1,8 @@
 //! The driver functions the runtime is built on (resolved from `libcuda.so.1` when loaded).
 
-use libc::{c_int, c_uint, c_ulonglong, c_void, size_t};
+pub use gdrapi_abi::cuda::{CUdeviceptr, CUresult};
+use libc::{c_int, c_uint, c_void, size_t};
 
-/// `CUresult`: `c_int`, as `gdrapi-support` declares it.
-pub type CUresult = c_int;
-/// `CUdeviceptr`.
-pub type CUdeviceptr = c_ulonglong;
 /// `CUcontext`, `CUstream`, `CUevent` (opaque).
 pub type Handle = *mut c_void;
 /// `CUhostFn`.

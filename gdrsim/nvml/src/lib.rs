@@ -11,33 +11,16 @@
 use gdrapi_boundary::entry;
 use libc::{c_char, c_int, c_uint, c_void};
 
-/// `nvmlReturn_t`.
-pub type NvmlReturn = c_int;
-
-const SUCCESS: NvmlReturn = 0;
-const UNINITIALIZED: NvmlReturn = 1;
-const INVALID_ARGUMENT: NvmlReturn = 2;
-const NOT_SUPPORTED: NvmlReturn = 3;
-/// `NVML_ERROR_UNKNOWN`: what an exported function returns when it panicked.
-const ERROR_UNKNOWN: NvmlReturn = 999;
+use gdrapi_abi::nvml::{
+    nvmlReturn_t as NvmlReturn, FieldValue, Memory,
+    NVML_ERROR_INVALID_ARGUMENT as INVALID_ARGUMENT, NVML_ERROR_NOT_SUPPORTED as NOT_SUPPORTED,
+    NVML_ERROR_UNINITIALIZED as UNINITIALIZED, NVML_ERROR_UNKNOWN as ERROR_UNKNOWN,
+    NVML_FI_DEV_NVLINK_LINK_COUNT as FI_NVLINK_LINK_COUNT, NVML_SUCCESS as SUCCESS,
+    NVML_VALUE_TYPE_UNSIGNED_INT,
+};
 
 /// The handle of the one device (NVML handles are opaque pointers).
 static DEVICE: u8 = 0;
-
-/// `nvmlFieldValue_t`.
-#[repr(C)]
-pub struct FieldValue {
-    field_id: c_uint,
-    scope_id: c_uint,
-    timestamp: i64,
-    latency_usec: i64,
-    value_type: c_int,
-    nvml_return: NvmlReturn,
-    value: u64,
-}
-
-/// `NVML_FI_DEV_NVLINK_LINK_COUNT`.
-const FI_NVLINK_LINK_COUNT: c_uint = 91;
 
 entry! {
     /// `nvmlInit_v2`.
@@ -142,7 +125,7 @@ entry! {
             // SAFETY: the caller passes `count` field values.
             let v = unsafe { &mut *values.add(i) };
             if v.field_id == FI_NVLINK_LINK_COUNT {
-                v.value_type = 1; // NVML_VALUE_TYPE_UNSIGNED_INT
+                v.value_type = NVML_VALUE_TYPE_UNSIGNED_INT;
                 v.value = 0;
                 v.nvml_return = SUCCESS;
             } else {
@@ -175,14 +158,6 @@ entry! {
     ) -> NvmlReturn {
         NOT_SUPPORTED
     }
-}
-
-/// `nvmlBAR1Memory_t`, and `nvmlMemory_t` (version 1), which has the same layout.
-#[repr(C)]
-pub struct Memory {
-    total: u64,
-    free: u64,
-    used: u64,
 }
 
 /// The emulator's `gdrsim_bar1_info` (BAR1 size, BAR1 in use, VRAM size), found in the process
