@@ -63,11 +63,12 @@ fn expand_entry(input: syn::parse::ParseStream) -> syn::Result<syn::ItemFn> {
     Ok(f)
 }
 
-/// `src/ffi/types.rs` followed by every function `src/ffi/mod.rs` defines with `entry!`,
-/// expanded; and the names of those functions.
+/// Every function `src/ffi/mod.rs` defines with `entry!`, expanded; and the names of those
+/// functions. cbindgen writes only prototypes, which name the C types without their
+/// definitions (`gdrapi_abi::gdr`, re-exported by `src/ffi/types.rs`).
 fn expanded_ffi() -> (String, Vec<String>) {
     let file = syn::parse_file(&read("src/ffi/mod.rs")).expect("parse src/ffi/mod.rs");
-    let mut text = read("src/ffi/types.rs");
+    let mut text = String::new();
     let mut names = Vec::new();
     for item in file.items {
         let syn::Item::Macro(m) = item else { continue };

@@ -5,6 +5,8 @@
 //!
 //! - [`cuda`]: the CUDA driver API's types, codes, constants and structures (checked against
 //!   `cuda.h`);
+//! - [`gdr`]: the C types and constants of `gdrapi.h`, the library's public API (checked
+//!   against `include/gdrapi.h`);
 //! - [`gdrdrv`]: the gdrdrv kernel driver's ioctl ABI (checked against `include/gdrdrv_abi.h`);
 //! - [`nvml`]: NVML's memory figures and the prototypes loaded (checked against `nvml.h`);
 //! - [`vk`]: the Vulkan 1.1 subset used to reach GPU memory through the PCIe BAR.
@@ -12,6 +14,7 @@
 #![no_std]
 
 pub mod cuda;
+pub mod gdr;
 pub mod gdrdrv;
 pub mod nvml;
 pub mod vk;

@@ -12,7 +12,7 @@
 use crate::cuda::{self, Backing, Cuda, GPU_PAGE};
 use crate::error::{gdr_status, invalid, Errno, Result};
 use crate::extents::{round_up, Extents, LINE};
-use crate::gdr::{self, GdrT, Info, MemHandle};
+use crate::gdr::{self, gdr_info_v2_t, gdr_mh_t, gdr_t};
 use crate::registry::{self, Record};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -66,7 +66,7 @@ struct Chunk {
     /// Bytes pinned and mapped.
     len: usize,
     /// The libgdrapi handle of the pin.
-    mh: MemHandle,
+    mh: gdr_mh_t,
     /// What `gdr_map` returned.
     map: usize,
     /// The device memory.
@@ -378,8 +378,8 @@ impl Allocator {
         }
     }
 
-    fn gdr(&self) -> GdrT {
-        self.g as GdrT
+    fn gdr(&self) -> gdr_t {
+        self.g as gdr_t
     }
 
     /// Allocates `size` bytes aligned to `align`.
@@ -499,9 +499,9 @@ impl Allocator {
     }
 
     /// Pins `len` bytes at `dev` and maps them: `(handle, mapping, CPU address of dev)`.
-    fn pin_and_map(&self, dev: u64, len: usize) -> Result<(MemHandle, usize, usize)> {
+    fn pin_and_map(&self, dev: u64, len: usize) -> Result<(gdr_mh_t, usize, usize)> {
         let g = self.gdr();
-        let mut mh = MemHandle::default();
+        let mut mh = gdr_mh_t::default();
         // SAFETY: `g` is this allocator's open gdr_t and `mh` is writable.
         let rc = unsafe { gdr::gdr_pin_buffer(g, dev as _, len, 0, 0, &mut mh) };
         gdr_status(|| format!("gdr_pin_buffer of {dev:#x}+{len}"), rc)?;
@@ -510,7 +510,7 @@ impl Allocator {
             // SAFETY: a pinned handle of `g`, mapped whole; `p` is writable.
             let rc = unsafe { gdr::gdr_map(g, mh, &mut p, len) };
             gdr_status(|| format!("gdr_map of {dev:#x}+{len}"), rc)?;
-            let mut info = Info::default();
+            let mut info = gdr_info_v2_t::default();
             // SAFETY: as above; `info` is a writable gdr_info_v2_t.
             let rc = unsafe { gdr::gdr_get_info_v2(g, mh, &mut info) };
             if let Err(e) = gdr_status(|| format!("gdr_get_info_v2 of {dev:#x}"), rc) {
@@ -519,7 +519,12 @@ impl Allocator {
                 return Err(e);
             }
             self.mapping_type
-                .compare_exchange(0, info.mapping_type, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange(
+                    0,
+                    info.mapping_type as i32,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
                 .ok();
             // The mapping starts at info.va, the pinned range's first GPU page.
             Ok((p as usize, p as usize + (dev - info.va) as usize))
@@ -720,7 +725,7 @@ mod tests {
             dev: 0x10_0000,
             cpu: 0x7000_0000,
             len: 0x1000,
-            mh: MemHandle::default(),
+            mh: gdr_mh_t::default(),
             map: 0x7000_0000,
             backing: Backing::Plain {
                 raw: 0,

@@ -7,7 +7,7 @@
 
 use crate::allocator::{self, Allocation, Allocator};
 use crate::error::{invalid, Errno, Result};
-use crate::gdr::{self, MemHandle};
+use crate::gdr::{self, gdr_mh_t};
 use crate::registry;
 use gdrapi_boundary::entry;
 use std::ffi::{c_int, c_uint, c_ulonglong, c_void};
@@ -224,7 +224,7 @@ entry! {
         // mapping of handle `r.mh` (libgdrapi checks both again); `src` is valid for `len`
         // bytes (the API contract).
         unsafe {
-            gdr::gdr_copy_to_mapping(MemHandle { h: r.mh as _ }, (r.cpu + offset) as *mut c_void, src, len)
+            gdr::gdr_copy_to_mapping(gdr_mh_t { h: r.mh as _ }, (r.cpu + offset) as *mut c_void, src, len)
         }
     }
 }
@@ -245,7 +245,7 @@ entry! {
         }
         // SAFETY: as in gdrx_copy_to; `dst` is valid for writes of `len` bytes.
         unsafe {
-            gdr::gdr_copy_from_mapping(MemHandle { h: r.mh as _ }, dst, (r.cpu + offset) as *const c_void, len)
+            gdr::gdr_copy_from_mapping(gdr_mh_t { h: r.mh as _ }, dst, (r.cpu + offset) as *const c_void, len)
         }
     }
 }

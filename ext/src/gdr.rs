@@ -6,33 +6,33 @@
 //! In the crate's unit tests the functions are stand-ins that fail (EINVAL, NULL): the tests
 //! exercise the pure parts and need no library at run time.
 
-pub use gdrapi_support::gdr::{GdrT, Info, MemHandle};
+pub use gdrapi_support::gdr::{gdr_info_v2_t, gdr_mh_t, gdr_t};
 use std::ffi::{c_int, c_ulong, c_void};
 
 #[cfg(not(test))]
 extern "C" {
-    pub fn gdr_open() -> GdrT;
-    pub fn gdr_close(g: GdrT) -> c_int;
+    pub fn gdr_open() -> gdr_t;
+    pub fn gdr_close(g: gdr_t) -> c_int;
     pub fn gdr_pin_buffer(
-        g: GdrT,
+        g: gdr_t,
         addr: c_ulong,
         size: usize,
         p2p_token: u64,
         va_space: u32,
-        handle: *mut MemHandle,
+        handle: *mut gdr_mh_t,
     ) -> c_int;
-    pub fn gdr_unpin_buffer(g: GdrT, handle: MemHandle) -> c_int;
-    pub fn gdr_map(g: GdrT, handle: MemHandle, va: *mut *mut c_void, size: usize) -> c_int;
-    pub fn gdr_unmap(g: GdrT, handle: MemHandle, va: *mut c_void, size: usize) -> c_int;
-    pub fn gdr_get_info_v2(g: GdrT, handle: MemHandle, info: *mut Info) -> c_int;
+    pub fn gdr_unpin_buffer(g: gdr_t, handle: gdr_mh_t) -> c_int;
+    pub fn gdr_map(g: gdr_t, handle: gdr_mh_t, va: *mut *mut c_void, size: usize) -> c_int;
+    pub fn gdr_unmap(g: gdr_t, handle: gdr_mh_t, va: *mut c_void, size: usize) -> c_int;
+    pub fn gdr_get_info_v2(g: gdr_t, handle: gdr_mh_t, info: *mut gdr_info_v2_t) -> c_int;
     pub fn gdr_copy_to_mapping(
-        handle: MemHandle,
+        handle: gdr_mh_t,
         map_d_ptr: *mut c_void,
         h_ptr: *const c_void,
         size: usize,
     ) -> c_int;
     pub fn gdr_copy_from_mapping(
-        handle: MemHandle,
+        handle: gdr_mh_t,
         h_ptr: *mut c_void,
         map_d_ptr: *const c_void,
         size: usize,
@@ -54,7 +54,7 @@ const CACHE_BACKEND_OFFSET: usize = 40;
 /// # Safety
 /// `g` came from `gdr_open` and has not been closed: it points to the library's `struct gdr`
 /// (48 bytes, gdrcopy's layout, which libgdrapi keeps for gdrcopy's tests).
-pub unsafe fn backend_of(g: GdrT) -> i32 {
+pub unsafe fn backend_of(g: gdr_t) -> i32 {
     // SAFETY: the caller's contract; the field is a 4-byte enum at offset 40, aligned.
     unsafe {
         (g as *const u8)
@@ -73,36 +73,36 @@ pub use stand_ins::*;
 mod stand_ins {
     use super::*;
 
-    pub unsafe fn gdr_open() -> GdrT {
+    pub unsafe fn gdr_open() -> gdr_t {
         std::ptr::null_mut()
     }
-    pub unsafe fn gdr_close(_: GdrT) -> c_int {
+    pub unsafe fn gdr_close(_: gdr_t) -> c_int {
         libc::EINVAL
     }
     pub unsafe fn gdr_pin_buffer(
-        _: GdrT,
+        _: gdr_t,
         _: c_ulong,
         _: usize,
         _: u64,
         _: u32,
-        _: *mut MemHandle,
+        _: *mut gdr_mh_t,
     ) -> c_int {
         libc::EINVAL
     }
-    pub unsafe fn gdr_unpin_buffer(_: GdrT, _: MemHandle) -> c_int {
+    pub unsafe fn gdr_unpin_buffer(_: gdr_t, _: gdr_mh_t) -> c_int {
         libc::EINVAL
     }
-    pub unsafe fn gdr_map(_: GdrT, _: MemHandle, _: *mut *mut c_void, _: usize) -> c_int {
+    pub unsafe fn gdr_map(_: gdr_t, _: gdr_mh_t, _: *mut *mut c_void, _: usize) -> c_int {
         libc::EINVAL
     }
-    pub unsafe fn gdr_unmap(_: GdrT, _: MemHandle, _: *mut c_void, _: usize) -> c_int {
+    pub unsafe fn gdr_unmap(_: gdr_t, _: gdr_mh_t, _: *mut c_void, _: usize) -> c_int {
         libc::EINVAL
     }
-    pub unsafe fn gdr_get_info_v2(_: GdrT, _: MemHandle, _: *mut Info) -> c_int {
+    pub unsafe fn gdr_get_info_v2(_: gdr_t, _: gdr_mh_t, _: *mut gdr_info_v2_t) -> c_int {
         libc::EINVAL
     }
     pub unsafe fn gdr_copy_to_mapping(
-        _: MemHandle,
+        _: gdr_mh_t,
         _: *mut c_void,
         _: *const c_void,
         _: usize,
@@ -110,7 +110,7 @@ mod stand_ins {
         libc::EINVAL
     }
     pub unsafe fn gdr_copy_from_mapping(
-        _: MemHandle,
+        _: gdr_mh_t,
         _: *mut c_void,
         _: *const c_void,
         _: usize,

@@ -212,3 +212,73 @@ pub fn check(rc: c_int) -> Result<(), Error> {
         Err(Error::from_errno(rc))
     }
 }
+
+/// This crate is published and cannot use the workspace's `gdrapi-abi`, so it declares the C
+/// types it passes itself; this test compiles their layout against the workspace's
+/// `include/gdrapi.h` (skipped where the header is absent, as in the packaged crate).
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+    use std::path::Path;
+    use std::process::Command;
+
+    #[test]
+    fn the_c_types_have_gdrapi_hs_layout() {
+        let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("../include");
+        if !include.join("gdrapi.h").exists() {
+            eprintln!("skipped: no ../include/gdrapi.h (outside the workspace)");
+            return;
+        }
+        let mut src = String::from("#include <stddef.h>\n#include <gdrapi.h>\n");
+        let mut fact = |cond: String| {
+            src += &format!("_Static_assert({cond}, \"{cond}\");\n");
+        };
+        fact(format!("sizeof(gdr_t) == {}", size_of::<GdrT>()));
+        fact(format!("sizeof(gdr_mh_t) == {}", size_of::<MemHandle>()));
+        fact(format!(
+            "offsetof(gdr_mh_t, h) == {}",
+            offset_of!(MemHandle, h)
+        ));
+        fact(format!("sizeof(gdr_info_v2_t) == {}", size_of::<InfoV2>()));
+        for (f, off) in [
+            ("va", offset_of!(InfoV2, va)),
+            ("mapped_size", offset_of!(InfoV2, mapped_size)),
+            ("page_size", offset_of!(InfoV2, page_size)),
+            ("tm_cycles", offset_of!(InfoV2, tm_cycles)),
+            ("cycles_per_ms", offset_of!(InfoV2, cycles_per_ms)),
+            ("mapping_type", offset_of!(InfoV2, mapping_type)),
+        ] {
+            fact(format!("offsetof(gdr_info_v2_t, {f}) == {off}"));
+        }
+        // The bitfields' unit follows cycles_per_ms.
+        fact(format!(
+            "offsetof(gdr_info_v2_t, cycles_per_ms) + 4 == {}",
+            offset_of!(InfoV2, bits)
+        ));
+        fact(format!(
+            "sizeof(gdr_mapping_type_t) == {}",
+            size_of::<c_int>()
+        ));
+        src += "int main(void) { return 0; }\n";
+        let dir = std::env::temp_dir().join(format!("gdrapi-rs-sys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch folder");
+        let c = dir.join("layout.c");
+        std::fs::write(&c, &src).expect("write the C program");
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let out = Command::new(&cc)
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-c", "-o"])
+            .arg(dir.join("layout.o"))
+            .arg("-I")
+            .arg(&include)
+            .arg(&c)
+            .output()
+            .unwrap_or_else(|e| panic!("run {cc}: {e}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            out.status.success(),
+            "src/sys.rs disagrees with include/gdrapi.h:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

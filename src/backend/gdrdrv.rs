@@ -22,7 +22,7 @@ pub use gdrapi_abi::gdrdrv::{
 /// The library version this implementation speaks (2.6).
 pub const LIBRARY_VERSION: u32 = gdrdrv::version(2, 6);
 /// The oldest driver the library accepts (2.0).
-pub const MINIMUM_DRIVER_VERSION: u32 = gdrdrv::version(2, 0);
+pub const MINIMUM_DRIVER_VERSION: u32 = gdrapi_abi::gdr::MINIMUM_GDRDRV_VERSION;
 
 // SAFETY: (this impl and the ones below) each is a #[repr(C)] struct of integers with the
 // driver's full layout (checked in the tests); any bit pattern is a valid value.

@@ -177,7 +177,7 @@ impl InfoOut for gdr_info_v2_t {
     fn store(out: &mut Out<'_, Self>, i: &Info) {
         let p = out.as_ptr();
         // SAFETY: an `Out` is valid for reads and writes of its `gdr_info_v2_t`, whose first
-        // 40 bytes have `gdr_info_v1_t`'s layout (checked in `types`' tests);
+        // 40 bytes have `gdr_info_v1_t`'s layout (checked by gdrapi-abi's tests);
         // `mapping_type` lies inside the v2 struct.
         unsafe {
             store_v1(p.cast(), i);

@@ -139,13 +139,13 @@ pub fn device_arg(opt: &Opt) -> Result<i32, CliError> {
 }
 
 /// Parses upstream's `-M` values into a `gdr_map_flags_t`.
-pub fn map_flag_arg(opt: &Opt) -> Result<i32, CliError> {
+pub fn map_flag_arg(opt: &Opt) -> Result<crate::gdr::gdr_map_flags_t, CliError> {
     let s = opt.arg.clone().unwrap_or_default();
     match s.as_str() {
-        "default" => Ok(crate::gdr::MAP_FLAG_DEFAULT),
-        "wc" => Ok(crate::gdr::MAP_FLAG_REQ_WC),
-        "cache" => Ok(crate::gdr::MAP_FLAG_REQ_CACHE),
-        "device" => Ok(crate::gdr::MAP_FLAG_REQ_DEVICE),
+        "default" => Ok(crate::gdr::GDR_MAP_FLAG_DEFAULT),
+        "wc" => Ok(crate::gdr::GDR_MAP_FLAG_REQ_WC_MAPPING),
+        "cache" => Ok(crate::gdr::GDR_MAP_FLAG_REQ_CACHE_MAPPING),
+        "device" => Ok(crate::gdr::GDR_MAP_FLAG_REQ_DEVICE_MAPPING),
         _ => Err(CliError::BadValue(
             opt.name,
             s,
@@ -175,7 +175,7 @@ pub struct GpuOpts {
     /// GPU allocation function (`-a`).
     pub alloc: crate::gpumem::AllocFn,
     /// `gdr_map_flags_t` for `gdr_map_v2` (`-M`).
-    pub map_flag: i32,
+    pub map_flag: crate::gdr::gdr_map_flags_t,
 }
 
 impl GpuOpts {
@@ -185,7 +185,7 @@ impl GpuOpts {
             size,
             dev_id: 0,
             alloc: crate::gpumem::AllocFn::MemAlloc,
-            map_flag: crate::gdr::MAP_FLAG_DEFAULT,
+            map_flag: crate::gdr::GDR_MAP_FLAG_DEFAULT,
         }
     }
 
@@ -316,7 +316,7 @@ mod tests {
         assert_eq!(g.size, 0x20000);
         assert_eq!(g.dev_id, 1);
         assert_eq!(g.alloc, crate::gpumem::AllocFn::MemCreate);
-        assert_eq!(g.map_flag, crate::gdr::MAP_FLAG_REQ_WC);
+        assert_eq!(g.map_flag, crate::gdr::GDR_MAP_FLAG_REQ_WC_MAPPING);
         assert_eq!(g.check(), Ok(()));
         let w = Opt {
             name: 'w',

@@ -7,9 +7,9 @@ use std::ffi::{c_int, c_ulong, c_void};
 use std::fmt;
 
 pub use gdrapi_support::gdr::{
-    GdrT, Info, MemHandle, ATTR_USE_PERSISTENT_MAPPING, ATTR_USING_DMA_BUF_MMAP, GPU_PAGE_SIZE,
-    LIBGDRAPI, MAPPING_TYPE_CACHING, MAP_FLAG_DEFAULT, MAP_FLAG_REQ_CACHE, MAP_FLAG_REQ_DEVICE,
-    MAP_FLAG_REQ_WC,
+    gdr_attr_t, gdr_info_v2_t, gdr_map_flags_t, gdr_mh_t, gdr_t, GDR_ATTR_USING_DMA_BUF_MMAP,
+    GDR_MAPPING_TYPE_CACHING, GDR_MAP_FLAG_DEFAULT, GDR_MAP_FLAG_REQ_CACHE_MAPPING,
+    GDR_MAP_FLAG_REQ_DEVICE_MAPPING, GDR_MAP_FLAG_REQ_WC_MAPPING, GPU_PAGE_SIZE, LIBGDRAPI,
 };
 
 /// A libgdrapi call that returned an error number (or `gdr_open` returning NULL).
@@ -141,7 +141,7 @@ fn rc(func: &'static str, code: c_int) -> Result<(), GdrError> {
 /// An open `gdr_t`. Pins and mappings borrow it; `gdr_close` runs on drop (or via [`Session::close`]).
 pub struct Session<'a> {
     gdr: &'a Gdr,
-    g: GdrT,
+    g: gdr_t,
 }
 
 impl<'a> Session<'a> {
@@ -163,7 +163,7 @@ impl<'a> Session<'a> {
     }
 
     /// `gdr_get_attribute`.
-    pub fn attribute(&self, attr: c_int) -> Result<c_int, GdrError> {
+    pub fn attribute(&self, attr: gdr_attr_t) -> Result<c_int, GdrError> {
         let mut v = 0;
         // SAFETY: g is open; v is a valid out pointer.
         rc("gdr_get_attribute", unsafe {
@@ -187,13 +187,13 @@ impl<'a> Session<'a> {
 
     /// The backend the session uses, from `GDR_ATTR_USING_DMA_BUF_MMAP` and `cache_backend`.
     pub fn backend(&self) -> Backend {
-        let dmabuf = self.attribute(ATTR_USING_DMA_BUF_MMAP).unwrap_or(0) != 0;
+        let dmabuf = self.attribute(GDR_ATTR_USING_DMA_BUF_MMAP).unwrap_or(0) != 0;
         Backend::from_session(dmabuf, self.cache_backend())
     }
 
     /// `gdr_pin_buffer(addr, size, 0, 0)`; unpinned on drop.
     pub fn pin(&self, addr: u64, size: usize) -> Result<Pin<'_, 'a>, GdrError> {
-        let mut mh = MemHandle::default();
+        let mut mh = gdr_mh_t::default();
         // SAFETY: g is open; mh is a valid out pointer. The address is only handed to the driver.
         rc("gdr_pin_buffer", unsafe {
             (self.gdr.api.pin_buffer)(self.g, addr as c_ulong, size, 0, 0, &mut mh)
@@ -225,20 +225,20 @@ impl Drop for Session<'_> {
 /// A pinned range; `gdr_unpin_buffer` on drop (or via [`Pin::unpin`]).
 pub struct Pin<'s, 'a> {
     session: &'s Session<'a>,
-    mh: MemHandle,
+    mh: gdr_mh_t,
     size: usize,
     live: bool,
 }
 
 impl<'s, 'a> Pin<'s, 'a> {
     /// The library's handle.
-    pub fn handle(&self) -> MemHandle {
+    pub fn handle(&self) -> gdr_mh_t {
         self.mh
     }
 
     /// `gdr_get_info_v2`.
-    pub fn info(&self) -> Result<Info, GdrError> {
-        let mut info = Info::default();
+    pub fn info(&self) -> Result<gdr_info_v2_t, GdrError> {
+        let mut info = gdr_info_v2_t::default();
         // SAFETY: g open, mh live, info is a valid out pointer of the C layout.
         rc("gdr_get_info", unsafe {
             (self.session.gdr.api.get_info_v2)(self.session.g, self.mh, &mut info)
@@ -247,11 +247,17 @@ impl<'s, 'a> Pin<'s, 'a> {
     }
 
     /// `gdr_map_v2` of the whole pinned size with `flags`; unmapped on drop.
-    pub fn map(&self, flags: c_int) -> Result<Mapping<'_, 's, 'a>, GdrError> {
+    pub fn map(&self, flags: gdr_map_flags_t) -> Result<Mapping<'_, 's, 'a>, GdrError> {
         let mut va: *mut c_void = std::ptr::null_mut();
         // SAFETY: g open, mh live, va is a valid out pointer.
         rc("gdr_map", unsafe {
-            (self.session.gdr.api.map_v2)(self.session.g, self.mh, &mut va, self.size, flags)
+            (self.session.gdr.api.map_v2)(
+                self.session.g,
+                self.mh,
+                &mut va,
+                self.size,
+                flags as c_int,
+            )
         })?;
         Ok(Mapping {
             pin: self,

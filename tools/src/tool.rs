@@ -4,7 +4,7 @@
 
 use crate::cli::CliError;
 use crate::cuda::{CUdevice, Cuda, PrimaryContext};
-use crate::gdr::{Backend, Gdr, GdrError, Info, Mapping, Pin, Session};
+use crate::gdr::{gdr_info_v2_t, Backend, Gdr, GdrError, Mapping, Pin, Session};
 use crate::gpumem::{AllocFn, DeviceBuffer};
 use crate::output::fmt_ptr;
 use gdrapi_support::cuda::attr;
@@ -151,7 +151,7 @@ pub fn alloc_reported(
 /// Prints `map_d_ptr`, then what `gdr_get_info_v2` reports for `pin` (`info.va` to
 /// `info.wc_mapping`) and `page offset` (where `d_a` lies past `info.va`), as upstream's
 /// benchmarks do; returns the info and that offset.
-pub fn report_mapping(pin: &Pin, map: &Mapping, d_a: u64) -> Result<(Info, usize), Fatal> {
+pub fn report_mapping(pin: &Pin, map: &Mapping, d_a: u64) -> Result<(gdr_info_v2_t, usize), Fatal> {
     println!("map_d_ptr: {}", fmt_ptr(map.ptr() as u64));
     let info = pin.info()?;
     println!("info.va: {:x}", info.va);

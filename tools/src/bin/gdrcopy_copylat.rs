@@ -3,7 +3,7 @@
 //! table rows (`<test> \t <size> \t <median us> \t <min us>`).
 
 use gdrcopy_tools::cli::{self, CliError, GpuOpts};
-use gdrcopy_tools::gdr::{GPU_PAGE_SIZE, MAPPING_TYPE_CACHING};
+use gdrcopy_tools::gdr::{GDR_MAPPING_TYPE_CACHING, GPU_PAGE_SIZE};
 use gdrcopy_tools::gpumem::{round_up, HostBuffer, ALLOC_CHOICES};
 use gdrcopy_tools::output::{fmt_ptr, Progress};
 use gdrcopy_tools::tool::{self, Fatal, Parsed};
@@ -162,7 +162,7 @@ fn run(o: Opts) -> Result<(), Fatal> {
         "use cold cache: {}",
         if o.cold_cache { "yes" } else { "no" }
     );
-    if o.cold_cache && info.mapping_type != MAPPING_TYPE_CACHING {
+    if o.cold_cache && info.mapping_type != GDR_MAPPING_TYPE_CACHING {
         return Err(Fatal(
             "Cold cache has no effect on other mappings except cache mapping".into(),
         ));

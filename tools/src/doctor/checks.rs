@@ -632,7 +632,7 @@ fn roundtrip_inner(
             .rotate_right(ordinal as u32 + 7) as u8;
     }
     let pin = session.pin(dbuf.ptr(), n).map_err(|e| s(&e))?;
-    let map = pin.map(gdr::MAP_FLAG_DEFAULT).map_err(|e| s(&e))?;
+    let map = pin.map(gdr::GDR_MAP_FLAG_DEFAULT).map_err(|e| s(&e))?;
     let info = pin.info().map_err(|e| s(&e))?;
     let off = dbuf.ptr().wrapping_sub(info.va) as usize;
     map.copy_to(off, src.as_slice()).map_err(|e| s(&e))?;

@@ -6,7 +6,8 @@
 use gdrapi::backend::MappingType;
 use gdrapi_bench::cuda::DeviceMemory;
 use gdrapi_support::dl::Library;
-use gdrapi_support::gdr::{Api, CopyFn, GdrT, Info, MemHandle, MAP_FLAG_DEFAULT};
+use gdrapi_support::gdr::{gdr_info_v2_t, gdr_mh_t, gdr_t, Api, CopyFn, GDR_MAP_FLAG_DEFAULT};
+use std::ffi::c_int;
 
 use crate::target::Target;
 
@@ -14,7 +15,7 @@ use crate::target::Target;
 pub struct Lib {
     name: String,
     api: Api,
-    g: GdrT,
+    g: gdr_t,
     _lib: Library,
 }
 
@@ -57,7 +58,7 @@ impl Drop for Lib {
 /// Device memory pinned and mapped through one library.
 pub struct Mapping<'a> {
     lib: &'a Lib,
-    mh: MemHandle,
+    mh: gdr_mh_t,
     pinned: bool,
     va: *mut std::ffi::c_void,
     map_len: usize,
@@ -72,7 +73,7 @@ impl<'a> Mapping<'a> {
         let (dptr, len) = (mem.device_ptr(), mem.len());
         let mut m = Mapping {
             lib,
-            mh: MemHandle::default(),
+            mh: gdr_mh_t::default(),
             pinned: false,
             va: std::ptr::null_mut(),
             map_len: 0,
@@ -88,7 +89,7 @@ impl<'a> Mapping<'a> {
             return Err(fail("gdr_pin_buffer", rc));
         }
         m.pinned = true;
-        let mut info = Info::default();
+        let mut info = gdr_info_v2_t::default();
         // SAFETY: the live pin and a writable gdr_info_v2_t.
         let rc = unsafe { (api.get_info_v2)(lib.g, m.mh, &mut info) };
         if rc != 0 {
@@ -98,7 +99,8 @@ impl<'a> Mapping<'a> {
         let mut va = std::ptr::null_mut();
         let map_len = info.mapped_size as usize;
         // SAFETY: the live pin, a writable address and its pinned size; `Drop` unmaps.
-        let rc = unsafe { (api.map_v2)(lib.g, m.mh, &mut va, map_len, MAP_FLAG_DEFAULT) };
+        let rc =
+            unsafe { (api.map_v2)(lib.g, m.mh, &mut va, map_len, GDR_MAP_FLAG_DEFAULT as c_int) };
         if rc != 0 {
             return Err(fail("gdr_map", rc));
         }
@@ -108,12 +110,12 @@ impl<'a> Mapping<'a> {
         if rc != 0 {
             return Err(fail("gdr_get_info", rc));
         }
-        m.kind = MappingType::from_raw(info.mapping_type as u32).unwrap_or(MappingType::None);
+        m.kind = MappingType::from_raw(info.mapping_type).unwrap_or(MappingType::None);
         Ok(m)
     }
 
     /// The handle to pass to the library's copy functions.
-    pub fn handle(&self) -> MemHandle {
+    pub fn handle(&self) -> gdr_mh_t {
         self.mh
     }
 }
