@@ -137,6 +137,17 @@ pub const GPU_PAGE_OFFSET: usize = GPU_PAGE_SIZE - 1;
 /// `GPU_PAGE_MASK`: the GPU page bits of an address.
 pub const GPU_PAGE_MASK: usize = !GPU_PAGE_OFFSET;
 
+/// Where `struct gdr` (opaque in `gdrapi.h`) keeps `cache_backend`, the backend of a session,
+/// a 4-byte field: upstream's private layout on x86-64 and aarch64, which NVIDIA's own tests
+/// read and which the library keeps (its session record's layout test holds it there).
+pub const CACHE_BACKEND_OFFSET: usize = 40;
+/// `cache_backend` of a session on gdrdrv.
+pub const CACHE_BACKEND_GDRDRV: u32 = 0;
+/// `cache_backend` of a session on DMA-BUF mappings.
+pub const CACHE_BACKEND_DMABUF: u32 = 1;
+/// `cache_backend` of a session on the Vulkan import (gdrapi-rs's own value).
+pub const CACHE_BACKEND_VULKAN: u32 = 2;
+
 #[cfg(test)]
 mod tests {
     use super::*;

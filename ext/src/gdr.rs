@@ -6,6 +6,7 @@
 //! In the crate's unit tests the functions are stand-ins that fail (EINVAL, NULL): the tests
 //! exercise the pure parts and need no library at run time.
 
+use gdrapi_support::gdr;
 pub use gdrapi_support::gdr::{gdr_info_v2_t, gdr_mh_t, gdr_t};
 use std::ffi::{c_int, c_ulong, c_void};
 
@@ -40,14 +41,11 @@ extern "C" {
 }
 
 /// Which backend a `gdr_t` uses: `struct gdr`'s `cache_backend` (GDRX_BACKEND_*).
-pub const BACKEND_GDRDRV: i32 = 0;
+pub const BACKEND_GDRDRV: i32 = gdr::CACHE_BACKEND_GDRDRV as i32;
 /// The DMA-BUF backend.
-pub const BACKEND_DMABUF: i32 = 1;
+pub const BACKEND_DMABUF: i32 = gdr::CACHE_BACKEND_DMABUF as i32;
 /// The Vulkan import (this library's third backend).
-pub const BACKEND_VULKAN: i32 = 2;
-
-/// Offset of `cache_backend` in `struct gdr` (x86-64 and aarch64 LP64 layout).
-const CACHE_BACKEND_OFFSET: usize = 40;
+pub const BACKEND_VULKAN: i32 = gdr::CACHE_BACKEND_VULKAN as i32;
 
 /// The backend of `g`, a `gdr_t` that `gdr_open` returned and that is still open.
 ///
@@ -58,7 +56,7 @@ pub unsafe fn backend_of(g: gdr_t) -> i32 {
     // SAFETY: the caller's contract; the field is a 4-byte enum at offset 40, aligned.
     unsafe {
         (g as *const u8)
-            .add(CACHE_BACKEND_OFFSET)
+            .add(gdr::CACHE_BACKEND_OFFSET)
             .cast::<i32>()
             .read()
     }

@@ -47,9 +47,9 @@ impl MappingType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum BackendKind {
-    Gdrdrv = 0,
-    DmaBuf = 1,
-    Vulkan = 2,
+    Gdrdrv = gdrapi_abi::gdr::CACHE_BACKEND_GDRDRV,
+    DmaBuf = gdrapi_abi::gdr::CACHE_BACKEND_DMABUF,
+    Vulkan = gdrapi_abi::gdr::CACHE_BACKEND_VULKAN,
 }
 
 /// What `gdr_pin_buffer(_v2)` asks for.

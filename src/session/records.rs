@@ -346,7 +346,10 @@ mod tests {
         assert_eq!(offset_of!(SessionRecord, page_mask), 24);
         assert_eq!(offset_of!(SessionRecord, page_shift), 32);
         assert_eq!(offset_of!(SessionRecord, gdrdrv_version), 36);
-        assert_eq!(offset_of!(SessionRecord, cache_backend), 40);
+        assert_eq!(
+            offset_of!(SessionRecord, cache_backend),
+            gdrapi_abi::gdr::CACHE_BACKEND_OFFSET
+        );
         assert!(offset_of!(SessionRecord, open) >= 48);
     }
 
@@ -442,7 +445,10 @@ mod tests {
     #[test]
     fn a_sessions_checks_and_open_state_take_two_lines_of_its_record() {
         assert_eq!(offset_of!(SessionRecord, fd), 0);
-        assert_eq!(offset_of!(SessionRecord, cache_backend), 40);
+        assert_eq!(
+            offset_of!(SessionRecord, cache_backend),
+            gdrapi_abi::gdr::CACHE_BACKEND_OFFSET
+        );
         assert!(offset_of!(SessionRecord, opener) < 64);
         assert!(offset_of!(SessionRecord, serial) < 64);
         assert_eq!(offset_of!(SessionRecord, open), 64);

@@ -68,13 +68,7 @@ impl Backend {
     }
 }
 
-/// Where `struct gdr` keeps `cache_backend` (upstream's `gdrapi_internal.h`, x86-64 and
-/// aarch64 alike: the layout gdrcopy's own tests rely on).
-pub const CACHE_BACKEND_OFFSET: usize = 40;
-/// `cache_backend` of a DMA-BUF session.
-pub const CACHE_BACKEND_DMABUF: u32 = 1;
-/// `cache_backend` of a session on gdrapi-rs's Vulkan import.
-pub const CACHE_BACKEND_VULKAN: u32 = 2;
+pub use gdrapi_support::gdr::{CACHE_BACKEND_DMABUF, CACHE_BACKEND_OFFSET, CACHE_BACKEND_VULKAN};
 
 /// "Invalid argument (errno 22)" for an errno value.
 pub fn errno_text(code: c_int) -> String {
