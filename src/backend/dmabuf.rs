@@ -304,15 +304,7 @@ impl Backend for DmaBuf {
                 "mapping type not available for this pin",
             ));
         }
-        if size == 0 || size as u64 > pin.mapped_size {
-            crate::gdr_err!(
-                "cannot map {size} bytes of a pinned range of {} bytes",
-                pin.mapped_size
-            );
-            return Err(Error::InvalidArgument(
-                "map size is 0 or larger than the pinned range",
-            ));
-        }
+        pin.accept_map_size(size)?;
         if pin.page_offset != 0 {
             // Upstream maps at the pin's sub-page offset, which mmap refuses: same errno and
             // log line, without the system call.

@@ -493,15 +493,7 @@ impl Backend for VulkanImport {
                 "mapping type not available for this pin",
             ));
         }
-        if size == 0 || size as u64 > pin.mapped_size {
-            crate::gdr_err!(
-                "cannot map {size} bytes of a pinned range of {} bytes",
-                pin.mapped_size
-            );
-            return Err(Error::InvalidArgument(
-                "map size is 0 or larger than the pinned range",
-            ));
-        }
+        pin.accept_map_size(size)?;
         if pin.page_offset != 0 {
             crate::gdr_err!(
                 "cannot map a pin whose address is not 64 KiB aligned (offset {} != 0 is not supported)",
