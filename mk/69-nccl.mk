@@ -26,7 +26,7 @@ NCCL_SHIM := $(NCCL_OUT)/count/libgdrapi.so
 # nothing of libgdrapi.so.2 by name.
 $(NCCL_SHIM): ucx/gdr_count.c | $(if $(PREBUILT),,lib)
 	@mkdir -p $(@D)
-	$(CC) -O1 -g -Wall -Werror -shared -fPIC -Wl,-soname,libgdrapi.so $< -o $@ \
+	$(CC) -O1 -g -Wall -Werror -shared -fPIC -Iinclude -Wl,-soname,libgdrapi.so $< -o $@ \
 		-Wl,--no-as-needed -L$(LIB_DIR) -l:libgdrapi.so.2 -ldl
 
 # The script builds allreduce.c and the shim itself, once it has found two GPUs and NCCL.

@@ -103,7 +103,7 @@ build() {
         -L"$NCCL_LIBDIR" -l:libnccl.so.2 -L"$CUDART_LIBDIR" -l:"$CUDART_LIB" \
         -Wl,-rpath,"$NCCL_LIBDIR:$CUDART_LIBDIR" || return 1
     mkdir -p "$OUT/count"
-    ${CC:-cc} -O1 -g -Wall -Werror -shared -fPIC -Wl,-soname,libgdrapi.so "$ROOT/ucx/gdr_count.c" \
+    ${CC:-cc} -O1 -g -Wall -Werror -shared -fPIC -I"$ROOT/include" -Wl,-soname,libgdrapi.so "$ROOT/ucx/gdr_count.c" \
         -o "$OUT/count/libgdrapi.so" -Wl,--no-as-needed -L"$B/lib" -l:libgdrapi.so.2 -ldl || return 1
     echo "test-nccl: built $OUT/allreduce and $OUT/count/libgdrapi.so"
 }
