@@ -371,7 +371,7 @@ fi
 real=$P/lib/libgdrapi.so.2.6
 # shellcheck disable=SC2046
 expect "a program builds against the prefix with PKG_CONFIG_PATH=<tmp>/lib/pkgconfig" \
-    "$CC" -Wall -Werror -o "$TMP/smoke-prefix" "$src" \
+    "$CC" -Wall -Werror -Iabi-tests/c -o "$TMP/smoke-prefix" "$src" \
     $(PKG_CONFIG_PATH="$P/lib/pkgconfig" pkg-config --cflags --libs gdrapi) -ldl
 expect "with LD_LIBRARY_PATH=<tmp>/lib every name resolves to the prefix's library" \
     run_smoke "$TMP/smoke-prefix" "$bare" LD_LIBRARY_PATH="$P/lib"
