@@ -4,13 +4,13 @@
 //! Vulkan backends, `support` (the tools, the benchmarks, the host-written memory library) and
 //! the emulator use them; `tests/cuda_header.rs` compiles each against the real `cuda.h`.
 //!
-//! Function prototypes stay with their callers' loaders. Written by hand rather than taken
-//! from a generated binding, which types `CUresult` as a Rust enum (see [`CUresult`]) and ties
+//! Module [`pfn`] holds the prototype of each driver function the workspace loads, named as
+//! the function. Written by hand rather than taken from a generated binding, which types `CUresult` as a Rust enum (see [`CUresult`]) and ties
 //! the build to one CUDA version.
 
 #![allow(non_camel_case_types)]
 
-use core::ffi::{c_int, c_uint, c_ulonglong, c_void, CStr};
+use core::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void, CStr};
 
 /// `CUresult`: 0 is success, anything else an error code.
 ///
@@ -347,6 +347,135 @@ pub struct ExternalMemoryBufferDesc {
     pub flags: c_uint,
     /// Must be zero.
     pub reserved: [c_uint; 16],
+}
+
+/// The prototype of each driver function loaded in the workspace, named as the exported
+/// function (`_v2` where the driver exports one; `cuda.h` `#define`s the plain name to it).
+/// C enums (`CUdevice_attribute`, `CUpointer_attribute`, the handle and flag types) are
+/// `c_int`, as [`CUresult`] is; `unsigned long long` and `cuuint64_t` flags are `u64`.
+pub mod pfn {
+    use super::*;
+    /// `cuInit`: flags (0).
+    pub type cuInit = unsafe extern "C" fn(c_uint) -> CUresult;
+    /// `cuDriverGetVersion`: out version (`1000 * major + 10 * minor`).
+    pub type cuDriverGetVersion = unsafe extern "C" fn(*mut c_int) -> CUresult;
+    /// `cuGetErrorName`: code, out static string.
+    pub type cuGetErrorName = unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult;
+    /// `cuGetErrorString`: code, out static string.
+    pub type cuGetErrorString = unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult;
+    /// `cuGetProcAddress_v2` (CUDA >= 12.0): symbol, out pointer, version, flags, out status.
+    pub type cuGetProcAddress_v2 =
+        unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> CUresult;
+    /// The legacy `cuGetProcAddress` (CUDA 11.3 to 11.8): symbol, out pointer, version, flags.
+    pub type cuGetProcAddress =
+        unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
+    /// `cuDeviceGetCount`: out count.
+    pub type cuDeviceGetCount = unsafe extern "C" fn(*mut c_int) -> CUresult;
+    /// `cuDeviceGet`: out device, ordinal.
+    pub type cuDeviceGet = unsafe extern "C" fn(*mut CUdevice, c_int) -> CUresult;
+    /// `cuDeviceGetName`: buffer, its length, device.
+    pub type cuDeviceGetName = unsafe extern "C" fn(*mut c_char, c_int, CUdevice) -> CUresult;
+    /// `cuDeviceGetAttribute`: out value, attribute, device.
+    pub type cuDeviceGetAttribute = unsafe extern "C" fn(*mut c_int, c_int, CUdevice) -> CUresult;
+    /// The legacy `cuDeviceGetUuid` (before CUDA 11.4): out UUID, device.
+    pub type cuDeviceGetUuid = unsafe extern "C" fn(*mut CUuuid, CUdevice) -> CUresult;
+    /// `cuDeviceGetUuid_v2`: out UUID (Vulkan's `deviceUUID`), device.
+    pub type cuDeviceGetUuid_v2 = unsafe extern "C" fn(*mut CUuuid, CUdevice) -> CUresult;
+    /// `cuDevicePrimaryCtxRetain`: out context, device.
+    pub type cuDevicePrimaryCtxRetain = unsafe extern "C" fn(*mut CUcontext, CUdevice) -> CUresult;
+    /// The legacy `cuDevicePrimaryCtxRelease` (before CUDA 11.0): device.
+    pub type cuDevicePrimaryCtxRelease = unsafe extern "C" fn(CUdevice) -> CUresult;
+    /// `cuDevicePrimaryCtxRelease_v2`: device.
+    pub type cuDevicePrimaryCtxRelease_v2 = unsafe extern "C" fn(CUdevice) -> CUresult;
+    /// `cuCtxGetCurrent`: out context (null if none).
+    pub type cuCtxGetCurrent = unsafe extern "C" fn(*mut CUcontext) -> CUresult;
+    /// `cuCtxSetCurrent`: context (null to unbind).
+    pub type cuCtxSetCurrent = unsafe extern "C" fn(CUcontext) -> CUresult;
+    /// `cuCtxSynchronize`.
+    pub type cuCtxSynchronize = unsafe extern "C" fn() -> CUresult;
+    /// `cuMemAlloc_v2`: out address, size.
+    pub type cuMemAlloc_v2 = unsafe extern "C" fn(*mut CUdeviceptr, usize) -> CUresult;
+    /// `cuMemFree_v2`: address.
+    pub type cuMemFree_v2 = unsafe extern "C" fn(CUdeviceptr) -> CUresult;
+    /// `cuMemAllocHost_v2`: out pointer, size.
+    pub type cuMemAllocHost_v2 = unsafe extern "C" fn(*mut *mut c_void, usize) -> CUresult;
+    /// `cuMemHostAlloc`: out pointer, size, `CU_MEMHOSTALLOC_*` flags.
+    pub type cuMemHostAlloc = unsafe extern "C" fn(*mut *mut c_void, usize, c_uint) -> CUresult;
+    /// `cuMemFreeHost`: pointer.
+    pub type cuMemFreeHost = unsafe extern "C" fn(*mut c_void) -> CUresult;
+    /// `cuMemHostGetDevicePointer_v2`: out device address, host pointer, flags (0).
+    pub type cuMemHostGetDevicePointer_v2 =
+        unsafe extern "C" fn(*mut CUdeviceptr, *mut c_void, c_uint) -> CUresult;
+    /// `cuMemcpy`: destination, source, bytes.
+    pub type cuMemcpy = unsafe extern "C" fn(CUdeviceptr, CUdeviceptr, usize) -> CUresult;
+    /// `cuMemcpyHtoD_v2`: device destination, host source, bytes.
+    pub type cuMemcpyHtoD_v2 = unsafe extern "C" fn(CUdeviceptr, *const c_void, usize) -> CUresult;
+    /// `cuMemcpyDtoH_v2`: host destination, device source, bytes.
+    pub type cuMemcpyDtoH_v2 = unsafe extern "C" fn(*mut c_void, CUdeviceptr, usize) -> CUresult;
+    /// `cuMemsetD8_v2`: address, byte, count.
+    pub type cuMemsetD8_v2 = unsafe extern "C" fn(CUdeviceptr, u8, usize) -> CUresult;
+    /// `cuPointerGetAttribute`: out value, attribute, address.
+    pub type cuPointerGetAttribute =
+        unsafe extern "C" fn(*mut c_void, c_int, CUdeviceptr) -> CUresult;
+    /// `cuPointerSetAttribute`: value, attribute, address.
+    pub type cuPointerSetAttribute =
+        unsafe extern "C" fn(*const c_void, c_int, CUdeviceptr) -> CUresult;
+    /// `cuMemGetAddressRange_v2`: out base, out size, an address inside the range.
+    pub type cuMemGetAddressRange_v2 =
+        unsafe extern "C" fn(*mut CUdeviceptr, *mut usize, CUdeviceptr) -> CUresult;
+    /// `cuMemGetHandleForAddressRange`: out handle, address, size, handle type, flags.
+    pub type cuMemGetHandleForAddressRange =
+        unsafe extern "C" fn(*mut c_void, CUdeviceptr, usize, c_int, u64) -> CUresult;
+    /// `cuMemGetAllocationGranularity`: out granularity, properties, which granularity.
+    pub type cuMemGetAllocationGranularity =
+        unsafe extern "C" fn(*mut usize, *const MemAllocationProp, c_int) -> CUresult;
+    /// `cuMemAddressReserve`: out address, size, alignment, wanted address, flags.
+    pub type cuMemAddressReserve =
+        unsafe extern "C" fn(*mut CUdeviceptr, usize, usize, CUdeviceptr, u64) -> CUresult;
+    /// `cuMemAddressFree`: address, size.
+    pub type cuMemAddressFree = unsafe extern "C" fn(CUdeviceptr, usize) -> CUresult;
+    /// `cuMemCreate`: out allocation, size, properties, flags.
+    pub type cuMemCreate = unsafe extern "C" fn(
+        *mut CUmemGenericAllocationHandle,
+        usize,
+        *const MemAllocationProp,
+        u64,
+    ) -> CUresult;
+    /// `cuMemRelease`: allocation.
+    pub type cuMemRelease = unsafe extern "C" fn(CUmemGenericAllocationHandle) -> CUresult;
+    /// `cuMemMap`: address, size, offset, allocation, flags.
+    pub type cuMemMap = unsafe extern "C" fn(
+        CUdeviceptr,
+        usize,
+        usize,
+        CUmemGenericAllocationHandle,
+        u64,
+    ) -> CUresult;
+    /// `cuMemUnmap`: address, size.
+    pub type cuMemUnmap = unsafe extern "C" fn(CUdeviceptr, usize) -> CUresult;
+    /// `cuMemSetAccess`: address, size, descriptors, their count.
+    pub type cuMemSetAccess =
+        unsafe extern "C" fn(CUdeviceptr, usize, *const MemAccessDesc, usize) -> CUresult;
+    /// `cuMemRetainAllocationHandle`: out allocation, any address inside a `cuMemMap`'d range.
+    pub type cuMemRetainAllocationHandle =
+        unsafe extern "C" fn(*mut CUmemGenericAllocationHandle, *mut c_void) -> CUresult;
+    /// `cuMemGetAllocationPropertiesFromHandle`: out properties, allocation.
+    pub type cuMemGetAllocationPropertiesFromHandle =
+        unsafe extern "C" fn(*mut MemAllocationProp, CUmemGenericAllocationHandle) -> CUresult;
+    /// `cuMemExportToShareableHandle`: out handle, allocation, handle type, flags.
+    pub type cuMemExportToShareableHandle =
+        unsafe extern "C" fn(*mut c_void, CUmemGenericAllocationHandle, c_int, u64) -> CUresult;
+    /// `cuImportExternalMemory`: out external memory, its description.
+    pub type cuImportExternalMemory =
+        unsafe extern "C" fn(*mut CUexternalMemory, *const ExternalMemoryHandleDesc) -> CUresult;
+    /// `cuExternalMemoryGetMappedBuffer`: out address, external memory, the buffer's range.
+    pub type cuExternalMemoryGetMappedBuffer = unsafe extern "C" fn(
+        *mut CUdeviceptr,
+        CUexternalMemory,
+        *const ExternalMemoryBufferDesc,
+    ) -> CUresult;
+    /// `cuDestroyExternalMemory`: external memory.
+    pub type cuDestroyExternalMemory = unsafe extern "C" fn(CUexternalMemory) -> CUresult;
 }
 
 #[cfg(test)]

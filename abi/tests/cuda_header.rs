@@ -1,6 +1,7 @@
 //! `gdrapi_abi::cuda` against the real `cuda.h` (from the nvidia-cuda-runtime wheel): a C
 //! program with a static assertion of each type's size, each structure's size and member
-//! offsets, each constant and each `CUresult` name's value, compiled with the header.
+//! offsets, each constant, each `CUresult` name's value and each prototype of `pfn`, compiled
+//! with the header.
 //!
 //! The header is found as the Makefile finds it: `CUDA_INCLUDE`, else the `nvidia` Python
 //! package. Without it the test says so and passes, except under `CI`, where it fails.
@@ -151,6 +152,77 @@ fn types() -> Vec<(&'static str, usize)> {
     ]
 }
 
+/// Each function with the prototype of `pfn`'s type of that name, spelled in C.
+const PROTOTYPES: [(&str, &str); 43] = [
+    ("cuInit", "CUresult (*)(unsigned int)"),
+    ("cuDriverGetVersion", "CUresult (*)(int *)"),
+    ("cuGetErrorName", "CUresult (*)(CUresult, const char **)"),
+    ("cuGetErrorString", "CUresult (*)(CUresult, const char **)"),
+    ("cuGetProcAddress_v2", "CUresult (*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *)"),
+    ("cuDeviceGetCount", "CUresult (*)(int *)"),
+    ("cuDeviceGet", "CUresult (*)(CUdevice *, int)"),
+    ("cuDeviceGetName", "CUresult (*)(char *, int, CUdevice)"),
+    ("cuDeviceGetAttribute", "CUresult (*)(int *, CUdevice_attribute, CUdevice)"),
+    ("cuDeviceGetUuid_v2", "CUresult (*)(CUuuid *, CUdevice)"),
+    ("cuDevicePrimaryCtxRetain", "CUresult (*)(CUcontext *, CUdevice)"),
+    ("cuDevicePrimaryCtxRelease_v2", "CUresult (*)(CUdevice)"),
+    ("cuCtxGetCurrent", "CUresult (*)(CUcontext *)"),
+    ("cuCtxSetCurrent", "CUresult (*)(CUcontext)"),
+    ("cuCtxSynchronize", "CUresult (*)(void)"),
+    ("cuMemAlloc_v2", "CUresult (*)(CUdeviceptr *, size_t)"),
+    ("cuMemFree_v2", "CUresult (*)(CUdeviceptr)"),
+    ("cuMemAllocHost_v2", "CUresult (*)(void **, size_t)"),
+    ("cuMemHostAlloc", "CUresult (*)(void **, size_t, unsigned int)"),
+    ("cuMemFreeHost", "CUresult (*)(void *)"),
+    ("cuMemHostGetDevicePointer_v2", "CUresult (*)(CUdeviceptr *, void *, unsigned int)"),
+    ("cuMemcpy", "CUresult (*)(CUdeviceptr, CUdeviceptr, size_t)"),
+    ("cuMemcpyHtoD_v2", "CUresult (*)(CUdeviceptr, const void *, size_t)"),
+    ("cuMemcpyDtoH_v2", "CUresult (*)(void *, CUdeviceptr, size_t)"),
+    ("cuMemsetD8_v2", "CUresult (*)(CUdeviceptr, unsigned char, size_t)"),
+    ("cuPointerGetAttribute", "CUresult (*)(void *, CUpointer_attribute, CUdeviceptr)"),
+    ("cuPointerSetAttribute", "CUresult (*)(const void *, CUpointer_attribute, CUdeviceptr)"),
+    ("cuMemGetAddressRange_v2", "CUresult (*)(CUdeviceptr *, size_t *, CUdeviceptr)"),
+    ("cuMemGetHandleForAddressRange", "CUresult (*)(void *, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long)"),
+    ("cuMemGetAllocationGranularity", "CUresult (*)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags)"),
+    ("cuMemAddressReserve", "CUresult (*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long)"),
+    ("cuMemAddressFree", "CUresult (*)(CUdeviceptr, size_t)"),
+    ("cuMemCreate", "CUresult (*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long)"),
+    ("cuMemRelease", "CUresult (*)(CUmemGenericAllocationHandle)"),
+    ("cuMemMap", "CUresult (*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long)"),
+    ("cuMemUnmap", "CUresult (*)(CUdeviceptr, size_t)"),
+    ("cuMemSetAccess", "CUresult (*)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t)"),
+    ("cuMemRetainAllocationHandle", "CUresult (*)(CUmemGenericAllocationHandle *, void *)"),
+    ("cuMemGetAllocationPropertiesFromHandle", "CUresult (*)(CUmemAllocationProp *, CUmemGenericAllocationHandle)"),
+    ("cuMemExportToShareableHandle", "CUresult (*)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long)"),
+    ("cuImportExternalMemory", "CUresult (*)(CUexternalMemory *, const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *)"),
+    ("cuExternalMemoryGetMappedBuffer", "CUresult (*)(CUdeviceptr *, CUexternalMemory, const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *)"),
+    ("cuDestroyExternalMemory", "CUresult (*)(CUexternalMemory)"),
+];
+
+/// The legacy functions `pfn` also has: `cuda.h` declares them only for the driver's own
+/// build (`__CUDA_API_VERSION_INTERNAL`), `#define`-ing their names to the newer versions.
+const LEGACY_PROTOTYPES: [(&str, &str); 3] = [
+    (
+        "cuGetProcAddress",
+        "CUresult (*)(const char *, void **, int, cuuint64_t)",
+    ),
+    ("cuDeviceGetUuid", "CUresult (*)(CUuuid *, CUdevice)"),
+    ("cuDevicePrimaryCtxRelease", "CUresult (*)(CUdevice)"),
+];
+
+/// Static assertions that each function of `protos` has its prototype.
+fn prototype_asserts(protos: &[(&str, &str)]) -> String {
+    let mut src = String::new();
+    for (f, proto) in protos {
+        writeln!(
+            src,
+            "_Static_assert(__builtin_types_compatible_p(__typeof__(&{f}), {proto}), \"{f} is {proto}\");"
+        )
+        .unwrap();
+    }
+    src
+}
+
 #[test]
 fn the_declarations_are_cuda_hs() {
     let hint = "pip install nvidia-cuda-runtime";
@@ -181,6 +253,12 @@ fn the_declarations_are_cuda_hs() {
         )
         .unwrap();
     }
+    // The prototypes of `pfn`, spelled in C here, are the header's.
+    src += &prototype_asserts(&PROTOTYPES);
     src += "\nint main(void) { return 0; }\n";
     c::compile_and_run("cuda_header", &src, &[&include]);
+    let legacy = String::from("#define __CUDA_API_VERSION_INTERNAL\n#include <cuda.h>\n\n")
+        + &prototype_asserts(&LEGACY_PROTOTYPES)
+        + "\nint main(void) { return 0; }\n";
+    c::compile_and_run("cuda_header_legacy", &legacy, &[&include]);
 }

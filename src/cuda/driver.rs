@@ -12,29 +12,29 @@ use std::fmt;
 #[derive(Clone, Copy)]
 pub struct Api {
     /// `cuInit`.
-    pub init: FnInit,
+    pub init: pfn::cuInit,
     /// `cuDeviceGet`.
-    pub device_get: FnDeviceGet,
+    pub device_get: pfn::cuDeviceGet,
     /// `cuDeviceGetCount`.
-    pub device_get_count: FnDeviceGetCount,
+    pub device_get_count: pfn::cuDeviceGetCount,
     /// `cuDeviceGetAttribute`.
-    pub device_get_attribute: FnDeviceGetAttribute,
+    pub device_get_attribute: pfn::cuDeviceGetAttribute,
     /// `cuMemGetHandleForAddressRange` (the DMA-BUF backend), or why it could not be resolved.
-    pub mem_get_handle_for_address_range: Result<FnMemGetHandleForAddressRange, Missing>,
+    pub mem_get_handle_for_address_range: Result<pfn::cuMemGetHandleForAddressRange, Missing>,
     /// `cuCtxGetCurrent`.
-    pub ctx_get_current: FnCtxGetCurrent,
+    pub ctx_get_current: pfn::cuCtxGetCurrent,
     /// `cuCtxSetCurrent`.
-    pub ctx_set_current: FnCtxSetCurrent,
+    pub ctx_set_current: pfn::cuCtxSetCurrent,
     /// `cuDevicePrimaryCtxRetain`.
-    pub primary_ctx_retain: FnDevicePrimaryCtxRetain,
+    pub primary_ctx_retain: pfn::cuDevicePrimaryCtxRetain,
     /// `cuDevicePrimaryCtxRelease` (`_v2` through `cuGetProcAddress`).
-    pub primary_ctx_release: FnDevicePrimaryCtxRelease,
+    pub primary_ctx_release: pfn::cuDevicePrimaryCtxRelease_v2,
     /// `cuPointerGetAttribute`.
-    pub pointer_get_attribute: FnPointerGetAttribute,
+    pub pointer_get_attribute: pfn::cuPointerGetAttribute,
     /// `cuGetErrorName`, when the driver has it (log lines only).
-    pub get_error_name: Option<FnGetErrorText>,
+    pub get_error_name: Option<pfn::cuGetErrorName>,
     /// `cuGetErrorString`, when the driver has it (log lines only).
-    pub get_error_string: Option<FnGetErrorText>,
+    pub get_error_string: Option<pfn::cuGetErrorString>,
     /// The virtual memory management calls (the Vulkan backend), or the first one missing.
     pub vmm: Result<VmmApi, Missing>,
 }
@@ -43,17 +43,17 @@ pub struct Api {
 #[derive(Clone, Copy)]
 pub struct VmmApi {
     /// `cuMemRetainAllocationHandle`.
-    pub retain_allocation_handle: FnMemRetainAllocationHandle,
+    pub retain_allocation_handle: pfn::cuMemRetainAllocationHandle,
     /// `cuMemGetAllocationPropertiesFromHandle`.
-    pub allocation_properties: FnMemGetAllocationPropertiesFromHandle,
+    pub allocation_properties: pfn::cuMemGetAllocationPropertiesFromHandle,
     /// `cuMemExportToShareableHandle`.
-    pub export_to_shareable_handle: FnMemExportToShareableHandle,
+    pub export_to_shareable_handle: pfn::cuMemExportToShareableHandle,
     /// `cuMemRelease`.
-    pub release: FnMemRelease,
+    pub release: pfn::cuMemRelease,
     /// `cuMemGetAddressRange_v2`.
-    pub address_range: FnMemGetAddressRange,
+    pub address_range: pfn::cuMemGetAddressRange_v2,
     /// `cuDeviceGetUuid_v2`.
-    pub device_uuid: FnDeviceGetUuid,
+    pub device_uuid: pfn::cuDeviceGetUuid_v2,
 }
 
 /// An entry point `cuGetProcAddress` did not give: its name, the `CUresult` and symbol
@@ -377,7 +377,7 @@ impl Vmm<'_> {
     }
 }
 
-fn text(f: Option<FnGetErrorText>, code: CUresult) -> Option<String> {
+fn text(f: Option<pfn::cuGetErrorName>, code: CUresult) -> Option<String> {
     let f = f?;
     let mut p: *const c_char = std::ptr::null();
     // SAFETY: resolved entry point, valid out pointer.

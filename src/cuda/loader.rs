@@ -176,8 +176,8 @@ impl Drop for Library {
 /// `cuGetProcAddress` in whichever form libcuda exports.
 #[derive(Clone, Copy)]
 enum ProcAddress {
-    V2(FnGetProcAddressV2),
-    V1(FnGetProcAddressV1),
+    V2(pfn::cuGetProcAddress_v2),
+    V1(pfn::cuGetProcAddress),
 }
 
 impl ProcAddress {
@@ -186,14 +186,14 @@ impl ProcAddress {
         if !p.is_null() {
             // SAFETY: libcuda exports cuGetProcAddress_v2 with this signature (cuda.h, CUDA >= 12.0).
             return Some(ProcAddress::V2(unsafe {
-                std::mem::transmute::<*mut c_void, FnGetProcAddressV2>(p)
+                std::mem::transmute::<*mut c_void, pfn::cuGetProcAddress_v2>(p)
             }));
         }
         let p = lib.symbol(c"cuGetProcAddress");
         if !p.is_null() {
             // SAFETY: the unversioned export keeps the 4-argument CUDA 11.3 signature.
             return Some(ProcAddress::V1(unsafe {
-                std::mem::transmute::<*mut c_void, FnGetProcAddressV1>(p)
+                std::mem::transmute::<*mut c_void, pfn::cuGetProcAddress>(p)
             }));
         }
         None
@@ -250,23 +250,23 @@ fn resolve_vmm(pa: ProcAddress, v: c_int) -> Result<VmmApi, Missing> {
             pa,
             v,
             c"cuMemRetainAllocationHandle",
-            FnMemRetainAllocationHandle
+            pfn::cuMemRetainAllocationHandle
         )?,
         allocation_properties: resolve!(
             pa,
             v,
             c"cuMemGetAllocationPropertiesFromHandle",
-            FnMemGetAllocationPropertiesFromHandle
+            pfn::cuMemGetAllocationPropertiesFromHandle
         )?,
         export_to_shareable_handle: resolve!(
             pa,
             v,
             c"cuMemExportToShareableHandle",
-            FnMemExportToShareableHandle
+            pfn::cuMemExportToShareableHandle
         )?,
-        release: resolve!(pa, v, c"cuMemRelease", FnMemRelease)?,
-        address_range: resolve!(pa, v, c"cuMemGetAddressRange", FnMemGetAddressRange)?,
-        device_uuid: resolve!(pa, v, c"cuDeviceGetUuid", FnDeviceGetUuid)?,
+        release: resolve!(pa, v, c"cuMemRelease", pfn::cuMemRelease)?,
+        address_range: resolve!(pa, v, c"cuMemGetAddressRange", pfn::cuMemGetAddressRange_v2)?,
+        device_uuid: resolve!(pa, v, c"cuDeviceGetUuid", pfn::cuDeviceGetUuid_v2)?,
     })
 }
 
@@ -278,7 +278,7 @@ fn load_fresh(need: Requirement) -> Result<Driver, LoadError> {
         return Err(LoadError::NoVersionQuery);
     }
     // SAFETY: cuDriverGetVersion has this signature in every CUDA release.
-    let get_version = unsafe { std::mem::transmute::<*mut c_void, FnDriverGetVersion>(p) };
+    let get_version = unsafe { std::mem::transmute::<*mut c_void, pfn::cuDriverGetVersion>(p) };
     let mut version: c_int = 0;
     // SAFETY: valid out pointer.
     let r = unsafe { get_version(&mut version) };
@@ -294,35 +294,47 @@ fn load_fresh(need: Requirement) -> Result<Driver, LoadError> {
     let v = version.min(API_VERSION);
     let required = LoadError::MissingFunction;
     let api = Api {
-        init: resolve!(pa, v, c"cuInit", FnInit).map_err(required)?,
-        device_get: resolve!(pa, v, c"cuDeviceGet", FnDeviceGet).map_err(required)?,
-        device_get_count: resolve!(pa, v, c"cuDeviceGetCount", FnDeviceGetCount)
+        init: resolve!(pa, v, c"cuInit", pfn::cuInit).map_err(required)?,
+        device_get: resolve!(pa, v, c"cuDeviceGet", pfn::cuDeviceGet).map_err(required)?,
+        device_get_count: resolve!(pa, v, c"cuDeviceGetCount", pfn::cuDeviceGetCount)
             .map_err(required)?,
-        device_get_attribute: resolve!(pa, v, c"cuDeviceGetAttribute", FnDeviceGetAttribute)
+        device_get_attribute: resolve!(pa, v, c"cuDeviceGetAttribute", pfn::cuDeviceGetAttribute)
             .map_err(required)?,
         // The DMA-BUF backend's own: checked when that backend opens.
         mem_get_handle_for_address_range: resolve!(
             pa,
             v,
             c"cuMemGetHandleForAddressRange",
-            FnMemGetHandleForAddressRange
+            pfn::cuMemGetHandleForAddressRange
         ),
-        ctx_get_current: resolve!(pa, v, c"cuCtxGetCurrent", FnCtxGetCurrent).map_err(required)?,
-        ctx_set_current: resolve!(pa, v, c"cuCtxSetCurrent", FnCtxSetCurrent).map_err(required)?,
-        primary_ctx_retain: resolve!(pa, v, c"cuDevicePrimaryCtxRetain", FnDevicePrimaryCtxRetain)
+        ctx_get_current: resolve!(pa, v, c"cuCtxGetCurrent", pfn::cuCtxGetCurrent)
             .map_err(required)?,
+        ctx_set_current: resolve!(pa, v, c"cuCtxSetCurrent", pfn::cuCtxSetCurrent)
+            .map_err(required)?,
+        primary_ctx_retain: resolve!(
+            pa,
+            v,
+            c"cuDevicePrimaryCtxRetain",
+            pfn::cuDevicePrimaryCtxRetain
+        )
+        .map_err(required)?,
         primary_ctx_release: resolve!(
             pa,
             v,
             c"cuDevicePrimaryCtxRelease",
-            FnDevicePrimaryCtxRelease
+            pfn::cuDevicePrimaryCtxRelease_v2
         )
         .map_err(required)?,
-        pointer_get_attribute: resolve!(pa, v, c"cuPointerGetAttribute", FnPointerGetAttribute)
-            .map_err(required)?,
+        pointer_get_attribute: resolve!(
+            pa,
+            v,
+            c"cuPointerGetAttribute",
+            pfn::cuPointerGetAttribute
+        )
+        .map_err(required)?,
         // Only used to word log lines: optional.
-        get_error_name: resolve!(pa, v, c"cuGetErrorName", FnGetErrorText).ok(),
-        get_error_string: resolve!(pa, v, c"cuGetErrorString", FnGetErrorText).ok(),
+        get_error_name: resolve!(pa, v, c"cuGetErrorName", pfn::cuGetErrorName).ok(),
+        get_error_string: resolve!(pa, v, c"cuGetErrorString", pfn::cuGetErrorString).ok(),
         // The Vulkan backend's own: checked when that backend opens.
         vmm: resolve_vmm(pa, v),
     };

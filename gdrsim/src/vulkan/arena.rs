@@ -72,7 +72,7 @@ fn current_context(real: &libcuda::Real) -> Option<(*mut c_void, SetCurrent)> {
     (with_driver(|| unsafe { get(&mut ctx) }) == 0).then_some((ctx, set))
 }
 
-type SetCurrent = <fns::cuCtxSetCurrent as gdrapi_support::dl::Entry>::Fn;
+type SetCurrent = gdrapi_abi::cuda::pfn::cuCtxSetCurrent;
 
 /// Imports the arena into the real CUDA driver on the device with the Vulkan device's UUID;
 /// returns its device address. The import lives as long as the process.

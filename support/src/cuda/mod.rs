@@ -13,55 +13,55 @@ mod context;
 pub use context::{Cuda, DeviceMemory, HostMemory, Imported};
 
 use crate::dl::{DlError, Library};
-use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::ffi::{c_char, c_int};
 
 pub use gdrapi_abi::cuda::*;
 
 /// The driver functions called in this workspace, each its exported name and `cuda.h`'s
-/// prototype (resolve with [`Library::get`]).
+/// prototype, `gdrapi_abi::cuda::pfn`'s (resolve with [`Library::get`]).
 pub mod fns {
     use super::*;
 
     crate::entries! {
-        cuInit = fn(c_uint) -> CUresult;
-        cuDriverGetVersion = fn(*mut c_int) -> CUresult;
-        cuGetErrorName = fn(CUresult, *mut *const c_char) -> CUresult;
-        cuDeviceGetCount = fn(*mut c_int) -> CUresult;
-        cuDeviceGet = fn(*mut CUdevice, c_int) -> CUresult;
-        cuDeviceGetName = fn(*mut c_char, c_int, CUdevice) -> CUresult;
-        cuDeviceGetAttribute = fn(*mut c_int, c_int, CUdevice) -> CUresult;
-        cuDeviceGetUuid = fn(*mut CUuuid, CUdevice) -> CUresult;
-        cuDeviceGetUuid_v2 = fn(*mut CUuuid, CUdevice) -> CUresult;
-        cuDevicePrimaryCtxRetain = fn(*mut CUcontext, CUdevice) -> CUresult;
-        cuDevicePrimaryCtxRelease = fn(CUdevice) -> CUresult;
-        cuDevicePrimaryCtxRelease_v2 = fn(CUdevice) -> CUresult;
-        cuCtxGetCurrent = fn(*mut CUcontext) -> CUresult;
-        cuCtxSetCurrent = fn(CUcontext) -> CUresult;
-        cuCtxSynchronize = fn() -> CUresult;
-        cuGetProcAddress = fn(*const c_char, *mut *mut c_void, c_int, u64) -> CUresult;
-        cuGetProcAddress_v2 = fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> CUresult;
-        cuMemAlloc_v2 = fn(*mut CUdeviceptr, usize) -> CUresult;
-        cuMemFree_v2 = fn(CUdeviceptr) -> CUresult;
-        cuMemAllocHost_v2 = fn(*mut *mut c_void, usize) -> CUresult;
-        cuMemHostAlloc = fn(*mut *mut c_void, usize, c_uint) -> CUresult;
-        cuMemFreeHost = fn(*mut c_void) -> CUresult;
-        cuMemHostGetDevicePointer_v2 = fn(*mut CUdeviceptr, *mut c_void, c_uint) -> CUresult;
-        cuMemcpy = fn(CUdeviceptr, CUdeviceptr, usize) -> CUresult;
-        cuMemcpyHtoD_v2 = fn(CUdeviceptr, *const c_void, usize) -> CUresult;
-        cuMemcpyDtoH_v2 = fn(*mut c_void, CUdeviceptr, usize) -> CUresult;
-        cuMemsetD8_v2 = fn(CUdeviceptr, u8, usize) -> CUresult;
-        cuPointerSetAttribute = fn(*const c_void, c_int, CUdeviceptr) -> CUresult;
-        cuMemGetAllocationGranularity = fn(*mut usize, *const MemAllocationProp, c_int) -> CUresult;
-        cuMemAddressReserve = fn(*mut CUdeviceptr, usize, usize, CUdeviceptr, u64) -> CUresult;
-        cuMemAddressFree = fn(CUdeviceptr, usize) -> CUresult;
-        cuMemCreate = fn(*mut CUmemGenericAllocationHandle, usize, *const MemAllocationProp, u64) -> CUresult;
-        cuMemRelease = fn(CUmemGenericAllocationHandle) -> CUresult;
-        cuMemMap = fn(CUdeviceptr, usize, usize, CUmemGenericAllocationHandle, u64) -> CUresult;
-        cuMemUnmap = fn(CUdeviceptr, usize) -> CUresult;
-        cuMemSetAccess = fn(CUdeviceptr, usize, *const MemAccessDesc, usize) -> CUresult;
-        cuImportExternalMemory = fn(*mut CUexternalMemory, *const ExternalMemoryHandleDesc) -> CUresult;
-        cuExternalMemoryGetMappedBuffer = fn(*mut CUdeviceptr, CUexternalMemory, *const ExternalMemoryBufferDesc) -> CUresult;
-        cuDestroyExternalMemory = fn(CUexternalMemory) -> CUresult;
+        cuInit: pfn::cuInit;
+        cuDriverGetVersion: pfn::cuDriverGetVersion;
+        cuGetErrorName: pfn::cuGetErrorName;
+        cuDeviceGetCount: pfn::cuDeviceGetCount;
+        cuDeviceGet: pfn::cuDeviceGet;
+        cuDeviceGetName: pfn::cuDeviceGetName;
+        cuDeviceGetAttribute: pfn::cuDeviceGetAttribute;
+        cuDeviceGetUuid: pfn::cuDeviceGetUuid;
+        cuDeviceGetUuid_v2: pfn::cuDeviceGetUuid_v2;
+        cuDevicePrimaryCtxRetain: pfn::cuDevicePrimaryCtxRetain;
+        cuDevicePrimaryCtxRelease: pfn::cuDevicePrimaryCtxRelease;
+        cuDevicePrimaryCtxRelease_v2: pfn::cuDevicePrimaryCtxRelease_v2;
+        cuCtxGetCurrent: pfn::cuCtxGetCurrent;
+        cuCtxSetCurrent: pfn::cuCtxSetCurrent;
+        cuCtxSynchronize: pfn::cuCtxSynchronize;
+        cuGetProcAddress: pfn::cuGetProcAddress;
+        cuGetProcAddress_v2: pfn::cuGetProcAddress_v2;
+        cuMemAlloc_v2: pfn::cuMemAlloc_v2;
+        cuMemFree_v2: pfn::cuMemFree_v2;
+        cuMemAllocHost_v2: pfn::cuMemAllocHost_v2;
+        cuMemHostAlloc: pfn::cuMemHostAlloc;
+        cuMemFreeHost: pfn::cuMemFreeHost;
+        cuMemHostGetDevicePointer_v2: pfn::cuMemHostGetDevicePointer_v2;
+        cuMemcpy: pfn::cuMemcpy;
+        cuMemcpyHtoD_v2: pfn::cuMemcpyHtoD_v2;
+        cuMemcpyDtoH_v2: pfn::cuMemcpyDtoH_v2;
+        cuMemsetD8_v2: pfn::cuMemsetD8_v2;
+        cuPointerSetAttribute: pfn::cuPointerSetAttribute;
+        cuMemGetAllocationGranularity: pfn::cuMemGetAllocationGranularity;
+        cuMemAddressReserve: pfn::cuMemAddressReserve;
+        cuMemAddressFree: pfn::cuMemAddressFree;
+        cuMemCreate: pfn::cuMemCreate;
+        cuMemRelease: pfn::cuMemRelease;
+        cuMemMap: pfn::cuMemMap;
+        cuMemUnmap: pfn::cuMemUnmap;
+        cuMemSetAccess: pfn::cuMemSetAccess;
+        cuImportExternalMemory: pfn::cuImportExternalMemory;
+        cuExternalMemoryGetMappedBuffer: pfn::cuExternalMemoryGetMappedBuffer;
+        cuDestroyExternalMemory: pfn::cuDestroyExternalMemory;
     }
 }
 
