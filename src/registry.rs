@@ -408,11 +408,17 @@ impl<T: Record, const FIRST: usize, const WIPED: bool> Registry<T, FIRST, WIPED>
             cold_path();
             return None;
         }
-        // SAFETY: `off` is a multiple of `size` below `FIRST * size`, a record of slab 0,
-        // which lives as long as the registry ('static). It is a valid `T`: slab 0 of a
-        // registry that is not wiped is published (its records written) before `nslabs`
-        // leaves 0; that of a wiped one holds zero bytes, free records, until written.
-        Some(unsafe { &*base.add(off / size) })
+        // SAFETY: `off` is a multiple of `size` below `FIRST * size`: `r` is a record of
+        // slab 0, inside the registry.
+        let r = unsafe { base.add(off / size) };
+        // SAFETY: the registry is never at address 0 (a reference to it exists). Said so
+        // that the caller's test of the `Option` folds away.
+        unsafe { core::hint::assert_unchecked(!r.is_null()) };
+        // SAFETY: slab 0 lives as long as the registry ('static), and `r` is a valid `T` in
+        // it: slab 0 of a registry that is not wiped is published (its records written)
+        // before `nslabs` leaves 0; that of a wiped one holds zero bytes, free records,
+        // until written.
+        Some(unsafe { &*r })
     }
 
     /// [`Registry::lookup`] in the slabs after the first, newest first.

@@ -104,11 +104,17 @@ fn drv_ioctl<T: IoctlParam>(
 ) -> Result<T> {
     match ioctl.call(fd, request, &mut params) {
         Ok(()) => Ok(params),
-        Err(e) => {
-            gdr_err!("ioctl error (errno={})", e.errno());
-            Err(e)
-        }
+        Err(e) => Err(ioctl_failed(e)),
     }
+}
+
+/// Logs upstream's line for a failed ioctl and passes its error on. Out of line, so that the
+/// callers' straight paths keep no register for it.
+#[cold]
+#[inline(never)]
+fn ioctl_failed(e: Error) -> Error {
+    gdr_err!("ioctl error (errno={})", e.errno());
+    e
 }
 
 /// Upstream's log line for a refused pin plus, where NVML answers, the BAR1 figures.
@@ -232,19 +238,22 @@ pub struct Driver {
     ioctl: sys::Ioctl,
 }
 
-/// Bits of [`Driver::to_words`]' first word: the descriptor, the version, the page shift.
-const WORD_VERSION_SHIFT: u32 = 32;
-const WORD_PAGE_SHIFT_SHIFT: u32 = 56;
+/// Bits of [`Driver::to_words`]' first word: the descriptor (bits 0-31), the page shift
+/// (32-39), the version (40-63, on top, so that a test of the version is one compare of the
+/// word).
+const WORD_PAGE_SHIFT_SHIFT: u32 = 32;
+const WORD_VERSION_SHIFT: u32 = 40;
 
 impl Driver {
     /// The two words a handle record keeps: never `(0, _)`, since `version` is at least 2.0.
     #[inline(always)]
     pub fn to_words(self) -> (u64, usize) {
-        debug_assert!(self.version < 1 << (WORD_PAGE_SHIFT_SHIFT - WORD_VERSION_SHIFT));
+        debug_assert!(self.version < 1 << (64 - WORD_VERSION_SHIFT));
+        debug_assert!(self.page_shift < 1 << (WORD_VERSION_SHIFT - WORD_PAGE_SHIFT_SHIFT));
         (
             u64::from(self.fd as u32)
-                | u64::from(self.version) << WORD_VERSION_SHIFT
-                | u64::from(self.page_shift) << WORD_PAGE_SHIFT_SHIFT,
+                | u64::from(self.page_shift) << WORD_PAGE_SHIFT_SHIFT
+                | u64::from(self.version) << WORD_VERSION_SHIFT,
             self.ioctl.to_raw(),
         )
     }
@@ -257,8 +266,8 @@ impl Driver {
     pub unsafe fn from_words(word: u64, ioctl: usize) -> Driver {
         Driver {
             fd: word as u32 as i32,
-            version: (word >> WORD_VERSION_SHIFT) as u32 & ((1 << 24) - 1),
-            page_shift: (word >> WORD_PAGE_SHIFT_SHIFT) as u32,
+            version: (word >> WORD_VERSION_SHIFT) as u32,
+            page_shift: u32::from((word >> WORD_PAGE_SHIFT_SHIFT) as u8),
             // SAFETY: `ioctl` came from `Ioctl::to_raw` (the caller's contract).
             ioctl: unsafe { sys::Ioctl::from_raw(ioctl) },
         }
@@ -273,7 +282,7 @@ impl Driver {
     /// [`Driver::page_size`] of the driver whose [`Driver::to_words`] gave `word` first.
     #[inline(always)]
     pub fn page_size_of(word: u64) -> usize {
-        1 << (word >> WORD_PAGE_SHIFT_SHIFT)
+        1 << (word >> WORD_PAGE_SHIFT_SHIFT) as u8
     }
 
     #[inline(always)]
@@ -294,27 +303,48 @@ impl Driver {
         self.info_with(handle, true, |i| *i)
     }
 
+    /// Whether the driver answers the v2 info ioctl (2.5 and later), which
+    /// [`Driver::info_v2_with`] asks.
+    #[inline(always)]
+    pub fn has_info_v2(self) -> bool {
+        self.version >= VERSION_WITH_GET_INFO_V2
+    }
+
+    /// [`Driver::has_info_v2`] of the driver whose [`Driver::to_words`] gave `word` first
+    /// (false for 0): one compare of the word, the version being its top bits.
+    #[inline(always)]
+    pub fn word_has_info_v2(word: u64) -> bool {
+        word >> WORD_VERSION_SHIFT >= u64::from(VERSION_WITH_GET_INFO_V2)
+    }
+
+    /// [`Driver::info`] through the v2 ioctl, for a driver that [`Driver::has_info_v2`],
+    /// with the answer passed to `f`.
+    #[inline(always)]
+    pub fn info_v2_with<R>(self, handle: u64, f: impl FnOnce(&Info) -> R) -> Result<R> {
+        let p = InfoV2Params {
+            handle,
+            ..Default::default()
+        };
+        let p = self.ioctl(ioc::GET_INFO_V2, p)?;
+        Ok(f(&Info {
+            va: p.va,
+            mapped_size: p.mapped_size,
+            page_size: p.page_size,
+            tm_cycles: p.tm_cycles,
+            cycles_per_ms: p.tsc_khz,
+            mapped: p.mapping_type != MappingType::None as u32,
+            wc_mapping: p.mapping_type == MappingType::WriteCombining as u32,
+            mapping_type: p.mapping_type,
+        }))
+    }
+
     /// [`Driver::info`] (`legacy` = false) or [`Driver::info_v1`] (`legacy` = true), with
     /// the answer passed to `f`. (What `f` returns carries no niche of `Info`'s, so a caller
     /// that stores the answer tells success from failure with one test.)
     #[inline(always)]
     pub fn info_with<R>(self, handle: u64, legacy: bool, f: impl FnOnce(&Info) -> R) -> Result<R> {
-        if !legacy && self.version >= VERSION_WITH_GET_INFO_V2 {
-            let p = InfoV2Params {
-                handle,
-                ..Default::default()
-            };
-            let p = self.ioctl(ioc::GET_INFO_V2, p)?;
-            return Ok(f(&Info {
-                va: p.va,
-                mapped_size: p.mapped_size,
-                page_size: p.page_size,
-                tm_cycles: p.tm_cycles,
-                cycles_per_ms: p.tsc_khz,
-                mapped: p.mapping_type != MappingType::None as u32,
-                wc_mapping: p.mapping_type == MappingType::WriteCombining as u32,
-                mapping_type: p.mapping_type,
-            }));
+        if !legacy && self.has_info_v2() {
+            return self.info_v2_with(handle, f);
         }
         // The legacy call, and drivers before 2.5: laid out of the way of current ones.
         crate::hint::cold_path();

@@ -17,7 +17,6 @@ mod boundary;
 
 use crate::backend::{Info, PinRequest};
 use crate::copy::{Direction, FromMapping, ToMapping};
-use crate::hint::cold_path;
 use crate::session;
 use boundary::{entry, null_arg, out, status, Out};
 use std::os::raw::{c_char, c_int, c_uint, c_ulong, c_void};
@@ -139,9 +138,12 @@ trait InfoOut: Sized {
     /// Whether the driver is queried the legacy (v1) way.
     const LEGACY: bool;
 
-    /// Writes `i` into `*out` field by field, so that the bitfield unit's bits other than
+    /// Writes `i` into `*p` field by field, so that the bitfield unit's bits other than
     /// `mapped` and `wc_mapping` keep the caller's value and nothing past the struct is touched.
-    fn store(out: &mut Out<'_, Self>, i: &Info);
+    ///
+    /// # Safety
+    /// `p` is valid for reads and writes of a `Self`.
+    unsafe fn store_at(p: *mut Self, i: &Info);
 }
 
 /// Writes `i` into the v1 fields at `p`, keeping the caller's bits of the bitfield unit other
@@ -149,6 +151,7 @@ trait InfoOut: Sized {
 ///
 /// # Safety
 /// `p` is valid for reads and writes of a `gdr_info_v1_t`.
+#[inline(always)]
 unsafe fn store_v1(p: *mut gdr_info_v1_t, i: &Info) {
     // SAFETY: the caller's contract; every access stays inside the struct.
     unsafe {
@@ -165,20 +168,21 @@ unsafe fn store_v1(p: *mut gdr_info_v1_t, i: &Info) {
 impl InfoOut for gdr_info_v1_t {
     const LEGACY: bool = true;
 
-    fn store(out: &mut Out<'_, Self>, i: &Info) {
-        // SAFETY: an `Out` is valid for reads and writes of its `gdr_info_v1_t`.
-        unsafe { store_v1(out.as_ptr(), i) }
+    #[inline(always)]
+    unsafe fn store_at(p: *mut Self, i: &Info) {
+        // SAFETY: the caller's contract.
+        unsafe { store_v1(p, i) }
     }
 }
 
 impl InfoOut for gdr_info_v2_t {
     const LEGACY: bool = false;
 
-    fn store(out: &mut Out<'_, Self>, i: &Info) {
-        let p = out.as_ptr();
-        // SAFETY: an `Out` is valid for reads and writes of its `gdr_info_v2_t`, whose first
-        // 40 bytes have `gdr_info_v1_t`'s layout (checked by gdrapi-abi's tests);
-        // `mapping_type` lies inside the v2 struct.
+    #[inline(always)]
+    unsafe fn store_at(p: *mut Self, i: &Info) {
+        // SAFETY: `p` is valid for reads and writes of a `gdr_info_v2_t` (the caller's
+        // contract), whose first 40 bytes have `gdr_info_v1_t`'s layout (checked by
+        // gdrapi-abi's tests); `mapping_type` lies inside the v2 struct.
         unsafe {
             store_v1(p.cast(), i);
             addr_of_mut!((*p).mapping_type).write(i.mapping_type);
@@ -189,26 +193,75 @@ impl InfoOut for gdr_info_v2_t {
 /// The body of `gdr_get_info` / `gdr_get_info_v2`: EINVAL (logged) for a NULL `info`, else
 /// what the driver reports for `handle`, written into `*info`.
 ///
+/// The quick case (a pinned gdrdrv handle of `g`, a driver that answers) runs outside the
+/// panic guard, as a copy's accepted case does: nothing on it can panic (see
+/// [`session::info_quick`]), and it stays one short straight run of code with its own
+/// return. Everything else starts again in [`get_info_checked`], out of line.
+///
 /// # Safety
 /// `info` is NULL or valid for reads and writes of a `T`.
-unsafe fn get_info<T: InfoOut>(func: &str, g: gdr_t, handle: gdr_mh_t, info: *mut T) -> c_int {
-    // SAFETY: the caller's contract.
-    let mut info = match unsafe { out(func, info, "info") } {
-        Ok(info) => info,
-        Err(e) => return e,
-    };
-    match session::info(g as usize, handle.h, T::LEGACY, |i| T::store(&mut info, i)) {
-        Ok(()) => 0,
-        Err(e) => {
-            cold_path();
-            e.errno()
+#[inline(always)]
+unsafe fn get_info<T: InfoOut>(
+    func: &'static str,
+    g: gdr_t,
+    handle: gdr_mh_t,
+    info: *mut T,
+) -> c_int {
+    if !T::LEGACY && !info.is_null() {
+        let store = |i: &Info| {
+            // SAFETY: `info` is non-NULL and valid for reads and writes of a `T` (the
+            // caller's contract).
+            unsafe { T::store_at(info, i) };
+            0
+        };
+        if let Some(rc) = session::info_v2_quick(g as usize, handle.h, store, failed) {
+            return rc;
         }
     }
+    // SAFETY: the caller's contract.
+    unsafe { get_info_checked(func, g, handle, info) }
+}
+
+/// The errno of a query the driver refused. Out of line, so that the conversion stays off
+/// the quick case's code.
+#[cold]
+#[inline(never)]
+fn failed(e: crate::error::Error) -> c_int {
+    e.errno()
+}
+
+/// [`get_info`] outside the quick case, inside the panic guard: the NULL check with its log
+/// line, then every check of the query from the start.
+///
+/// # Safety
+/// As [`get_info`].
+#[cold]
+#[inline(never)]
+unsafe fn get_info_checked<T: InfoOut>(
+    func: &'static str,
+    g: gdr_t,
+    handle: gdr_mh_t,
+    info: *mut T,
+) -> c_int {
+    boundary::guard(func, move || {
+        // SAFETY: the caller's contract.
+        let info = match unsafe { out(func, info, "info") } {
+            Ok(mut info) => info.as_ptr(),
+            Err(e) => return e,
+        };
+        // SAFETY: `info` is non-NULL and valid for reads and writes of a `T`.
+        match session::info(g as usize, handle.h, T::LEGACY, |i| unsafe {
+            T::store_at(info, i)
+        }) {
+            Ok(()) => 0,
+            Err(e) => e.errno(),
+        }
+    })
 }
 
 entry! {
     /// Fills `*info` (48 bytes) with what the driver reports for `handle`.
-    fn gdr_get_info_v2(g: gdr_t, handle: gdr_mh_t, info: *mut gdr_info_v2_t) -> c_int {
+    unguarded fn gdr_get_info_v2(g: gdr_t, handle: gdr_mh_t, info: *mut gdr_info_v2_t) -> c_int {
         // SAFETY: `info` is NULL or a writable gdr_info_v2_t (the API contract).
         unsafe { get_info(FUNC, g, handle, info) }
     }
@@ -217,7 +270,7 @@ entry! {
 entry! {
     /// The legacy `gdr_get_info` symbol (binaries built against gdrcopy ≤ 2.3 headers): fills
     /// the 40-byte v1 struct, and only those 40 bytes.
-    fn gdr_get_info(g: gdr_t, handle: gdr_mh_t, info: *mut gdr_info_v1_t) -> c_int {
+    unguarded fn gdr_get_info(g: gdr_t, handle: gdr_mh_t, info: *mut gdr_info_v1_t) -> c_int {
         // SAFETY: `info` is NULL or a writable 40-byte gdr_info_v1_t (the API contract of
         // gdrcopy ≤ 2.3).
         unsafe { get_info(FUNC, g, handle, info) }

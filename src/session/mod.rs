@@ -55,7 +55,7 @@ pub(crate) use copy::copy_target_refused;
 pub use map::map;
 pub use open::{close, open};
 pub use pin::pin;
-pub use query::{attribute, callback_flag, driver_version, info};
+pub use query::{attribute, callback_flag, driver_version, info, info_v2_quick};
 pub use records::{HandleRecord, SessionRecord};
 pub use unmap::unmap;
 pub use unpin::unpin;

@@ -101,6 +101,48 @@ fn callback_flag_through_session(g: usize, mh: u64, held: Option<InUse>) -> Resu
     open.backend.callback_flag(&h.pin())
 }
 
+/// `gdr_get_info_v2`'s quick case alone, for the C entry, which runs it outside the panic
+/// guard: `None` when it does not apply (nothing held, nothing asked of the driver; [`info`]
+/// then decides from the start), else what `store` made of the driver's answer, or what
+/// `failed` made of its error (after the handle's release). It applies to a pinned handle of
+/// `g` in the handle registry's first slab whose driver has the v2 query; the legacy query,
+/// older drivers and later slabs take [`info`]. Nothing on it can panic: atomics, compares,
+/// the driver's `ioctl` (a C function), `store` and `failed`, which must not panic either.
+/// (Taking the two closures keeps the result a register, not an `Error` to move.)
+#[inline(always)]
+pub fn info_v2_quick<R>(
+    g: usize,
+    mh: u64,
+    store: impl FnOnce(&Info) -> R,
+    failed: impl FnOnce(Error) -> R,
+) -> Option<R> {
+    let Some(h) = usize::try_from(mh)
+        .ok()
+        .and_then(|a| HANDLES.lookup_first(a))
+    else {
+        cold_path();
+        return None;
+    };
+    // Counted before the state is read, as in `quick_query`.
+    h.users.fetch_add(1, Ordering::SeqCst);
+    let held = InUse(h);
+    let mine = || h.session.load(Ordering::Acquire) == g;
+    if accept_handle(h.state.load(Ordering::SeqCst), mine).is_ok() {
+        if let Some(q) = h.driver_with_info_v2() {
+            #[cfg(test)]
+            super::testing::took(super::testing::Path::Quick);
+            return Some(
+                match q.info_v2_with(h.pin_handle.load(Ordering::Acquire), store) {
+                    Ok(r) => r,
+                    Err(e) => failed(release_failed(held, e)),
+                },
+            );
+        }
+    }
+    cold_path();
+    None
+}
+
 /// `gdr_get_info_v2` (`legacy` = false) or the legacy v1 `gdr_get_info` (`legacy` = true):
 /// what the driver reports for `mh`, passed to `store`. (Storing here rather than returning
 /// the `Info` keeps the quick case's result in registers, apart from the cold one's.)
@@ -254,6 +296,39 @@ pub(super) mod tests {
         let _ = unpin(on.g, mh);
         refused(&mut f, "an unpinned handle", on.g, mh);
         f.0
+    }
+
+    /// [`info_v2_quick`] for `mh`: `None`, or the errno of its answer (0 when it stored one),
+    /// and the count of queries it left on the record.
+    fn quick(g: usize, mh: u64) -> (Option<i32>, u32) {
+        let rc = info_v2_quick(g, mh, |_| 0, |e| e.errno());
+        let users = HANDLES
+            .lookup(mh as usize)
+            .map_or(0, |h| h.users.load(Ordering::SeqCst));
+        (rc, users)
+    }
+
+    #[test]
+    fn the_quick_info_takes_only_the_quick_case_and_holds_nothing_after() {
+        let on = On::open(Path::Quick);
+        let other = On::open(Path::Quick);
+        let locked = On::open(Path::Locked);
+        let mh = on.pin(0x7650_0000, 0x10000).expect("pin");
+        // The quick case: the test's driver has no descriptor, so its ioctl fails (EBADF),
+        // and the query is released.
+        assert_eq!(quick(on.g, mh), (Some(libc::EBADF), 0));
+        // Everything else is left to `info`, with nothing held and nothing asked.
+        assert_eq!(quick(other.g, mh), (None, 0));
+        assert_eq!(quick(on.g, mh + 8), (None, 0));
+        assert_eq!(quick(on.g, 0), (None, 0));
+        let through = locked.pin(0x7660_0000, 0x10000).expect("pin");
+        assert_eq!(quick(locked.g, through), (None, 0));
+        assert_eq!(
+            info(locked.g, through, false).map(|i| i.va),
+            Ok(0x7660_0000)
+        );
+        let _ = unpin(on.g, mh);
+        assert_eq!(quick(on.g, mh), (None, 0));
     }
 
     #[test]

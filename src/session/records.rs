@@ -252,6 +252,20 @@ impl HandleRecord {
         Some(unsafe { gdrdrv::Driver::from_words(word, ioctl) })
     }
 
+    /// [`HandleRecord::driver`] when that driver answers the v2 info query
+    /// ([`gdrdrv::Driver::has_info_v2`]), else `None`: one compare of the word.
+    #[inline(always)]
+    pub(super) fn driver_with_info_v2(&self) -> Option<gdrdrv::Driver> {
+        let word = self.driver.load(Ordering::Acquire);
+        if !gdrdrv::Driver::word_has_info_v2(word) {
+            return None;
+        }
+        let ioctl = self.driver_ioctl.load(Ordering::Acquire);
+        // SAFETY: a non-zero `driver` and `driver_ioctl` were stored together by
+        // `set_session`, from `Driver::to_words`.
+        Some(unsafe { gdrdrv::Driver::from_words(word, ioctl) })
+    }
+
     #[inline(always)]
     pub(super) fn set_pin(&self, p: &Pin, owner: u64, kind: BackendKind, page_size: usize) {
         self.pin_handle.store(p.handle, Ordering::Release);
