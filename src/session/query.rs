@@ -5,7 +5,7 @@
 use super::lookup::{
     already_closed, check_opener, not_issued, open_unlocked, session, session_record,
 };
-use super::records::Open;
+use super::records::{HandleRecord, Open};
 use super::refuse::{accept_handle, accept_owned};
 use super::state::{self, InUse};
 use super::HANDLES;
@@ -30,6 +30,16 @@ use std::sync::atomic::Ordering;
 /// so that the quick one is laid out as one straight run of code.
 #[inline(always)]
 fn quick_query(g: usize, mh: u64) -> std::result::Result<(gdrdrv::Driver, InUse), Option<InUse>> {
+    quick_query_with(g, mh, HandleRecord::driver)
+}
+
+/// [`quick_query`] with the handle's driver taken by `driver` (`None`: not the quick case).
+#[inline(always)]
+fn quick_query_with(
+    g: usize,
+    mh: u64,
+    driver: impl FnOnce(&HandleRecord) -> Option<gdrdrv::Driver>,
+) -> std::result::Result<(gdrdrv::Driver, InUse), Option<InUse>> {
     let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
         cold_path();
         return Err(None);
@@ -40,7 +50,7 @@ fn quick_query(g: usize, mh: u64) -> std::result::Result<(gdrdrv::Driver, InUse)
     let held = InUse(h);
     let mine = || h.session.load(Ordering::Acquire) == g;
     if accept_handle(h.state.load(Ordering::SeqCst), mine).is_ok() {
-        if let Some(q) = h.driver() {
+        if let Some(q) = driver(h) {
             #[cfg(test)]
             super::testing::took(super::testing::Path::Quick);
             return Ok((q, held));
@@ -104,9 +114,8 @@ fn callback_flag_through_session(g: usize, mh: u64, held: Option<InUse>) -> Resu
 /// `gdr_get_info_v2`'s quick case alone, for the C entry, which runs it outside the panic
 /// guard: `None` when it does not apply (nothing held, nothing asked of the driver; [`info`]
 /// then decides from the start), else what `store` made of the driver's answer, or what
-/// `failed` made of its error (after the handle's release). It applies to a pinned handle of
-/// `g` in the handle registry's first slab whose driver has the v2 query; the legacy query,
-/// older drivers and later slabs take [`info`]. Nothing on it can panic: atomics, compares,
+/// `failed` made of its error (after the handle's release). It applies to [`quick_query`]'s
+/// case when the driver has the v2 query; the legacy query and older drivers take [`info`]. Nothing on it can panic: atomics, compares,
 /// the driver's `ioctl` (a C function), `store` and `failed`, which must not panic either.
 /// (Taking the two closures keeps the result a register, not an `Error` to move.)
 #[inline(always)]
@@ -116,31 +125,16 @@ pub fn info_v2_quick<R>(
     store: impl FnOnce(&Info) -> R,
     failed: impl FnOnce(Error) -> R,
 ) -> Option<R> {
-    let Some(h) = usize::try_from(mh)
-        .ok()
-        .and_then(|a| HANDLES.lookup_first(a))
-    else {
+    let Ok((q, h)) = quick_query_with(g, mh, HandleRecord::driver_with_info_v2) else {
         cold_path();
         return None;
     };
-    // Counted before the state is read, as in `quick_query`.
-    h.users.fetch_add(1, Ordering::SeqCst);
-    let held = InUse(h);
-    let mine = || h.session.load(Ordering::Acquire) == g;
-    if accept_handle(h.state.load(Ordering::SeqCst), mine).is_ok() {
-        if let Some(q) = h.driver_with_info_v2() {
-            #[cfg(test)]
-            super::testing::took(super::testing::Path::Quick);
-            return Some(
-                match q.info_v2_with(h.pin_handle.load(Ordering::Acquire), store) {
-                    Ok(r) => r,
-                    Err(e) => failed(release_failed(held, e)),
-                },
-            );
-        }
-    }
-    cold_path();
-    None
+    Some(
+        match q.info_v2_with(h.pin_handle.load(Ordering::Acquire), store) {
+            Ok(r) => r,
+            Err(e) => failed(release_failed(h, e)),
+        },
+    )
 }
 
 /// `gdr_get_info_v2` (`legacy` = false) or the legacy v1 `gdr_get_info` (`legacy` = true):
