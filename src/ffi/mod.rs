@@ -193,10 +193,11 @@ impl InfoOut for gdr_info_v2_t {
 /// The body of `gdr_get_info` / `gdr_get_info_v2`: EINVAL (logged) for a NULL `info`, else
 /// what the driver reports for `handle`, written into `*info`.
 ///
-/// The quick case (a pinned gdrdrv handle of `g`, a driver that answers) runs outside the
-/// panic guard, as a copy's accepted case does: nothing on it can panic (see
-/// [`session::info_quick`]), and it stays one short straight run of code with its own
-/// return. Everything else starts again in [`get_info_checked`], out of line.
+/// The v2 query's quick case (a pinned gdrdrv handle of `g` whose driver has the v2 query)
+/// runs outside the panic guard, as a copy's accepted case does: nothing on it can panic (see
+/// [`session::info_v2_quick`]), and it stays one short straight run of code with its own
+/// return. Everything else, the legacy query included, starts again in
+/// [`get_info_checked`], out of line.
 ///
 /// # Safety
 /// `info` is NULL or valid for reads and writes of a `T`.
