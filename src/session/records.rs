@@ -242,27 +242,27 @@ impl HandleRecord {
     /// session.
     #[inline(always)]
     pub(super) fn driver(&self) -> Option<gdrdrv::Driver> {
-        let word = self.driver.load(Ordering::Acquire);
-        if word == 0 {
-            return None;
-        }
-        let ioctl = self.driver_ioctl.load(Ordering::Acquire);
-        // SAFETY: a non-zero `driver` and `driver_ioctl` were stored together by
-        // `set_session`, from `Driver::to_words`.
-        Some(unsafe { gdrdrv::Driver::from_words(word, ioctl) })
+        self.driver_if(|word| word != 0)
     }
 
     /// [`HandleRecord::driver`] when that driver answers the v2 info query
     /// ([`gdrdrv::Driver::has_info_v2`]), else `None`: one compare of the word.
     #[inline(always)]
     pub(super) fn driver_with_info_v2(&self) -> Option<gdrdrv::Driver> {
+        self.driver_if(gdrdrv::Driver::word_has_info_v2)
+    }
+
+    /// The driver whose first word passes `take`, which is false for 0 (a handle whose calls
+    /// go through the session).
+    #[inline(always)]
+    fn driver_if(&self, take: impl FnOnce(u64) -> bool) -> Option<gdrdrv::Driver> {
         let word = self.driver.load(Ordering::Acquire);
-        if !gdrdrv::Driver::word_has_info_v2(word) {
+        if !take(word) {
             return None;
         }
         let ioctl = self.driver_ioctl.load(Ordering::Acquire);
-        // SAFETY: a non-zero `driver` and `driver_ioctl` were stored together by
-        // `set_session`, from `Driver::to_words`.
+        // SAFETY: `take` refuses 0, and a non-zero `driver` and `driver_ioctl` were stored
+        // together by `set_session`, from `Driver::to_words`.
         Some(unsafe { gdrdrv::Driver::from_words(word, ioctl) })
     }
 
