@@ -309,9 +309,26 @@ impl<T: Record, const FIRST: usize, const WIPED: bool> Registry<T, FIRST, WIPED>
     /// quarantine.
     #[inline(always)]
     pub fn release(&'static self, rec: &'static T) {
-        if let Some(i) = self.index_of(rec as *const T as usize) {
-            let _ = self.lock().quarantine.push_back(i);
+        let addr = rec as *const T as usize;
+        match self.index_in_first(addr) {
+            Some(i) => self.quarantine(i),
+            None => self.release_elsewhere(addr),
         }
+    }
+
+    /// [`Registry::release`] of a record outside the first slab.
+    #[cold]
+    #[inline(never)]
+    fn release_elsewhere(&'static self, addr: usize) {
+        if let Some(i) = self.index_elsewhere(addr) {
+            self.quarantine(i);
+        }
+    }
+
+    /// Queues slot `i` in the quarantine.
+    #[inline(always)]
+    fn quarantine(&'static self, i: usize) {
+        let _ = self.lock().quarantine.push_back(i);
     }
 
     /// The allocation lock.
@@ -350,14 +367,19 @@ impl<T: Record, const FIRST: usize, const WIPED: bool> Registry<T, FIRST, WIPED>
 
     /// The global slot index of `addr`, the address of a record of this registry (`None`
     /// for any other address outside the first slab).
+    #[cfg(test)]
     #[inline(always)]
     fn index_of(&'static self, addr: usize) -> Option<usize> {
+        self.index_in_first(addr)
+            .or_else(|| self.index_elsewhere(addr))
+    }
+
+    /// [`Registry::index_of`] in the first slab only: `None` for any other address.
+    #[inline(always)]
+    fn index_in_first(&'static self, addr: usize) -> Option<usize> {
         let size = std::mem::size_of::<T>();
         let off = addr.wrapping_sub(self.first.base(WIPED) as usize);
-        if off < FIRST * size {
-            return Some(off / size);
-        }
-        self.index_elsewhere(addr)
+        (off < FIRST * size).then(|| off / size)
     }
 
     /// [`Registry::index_of`] outside the first slab.

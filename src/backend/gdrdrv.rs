@@ -148,6 +148,13 @@ pub struct GdrDrv {
 }
 
 impl GdrDrv {
+    /// [`Backend::unpin`] of the pin whose driver handle is `handle`.
+    #[inline(always)]
+    pub fn unpin_handle(&self, handle: u64) -> Result<()> {
+        self.ioctl(ioc::UNPIN_BUFFER, UnpinParams { handle })
+            .map(drop)
+    }
+
     /// Opens `/dev/gdrdrv` with `O_RDWR|O_CLOEXEC` and checks the driver version, logging
     /// why and how to fix it on failure.
     pub fn open() -> Result<GdrDrv> {
@@ -542,8 +549,7 @@ impl Backend for GdrDrv {
 
     #[inline(always)]
     fn unpin(&self, pin: &Pin) -> Result<()> {
-        let p = UnpinParams { handle: pin.handle };
-        self.ioctl(ioc::UNPIN_BUFFER, p).map(drop)
+        self.unpin_handle(pin.handle)
     }
 
     #[inline(always)]

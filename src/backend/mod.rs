@@ -213,6 +213,20 @@ impl Opened {
             _ => None,
         }
     }
+
+    /// [`Backend::unpin`] of the pin whose driver handle is `handle`; `pin` gives the whole
+    /// pin, which only the backends other than gdrdrv read (so that the straight path loads
+    /// the handle alone).
+    #[inline(always)]
+    pub fn unpin_with(&self, handle: u64, pin: impl FnOnce() -> Pin) -> Result<()> {
+        match self {
+            Opened::Gdrdrv(b) => b.unpin_handle(handle),
+            _ => {
+                crate::hint::cold_path();
+                self.unpin(&pin())
+            }
+        }
+    }
 }
 
 /// Forwards each listed [`Backend`] method to the backend inside an [`Opened`]. gdrdrv's is

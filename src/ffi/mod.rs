@@ -105,7 +105,7 @@ entry! {
     /// Unpins `handle` (unmapping it first if still mapped); the handle is invalid afterwards,
     /// even when the driver reports an error.
     fn gdr_unpin_buffer(g: gdr_t, handle: gdr_mh_t) -> c_int {
-        status(session::unpin(g as usize, handle.h))
+        session::unpin_then(g as usize, handle.h, status)
     }
 }
 

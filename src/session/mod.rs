@@ -58,7 +58,9 @@ pub use pin::pin;
 pub use query::{attribute, callback_flag, driver_version, info, info_v2_quick};
 pub use records::{HandleRecord, SessionRecord};
 pub use unmap::unmap;
+#[cfg(test)]
 pub use unpin::unpin;
+pub use unpin::unpin_then;
 
 use crate::registry::{Registry, WipedRegistry};
 

@@ -6,7 +6,7 @@ use super::records::{HandleRecord, Open};
 use super::refuse::{broken, Mutant};
 use super::state::{self, hold};
 use super::SESSIONS;
-use crate::backend::{Backend, Pin};
+use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::hint::cold_path;
 use std::sync::atomic::Ordering;
@@ -53,7 +53,7 @@ impl Open {
             cold_path();
             return self.release_mapped(h, how);
         }
-        self.unpin_and_free(h, &h.pin())
+        self.unpin_and_free(h)
     }
 
     /// [`Open::release`] of a handle that is still mapped: unmaps it first.
@@ -86,14 +86,16 @@ impl Open {
             }
         }
         h.forget_mapping(m.kind, self.backend.kind());
-        let unpinned = self.unpin_and_free(h, &pin);
+        let unpinned = self.unpin_and_free(h);
         r.and(unpinned)
     }
 
     /// The end of [`Open::release`]: unpins and frees the record whatever the driver said.
     #[inline(always)]
-    fn unpin_and_free(&self, h: &'static HandleRecord, pin: &Pin) -> Result<()> {
-        let r = self.backend.unpin(pin);
+    fn unpin_and_free(&self, h: &'static HandleRecord) -> Result<()> {
+        let r = self
+            .backend
+            .unpin_with(h.pin_handle.load(Ordering::Acquire), || h.pin());
         self.live.fetch_sub(1, Ordering::Relaxed);
         h.free();
         r
@@ -208,24 +210,43 @@ pub(super) enum Release {
     Close,
 }
 
-/// `gdr_unpin_buffer`: unmaps if still mapped, unpins, and frees the handle even when the
-/// driver refuses.
-#[inline(always)]
+/// [`unpin_then`] returning the result itself, for the tests.
+#[cfg(test)]
 pub fn unpin(g: usize, mh: u64) -> Result<()> {
-    match quick_unpin(g, mh) {
-        Some(r) => r,
-        None => unpin_through_session(g, mh),
+    unpin_then(g, mh, |r| r)
+}
+
+/// `gdr_unpin_buffer`: unmaps if still mapped, unpins, and frees the handle even when the
+/// driver refuses; what `done` makes of the result on each path (the C entry's errno), so
+/// that the straight path hands back a register rather than moving a `Result` out of the
+/// quick case.
+#[inline(always)]
+pub fn unpin_then<R>(g: usize, mh: u64, done: impl FnOnce(Result<()>) -> R) -> R {
+    match quick_unpin(g, mh, done) {
+        Ok(r) => r,
+        Err(done) => done(unpin_through_session(g, mh)),
     }
 }
 
-/// [`unpin`] in the quick case of [`quick_handle`], without the session's lock: what
+/// [`unpin_then`] in the quick case of [`quick_handle`], without the session's lock: what
 /// [`accept_unpin`] accepts of a PINNED handle (not mapped), the state it then holds the
-/// handle from. `None` for anything else, valid or not.
+/// handle from; what `done` makes of its result. `Err(done)`, untouched, for anything else,
+/// valid or not.
 #[inline(always)]
-fn quick_unpin(g: usize, mh: u64) -> Option<Result<()>> {
-    let (h, _) = quick_handle(g, mh)?;
-    let mapped = accept_unpin(state::PINNED).ok()?;
-    hold(h, g, state::PINNED, state::UNPINNING)?;
+fn quick_unpin<R, F: FnOnce(Result<()>) -> R>(
+    g: usize,
+    mh: u64,
+    done: F,
+) -> std::result::Result<R, F> {
+    let Some((h, _)) = quick_handle(g, mh) else {
+        return Err(done);
+    };
+    let Ok(mapped) = accept_unpin(state::PINNED) else {
+        return Err(done);
+    };
+    if hold(h, g, state::PINNED, state::UNPINNING).is_none() {
+        return Err(done);
+    }
     // SAFETY: `h`, a handle of the session `g`, is held in UNPINNING.
     let Some(open) = SESSIONS
         .lookup(g)
@@ -233,12 +254,12 @@ fn quick_unpin(g: usize, mh: u64) -> Option<Result<()>> {
     else {
         cold_path();
         h.state.store(state::PINNED, Ordering::Release);
-        return None;
+        return Err(done);
     };
-    Some(open.release_held(h, mapped, Release::Unpin))
+    Ok(done(open.release_held(h, mapped, Release::Unpin)))
 }
 
-/// [`unpin`] through the session, held shared: every case but the quick one, with its
+/// [`unpin_then`] through the session, held shared: every case but the quick one, with its
 /// errors.
 #[cold]
 #[inline(never)]
