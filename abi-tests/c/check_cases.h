@@ -131,4 +131,56 @@ static inline int check_run_cases(const char *name, const struct check_case *cas
     return total.failed || failed ? 1 : 0;
 }
 
+/*
+ * A call that runs once per process (an initialisation) under an injected fault, in a fresh
+ * child for each fault: check_init_faults forks one child per spec "NAME:1:ERR" (each name of
+ * `names` with each value of `errs`), in which `run(spec, err, arg)` injects the fault, makes
+ * the call and returns the child's exit code: bit 1 when the fault made the call fail, bits 2,
+ * 4 and 16 for what went wrong (`bad[0]`, `bad[1]`, `bad[2]` say what), 8 when the fault could
+ * not be set. The parent reports one check per child, named `what`, and returns how many
+ * faults made the call fail.
+ */
+struct check_init_fault {
+    const char *what;   /* the check, e.g. "gdr_open under an init fault" */
+    const char *call;   /* the call under the fault, for the failure lines */
+    const char *bad[3]; /* what bits 2, 4 and 16 of the exit code mean */
+    int (*run)(const char *spec, int err, void *arg);
+    void *arg;
+};
+
+static inline long check_init_faults(const struct check_init_fault *f, const char *const *names,
+                                     int nnames, const int *errs, int nerrs)
+{
+    long fired = 0;
+    char spec[128];
+    for (int n = 0; n < nnames; n++)
+        for (int e = 0; e < nerrs; e++) {
+            snprintf(spec, sizeof(spec), "%s:1:%d", names[n], errs[e]);
+            fflush(stdout);
+            pid_t pid = fork();
+            if (pid < 0) {
+                check_report(0, __FILE__, __LINE__, "fork");
+                continue;
+            }
+            if (pid == 0) {
+                alarm(30);
+                _exit(f->run(spec, errs[e], f->arg));
+            }
+            int status = 0;
+            if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+                check_report(0, __FILE__, __LINE__, "the child ended by a signal");
+                printf("    with %s (before the first %s)\n", spec, f->call);
+                continue;
+            }
+            int code = WEXITSTATUS(status);
+            check_report(!(code & ~1), __FILE__, __LINE__, f->what);
+            if (code & ~1)
+                printf("    with %s (before the first %s): %s%s%s%s\n", spec, f->call,
+                       code & 8 ? "the fault could not be set; " : "", code & 2 ? f->bad[0] : "",
+                       code & 4 ? f->bad[1] : "", code & 16 ? f->bad[2] : "");
+            fired += code & 1;
+        }
+    return fired;
+}
+
 #endif

@@ -25,9 +25,9 @@
  */
 #include <dlfcn.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "check_cases.h"
 #include "ext.h"
 #include "gpu.h"
 
@@ -188,60 +188,43 @@ static int leaks(void)
     return 1;
 }
 
+/* One gdrx_open under the fault `spec` (with the CUresult `err`), in the child that
+ * check_init_faults forked: its exit code. */
+static int init_fault_child(const char *spec, int err, void *arg)
+{
+    (void)arg;
+    struct left b = counted();
+    gdrx_t x;
+    int code = 0;
+    if (gdrsim_set_fail(spec) != 0)
+        return 8;
+    int rc = gdrx_open(&x, 0, open_flags);
+    if (rc != 0 && rc != errno_of_curesult(err) && rc != ENODEV)
+        code |= 2;
+    if (rc != 0)
+        code |= 1;
+    else if (gdrx_close(x) != 0)
+        code |= 4;
+    if (!nothing_left(spec, b, counted()))
+        code |= 4;
+    if (gdrx_open(&x, 0, open_flags) != 0 || gdrx_close(x) != 0)
+        code |= 16;
+    return code;
+}
+
 /* The CUDA driver is loaded and initialised once per process, at the first gdrx_open: its
  * faults are injected in a fresh child for each rule. */
 static long init_faults(const char *const *names, int nnames, const int *errs, int nerrs)
 {
-    long fired = 0;
-    char spec[128];
-    for (int n = 0; n < nnames; n++)
-        for (int e = 0; e < nerrs; e++) {
-            snprintf(spec, sizeof(spec), "%s:1:%d", names[n], errs[e]);
-            fflush(stdout);
-            pid_t pid = fork();
-            if (pid < 0) {
-                CHECK(!"fork");
-                continue;
-            }
-            if (pid == 0) {
-                struct left b = counted();
-                gdrx_t x;
-                int code = 0;
-                alarm(30);
-                if (gdrsim_set_fail(spec) != 0)
-                    _exit(8);
-                int rc = gdrx_open(&x, 0, open_flags);
-                if (rc != 0 && rc != errno_of_curesult(errs[e]) && rc != ENODEV)
-                    code |= 2;
-                if (rc != 0)
-                    code |= 1;
-                else if (gdrx_close(x) != 0)
-                    code |= 4;
-                if (!nothing_left(spec, b, counted()))
-                    code |= 4;
-                if (gdrx_open(&x, 0, open_flags) != 0 || gdrx_close(x) != 0)
-                    code |= 16;
-                _exit(code);
-            }
-            int status = 0;
-            if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
-                check_report(0, __FILE__, __LINE__, "the child ended by a signal");
-                printf("    with %s (before the first gdrx_open)\n", spec);
-                continue;
-            }
-            int code = WEXITSTATUS(status);
-            if (code & ~1) {
-                check_report(0, __FILE__, __LINE__, "gdrx_open under an init fault");
-                printf("    with %s (before the first gdrx_open): %s%s%s\n", spec,
-                       code & 2 ? "an error that is not the injected one; " : "",
-                       code & 4 ? "gdrx_close failed or something was left; " : "",
-                       code & 16 ? "gdrx_open fails again once the fault is spent" : "");
-            } else {
-                check_report(1, __FILE__, __LINE__, "gdrx_open under an init fault");
-            }
-            fired += code & 1;
-        }
-    return fired;
+    static const struct check_init_fault f = {
+        .what = "gdrx_open under an init fault",
+        .call = "gdrx_open",
+        .bad = {"an error that is not the injected one; ",
+                "gdrx_close failed or something was left; ",
+                "gdrx_open fails again once the fault is spent"},
+        .run = init_fault_child,
+    };
+    return check_init_faults(&f, names, nnames, errs, nerrs);
 }
 
 int main(int argc, char **argv)

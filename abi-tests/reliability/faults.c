@@ -29,10 +29,9 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "check_cases.h"
 #include "gdrapi.h"
 #include "gdrsim.h"
 #include "gpu.h"
@@ -235,6 +234,31 @@ static int leaks(void)
     return 0;
 }
 
+/* One gdr_open under the fault `spec`, in the child that check_init_faults forked: its exit
+ * code. */
+static int init_fault_child(const char *spec, int err, void *arg)
+{
+    (void)err;
+    (void)arg;
+    struct gdrsim_counters c;
+    int code = 0;
+    if (gdrsim_set_fail(spec) != 0)
+        return 8;
+    gdr_t g = gdr_open();
+    if (g == NULL)
+        code |= 1; /* the fault made gdr_open fail */
+    else if (gdr_close(g) != 0)
+        code |= 2;
+    memset(&c, 0, sizeof(c));
+    gdrsim_get_counters(&c, sizeof(c));
+    if (c.open_files || c.live_dmabufs || c.live_vk_instances || c.live_vk_devices)
+        code |= 4;
+    g = gdr_open();
+    if (g == NULL || gdr_close(g) != 0)
+        code |= 16;
+    return code;
+}
+
 /* The library loads and initialises the CUDA driver once per process, at the first gdr_open
  * that needs it (the DMA-BUF and Vulkan backends), so faults in that path are injected in a
  * fresh child for each rule: gdr_open must fail cleanly (NULL, nothing left open), and the next
@@ -242,56 +266,14 @@ static int leaks(void)
  * gdr_open fail. */
 static long init_faults(const char *const *names, int nnames, const int *errs, int nerrs)
 {
-    long fired = 0;
-    char spec[128];
-    for (int n = 0; n < nnames; n++)
-        for (int e = 0; e < nerrs; e++) {
-            snprintf(spec, sizeof(spec), "%s:1:%d", names[n], errs[e]);
-            fflush(stdout);
-            pid_t pid = fork();
-            if (pid < 0) {
-                CHECK(!"fork");
-                continue;
-            }
-            if (pid == 0) {
-                struct gdrsim_counters c;
-                int code = 0;
-                alarm(30);
-                if (gdrsim_set_fail(spec) != 0)
-                    _exit(8);
-                gdr_t g = gdr_open();
-                if (g == NULL)
-                    code |= 1; /* the fault made gdr_open fail */
-                else if (gdr_close(g) != 0)
-                    code |= 2;
-                memset(&c, 0, sizeof(c));
-                gdrsim_get_counters(&c, sizeof(c));
-                if (c.open_files || c.live_dmabufs || c.live_vk_instances || c.live_vk_devices)
-                    code |= 4;
-                g = gdr_open();
-                if (g == NULL || gdr_close(g) != 0)
-                    code |= 16;
-                _exit(code);
-            }
-            int status = 0;
-            if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
-                check_report(0, __FILE__, __LINE__, "the child ended by a signal");
-                printf("    with %s (before the first gdr_open)\n", spec);
-                continue;
-            }
-            int code = WEXITSTATUS(status);
-            if (code & ~1) {
-                check_report(0, __FILE__, __LINE__, "gdr_open under an init fault");
-                printf("    with %s (before the first gdr_open): %s%s%s\n", spec,
-                       code & 2 ? "gdr_close failed; " : "",
-                       code & 4 ? "a file or dma-buf left open; " : "",
-                       code & 16 ? "gdr_open fails again once the fault is spent" : "");
-            } else {
-                check_report(1, __FILE__, __LINE__, "gdr_open under an init fault");
-            }
-            fired += code & 1;
-        }
-    return fired;
+    static const struct check_init_fault f = {
+        .what = "gdr_open under an init fault",
+        .call = "gdr_open",
+        .bad = {"gdr_close failed; ", "a file or dma-buf left open; ",
+                "gdr_open fails again once the fault is spent"},
+        .run = init_fault_child,
+    };
+    return check_init_faults(&f, names, nnames, errs, nerrs);
 }
 
 int main(int argc, char **argv)
