@@ -210,13 +210,19 @@ static inline int emulated_driver(const char *what)
     return 0;
 }
 
-/* struct gdr's cache_backend (u32 at offset 40 of upstream's layout): 0 gdrdrv, 1 DMA-BUF, 2 this
- * library's Vulkan import. The backends other than gdrdrv reach the GPU through CUDA, which a
+/* struct gdr's cache_backend (a u32 in upstream's layout) and its values: gdrdrv, DMA-BUF, and
+ * this library's Vulkan import (gdrapi-abi's gdr::CACHE_BACKEND_*, which abi/tests/gdr_header.rs
+ * compares with these). The backends other than gdrdrv reach the GPU through CUDA, which a
  * forked child of a process that initialised it cannot use. */
+#define GDR_CACHE_BACKEND_OFFSET 40
+#define GDR_CACHE_BACKEND_GDRDRV 0u
+#define GDR_CACHE_BACKEND_DMABUF 1u
+#define GDR_CACHE_BACKEND_VULKAN 2u
+
 static inline unsigned gdr_cache_backend(const void *g)
 {
     unsigned v;
-    memcpy(&v, (const char *)g + 40, sizeof v);
+    memcpy(&v, (const char *)g + GDR_CACHE_BACKEND_OFFSET, sizeof v);
     return v;
 }
 

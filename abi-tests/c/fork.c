@@ -143,7 +143,7 @@ static void child_case(enum how how, unsigned long base)
             /* On DMA-BUF and the Vulkan import, gdr_open needs CUDA, which a child of a
              * process that initialised it cannot use (as with the real driver): a clean
              * refusal is right there. */
-            if (backend != 0 && mine == NULL)
+            if (backend != GDR_CACHE_BACKEND_GDRDRV && mine == NULL)
                 own_ok = 1;
         }
         _exit(own_ok ? 0 : 4);
@@ -240,7 +240,7 @@ int main(void)
     REQUIRE(gdr_get_attribute(probe, GDR_ATTR_USING_DMA_BUF_MMAP, &using_dmabuf) == 0);
     backend = gdr_cache_backend(probe);
     REQUIRE(gdr_close(probe) == 0);
-    printf("fork: %s backend\n", backend == 2 ? "Vulkan import" : using_dmabuf ? "DMA-BUF" : "gdrdrv");
+    printf("fork: %s backend\n", backend == GDR_CACHE_BACKEND_VULKAN ? "Vulkan import" : using_dmabuf ? "DMA-BUF" : "gdrdrv");
     child_case(BY_FORK, base);
     child_case(BY_UNDERSCORE_FORK, base);
     child_case(BY_RAW_CLONE, base);

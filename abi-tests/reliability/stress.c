@@ -203,7 +203,7 @@ static void fork_child(gdr_t parent_g)
         /* On the DMA-BUF backend and the Vulkan import the child inherits a CUDA driver
          * initialised by its parent, which CUDA does not allow it to use: its own gdr_open may
          * fail (cleanly). */
-        bad |= (mine == NULL && backend == 0) << 4;
+        bad |= (mine == NULL && backend == GDR_CACHE_BACKEND_GDRDRV) << 4;
         if (mine) {
             bad |= (gdr_driver_get_version(mine, &major, &minor) != 0 || major != 2) << 5;
             bad |= (gdr_close(mine) != 0) << 6;

@@ -99,7 +99,7 @@ static int scenario_selected(void)
     CHECK_EQ(attr(g, GDR_ATTR_USE_PERSISTENT_MAPPING), 1);
     CHECK_EQ(attr(g, GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE), 1);
     CHECK_EQ(*(const int *)g, -1); /* struct gdr's fd: no driver node */
-    CHECK_EQ(gdr_cache_backend(g), 2);
+    CHECK_EQ(gdr_cache_backend(g), GDR_CACHE_BACKEND_VULKAN);
     int major = -1, minor = -1;
     CHECK_EQ(gdr_driver_get_version(g, &major, &minor), 0);
     CHECK_EQ(major, 2);
@@ -396,7 +396,7 @@ static int scenario_api(void)
     REQUIRE(gpu_vmm_alloc(&d, size) == CUDA_SUCCESS);
     gdr_t g = gdr_open();
     REQUIRE(g != NULL);
-    CHECK_EQ(gdr_cache_backend(g), 2);
+    CHECK_EQ(gdr_cache_backend(g), GDR_CACHE_BACKEND_VULKAN);
     test_info_and_data(g, d);
     test_unaligned(g, d);
     test_inner_pin(g, d, size);

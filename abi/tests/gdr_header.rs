@@ -168,3 +168,21 @@ fn the_c_header_states_the_rust_definitions() {
     let include = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../include");
     c::compile_and_run("gdr_header", &program(), &[&include]);
 }
+
+/// The C harness's own copy of where `struct gdr` keeps its backend, and the values it compares
+/// with (`abi-tests/c/check.h`), state `CACHE_BACKEND_*`.
+#[test]
+fn the_c_harness_reads_the_backend_where_the_rust_side_says() {
+    let mut src = String::from("#include \"check.h\"\n\n");
+    for (name, value) in [
+        ("GDR_CACHE_BACKEND_OFFSET", CACHE_BACKEND_OFFSET as i128),
+        ("GDR_CACHE_BACKEND_GDRDRV", CACHE_BACKEND_GDRDRV.into()),
+        ("GDR_CACHE_BACKEND_DMABUF", CACHE_BACKEND_DMABUF.into()),
+        ("GDR_CACHE_BACKEND_VULKAN", CACHE_BACKEND_VULKAN.into()),
+    ] {
+        writeln!(src, "_Static_assert({name} == {value}, \"{name}\");").unwrap();
+    }
+    src += "\nint main(void) { return 0; }\n";
+    let harness = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../abi-tests/c");
+    c::compile_and_run("check_h_backend", &src, &[&harness]);
+}
