@@ -310,7 +310,7 @@ impl Driver {
         self.info_with(handle, true, |i| *i)
     }
 
-    /// Whether the driver answers the v2 info ioctl (2.5 and later), which
+    /// Whether the driver answers the v2 info ioctl (2.4 and later), which
     /// [`Driver::info_v2_with`] asks.
     #[inline(always)]
     pub fn has_info_v2(self) -> bool {
@@ -353,7 +353,7 @@ impl Driver {
         if !legacy && self.has_info_v2() {
             return self.info_v2_with(handle, f);
         }
-        // The legacy call, and drivers before 2.5: laid out of the way of current ones.
+        // The legacy call, and drivers before 2.4: laid out of the way of current ones.
         crate::hint::cold_path();
         let p = InfoParams {
             handle,

@@ -115,9 +115,10 @@ fn callback_flag_through_session(g: usize, mh: u64, held: Option<InUse>) -> Resu
 /// guard: `None` when it does not apply (nothing held, nothing asked of the driver; [`info`]
 /// then decides from the start), else what `store` made of the driver's answer, or what
 /// `failed` made of its error (after the handle's release). It applies to [`quick_query`]'s
-/// case when the driver has the v2 query; the legacy query and older drivers take [`info`]. Nothing on it can panic: atomics, compares,
-/// the driver's `ioctl` (a C function), `store` and `failed`, which must not panic either.
-/// (Taking the two closures keeps the result a register, not an `Error` to move.)
+/// case when the driver has the v2 query; the legacy query and older drivers take [`info`].
+/// Nothing on it can panic: atomics, compares, the driver's `ioctl` (a C function), `store`
+/// and `failed`, which must not panic either. (Taking the two closures keeps the result a
+/// register, not an `Error` to move.)
 #[inline(always)]
 pub fn info_v2_quick<R>(
     g: usize,
