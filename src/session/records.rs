@@ -51,6 +51,15 @@ pub struct SessionRecord {
     pub(super) opener_pid: AtomicI32,
 }
 
+impl SessionRecord {
+    /// Starts loading the line of the record at `g` that holds its open state (the backend and
+    /// the `live` count), before `g` is validated: a prefetch of any address is harmless.
+    #[inline(always)]
+    pub(super) fn prefetch_open(g: usize) {
+        crate::hint::prefetch(g.wrapping_add(std::mem::offset_of!(SessionRecord, open)));
+    }
+}
+
 /// A live session.
 pub(super) struct Open {
     pub(super) backend: Opened,

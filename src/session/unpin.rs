@@ -2,10 +2,10 @@
 //! its session: unmap if mapped, unpin, free the record whatever the driver said.
 
 use super::lookup::{open_unlocked, quick_handle, session_and_handle};
-use super::records::{HandleRecord, Open};
+use super::records::{HandleRecord, Open, SessionRecord};
 use super::refuse::{broken, Mutant};
 use super::state::{self, hold};
-use super::SESSIONS;
+use super::{HANDLES, SESSIONS};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::hint::cold_path;
@@ -238,6 +238,13 @@ fn quick_unpin<R, F: FnOnce(Result<()>) -> R>(
     mh: u64,
     done: F,
 ) -> std::result::Result<R, F> {
+    // The lines this path reads behind the handle's locked state change (the sessions'
+    // slab count, the session's open state) and locks after the driver's unpin (the
+    // session's `live` count, the handles' quarantine), loaded while the handle's own line
+    // is rather than one after the other.
+    SESSIONS.prefetch();
+    SessionRecord::prefetch_open(g);
+    HANDLES.prefetch();
     let Some((h, _)) = quick_handle(g, mh) else {
         return Err(done);
     };
