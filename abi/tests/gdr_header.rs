@@ -1,6 +1,6 @@
 //! `include/gdrapi.h` states what `gdrapi_abi::gdr` states: this test writes a C program of
 //! `_Static_assert`s, one per fact of the Rust side (each type's size and signedness, each
-//! struct's size, alignment and member offsets, each constant), compiles it with the header
+//! struct's size, alignment, member count, offsets and sizes, each constant), compiles it with the header
 //! and runs it (the bits of the `mapped` / `wc_mapping` bitfields are compared at run time).
 
 mod c;
@@ -106,6 +106,17 @@ fn program() -> String {
         )
         .unwrap();
     }
+    // A positional initializer of exactly as many members as the Rust side has (`flags`
+    // counting as its two bitfields): -Wextra's missing-field-initializers and the
+    // excess-elements error catch any other count.
+    for (t, n) in [("gdr_mh_t", 1), ("gdr_info_v2_t", 8)] {
+        let zeros = vec!["0"; n].join(", ");
+        writeln!(
+            src,
+            "extern const {t} members_{t};\nconst {t} members_{t} = {{ {zeros} }};"
+        )
+        .unwrap();
+    }
     writeln!(
         src,
         "_Static_assert(sizeof(gdr_t) == {}, \"gdr_t is a pointer\");",
@@ -163,10 +174,70 @@ fn program() -> String {
     src
 }
 
+fn include() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../include")
+}
+
 #[test]
 fn the_c_header_states_the_rust_definitions() {
-    let include = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../include");
-    c::compile_and_run("gdr_header", &program(), &[&include]);
+    c::compile_and_run("gdr_header", &program(), &[&include()]);
+}
+
+/// The comparison notices drift: each edit of a type or a constant in the header fails,
+/// naming what changed. (`tests/header_sync.rs` does the same for the prototypes.)
+#[test]
+fn every_kind_of_drift_is_caught() {
+    let good = std::fs::read_to_string(include().join("gdrapi.h")).expect("read gdrapi.h");
+    let edits = [
+        (
+            "    uint32_t page_size;",
+            "    uint64_t page_size;",
+            "gdr_info_v2_t.page_size",
+        ),
+        (
+            "    unsigned wc_mapping:1;",
+            "    unsigned wc_mapping:1;\n    unsigned char extra;",
+            "gdr_info_v2_t",
+        ),
+        (
+            "    unsigned mapped:1;      /* a CPU mapping exists */\n    unsigned wc_mapping:1;",
+            "    unsigned wc_mapping:1;\n    unsigned mapped:1;",
+            "mapped is",
+        ),
+        (
+            "GDR_MAPPING_TYPE_DEVICE  = 3",
+            "GDR_MAPPING_TYPE_DEVICE  = 5",
+            "GDR_MAPPING_TYPE_DEVICE",
+        ),
+        (
+            "GDR_ATTR_USING_DMA_BUF_MMAP          = 3,",
+            "",
+            "GDR_ATTR_USING_DMA_BUF_MMAP",
+        ),
+        (
+            "#define GDR_API_MINOR_VERSION    6",
+            "#define GDR_API_MINOR_VERSION    7",
+            "GDR_API_MINOR_VERSION",
+        ),
+    ];
+    let program = program();
+    for (i, (from, to, what)) in edits.into_iter().enumerate() {
+        assert!(
+            good.contains(from),
+            "edit target {from:?} not in the header"
+        );
+        let name = format!("gdr_header_edit_{i}");
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}_h"));
+        std::fs::create_dir_all(&dir).expect("create a scratch folder");
+        std::fs::write(dir.join("gdrapi.h"), good.replacen(from, to, 1)).expect("write");
+        match c::try_compile_and_run(&name, &program, &[&dir]) {
+            Ok(()) => panic!("editing {from:?} -> {to:?} went unnoticed"),
+            Err(e) => assert!(
+                e.contains(what),
+                "editing {from:?} -> {to:?} failed without naming {what}:\n{e}"
+            ),
+        }
+    }
 }
 
 /// The C harness's own copy of where `struct gdr` keeps its backend, and the values it compares

@@ -46,6 +46,14 @@ fn scratch(name: &str) -> PathBuf {
 /// Writes `src` as `<name>.c`, compiles it with `$CC` (default `cc`) and the folders
 /// `includes`, and runs it; panics with the compiler's messages or the exit status.
 pub fn compile_and_run(name: &str, src: &str, includes: &[&Path]) {
+    if let Err(e) = try_compile_and_run(name, src, includes) {
+        panic!("{e}");
+    }
+}
+
+/// [`compile_and_run`], with the compiler's messages or the program's (its standard error)
+/// as the error: for tests that expect a program to fail.
+pub fn try_compile_and_run(name: &str, src: &str, includes: &[&Path]) -> Result<(), String> {
     let dir = scratch(name);
     let c = dir.join(format!("{name}.c"));
     let exe = dir.join(name);
@@ -62,24 +70,38 @@ pub fn compile_and_run(name: &str, src: &str, includes: &[&Path]) {
         .arg(&exe)
         .output()
         .unwrap_or_else(|e| panic!("run {cc}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cc} rejects {}:\n{}",
-        c.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let status = Command::new(&exe).status().expect("run the C program");
-    assert!(status.success(), "{} failed: {status}", exe.display());
+    if !out.status.success() {
+        return Err(format!(
+            "{cc} rejects {}:\n{}",
+            c.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let run = Command::new(&exe).output().expect("run the C program");
+    if !run.status.success() {
+        return Err(format!(
+            "{} failed: {}\n{}",
+            exe.display(),
+            run.status,
+            String::from_utf8_lossy(&run.stderr)
+        ));
+    }
+    Ok(())
 }
 
-/// A C struct as the Rust side lays it out: its name, size and `(member, offset)` pairs.
+/// A C struct as the Rust side lays it out: its name, size and members.
 pub struct Layout {
     /// The C type (`struct x`, or a typedef name).
     pub name: &'static str,
     /// `size_of` the Rust type.
     pub size: usize,
-    /// Each C member with the Rust field's offset.
-    pub fields: Vec<(&'static str, usize)>,
+    /// Each C member with the Rust field's offset and size.
+    pub fields: Vec<(&'static str, usize, usize)>,
+}
+
+/// The size of the field that `_f` picks out of a `T`.
+pub fn field_size<T, F>(_f: impl Fn(&T) -> &F) -> usize {
+    std::mem::size_of::<F>()
 }
 
 /// The [`Layout`] of Rust type `$t` for C type `$c`: `field` is the C member of the same name,
@@ -90,7 +112,11 @@ macro_rules! layout {
         $crate::c::Layout {
             name: $c,
             size: ::std::mem::size_of::<$t>(),
-            fields: vec![$(($crate::layout!(@member $f $($m)?), ::std::mem::offset_of!($t, $f))),*],
+            fields: vec![$((
+                $crate::layout!(@member $f $($m)?),
+                ::std::mem::offset_of!($t, $f),
+                $crate::c::field_size(|s: &$t| &s.$f),
+            )),*],
         }
     };
     (@member $f:ident) => { stringify!($f) };
@@ -98,14 +124,15 @@ macro_rules! layout {
 }
 
 impl Layout {
-    /// `_Static_assert`s of the C type's size and each member's offset.
+    /// `_Static_assert`s of the C type's size and each member's offset and size.
     pub fn asserts(&self) -> String {
         let Layout { name, size, .. } = self;
         let mut s =
             format!("_Static_assert(sizeof({name}) == {size}, \"{name} is {size} bytes\");\n");
-        for (f, off) in &self.fields {
+        for (f, off, len) in &self.fields {
             s += &format!(
-                "_Static_assert(offsetof({name}, {f}) == {off}, \"{name}.{f} at {off}\");\n"
+                "_Static_assert(offsetof({name}, {f}) == {off} && sizeof((({name} *)0)->{f}) == {len}, \
+                 \"{name}.{f}: {len} bytes at {off}\");\n"
             );
         }
         s
