@@ -91,12 +91,15 @@ impl Open {
     }
 
     /// The end of [`Open::release`]: unpins and frees the record whatever the driver said.
+    /// The session stops counting the handle first: the count goes down whatever the driver
+    /// says, and a locked access before the driver's call waits for fewer stores than one
+    /// after it.
     #[inline(always)]
     fn unpin_and_free(&self, h: &'static HandleRecord) -> Result<()> {
+        self.live.fetch_sub(1, Ordering::Relaxed);
         let r = self
             .backend
             .unpin_with(h.pin_handle.load(Ordering::Acquire), || h.pin());
-        self.live.fetch_sub(1, Ordering::Relaxed);
         h.free();
         r
     }
