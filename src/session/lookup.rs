@@ -140,6 +140,20 @@ pub(super) fn quick_handle(g: usize, mh: u64) -> Option<(&'static HandleRecord, 
     (h.session.load(Ordering::Acquire) == g).then_some((h, page_size))
 }
 
+/// The session record at `g`, read without a registry lookup because the caller holds a
+/// record that names it.
+///
+/// # Safety
+/// The caller holds a record whose `session` is `g`, as [`open_unlocked`] requires: a pin
+/// names only a session record that a lookup found, and records lie in slabs that are never
+/// unmapped.
+#[inline(always)]
+pub(super) unsafe fn held_session(g: usize) -> &'static SessionRecord {
+    // SAFETY: `g` is the address of a session record (the caller's contract, above), which
+    // lives as long as the process.
+    unsafe { &*(g as *const SessionRecord) }
+}
+
 /// The open state of `rec`, read without its lock.
 ///
 /// # Safety

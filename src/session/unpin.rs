@@ -1,11 +1,11 @@
 //! `gdr_unpin_buffer`, and the release of a handle that `gdr_close` makes for each record of
 //! its session: unmap if mapped, unpin, free the record whatever the driver said.
 
-use super::lookup::{open_unlocked, quick_handle, session_and_handle};
+use super::lookup::{held_session, open_unlocked, quick_handle, session_and_handle};
 use super::records::{HandleRecord, Open, SessionRecord};
 use super::refuse::{broken, Mutant};
 use super::state::{self, hold};
-use super::{HANDLES, SESSIONS};
+use super::HANDLES;
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::hint::cold_path;
@@ -241,11 +241,9 @@ fn quick_unpin<R, F: FnOnce(Result<()>) -> R>(
     mh: u64,
     done: F,
 ) -> std::result::Result<R, F> {
-    // The lines this path reads behind the handle's locked state change (the sessions'
-    // slab count, the session's open state) and locks after the driver's unpin (the
-    // session's `live` count, the handles' quarantine), loaded while the handle's own line
-    // is rather than one after the other.
-    SESSIONS.prefetch();
+    // The lines this path reads behind the handle's locked state change (the session's open
+    // state and `live` count) and locks after the driver's unpin (the handles' quarantine),
+    // loaded while the handle's own line is rather than one after the other.
     SessionRecord::prefetch_open(g);
     HANDLES.prefetch();
     let Some((h, _)) = quick_handle(g, mh) else {
@@ -257,11 +255,8 @@ fn quick_unpin<R, F: FnOnce(Result<()>) -> R>(
     if hold(h, g, state::PINNED, state::UNPINNING).is_none() {
         return Err(done);
     }
-    // SAFETY: `h`, a handle of the session `g`, is held in UNPINNING.
-    let Some(open) = SESSIONS
-        .lookup(g)
-        .and_then(|rec| unsafe { open_unlocked(rec) })
-    else {
+    // SAFETY: `h`, a handle of the session `g` (its `session`), is held in UNPINNING.
+    let Some(open) = (unsafe { open_unlocked(held_session(g)) }) else {
         cold_path();
         h.state.store(state::PINNED, Ordering::Release);
         return Err(done);
