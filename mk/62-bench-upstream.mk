@@ -137,6 +137,18 @@ test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BEN
 		$(BENCH_UP_OUT)/aa/libgdrapi.so.2 > $(BENCH_UP_OUT)/apiab.out
 	@grep -Eq '^get_info +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+$$' $(BENCH_UP_OUT)/apiab.out \
 		|| { cat $(BENCH_UP_OUT)/apiab.out; echo "test-bench-upstream: apiab printed no get_info row"; exit 1; }
+	@# The counters' path, with the kernel's software counters (no PMU here); a machine that
+	@# refuses perf_event_open must get the message and exit status 2.
+	@rc=0; APIAB_PMU=sw $(SIM_ENV) $(BENCH_UP_OUT)/apiab 5 $(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 \
+		> $(BENCH_UP_OUT)/apiab-pmu.out || rc=$$?; \
+	if [ $$rc = 0 ]; then \
+		test "$$(grep -Ec '^(pin|map|get_info|unmap|unpin) +(task-clock|page-faults|cs) +[0-9.]+ +[0-9.]+$$' $(BENCH_UP_OUT)/apiab-pmu.out)" = 15 \
+		|| { cat $(BENCH_UP_OUT)/apiab-pmu.out; echo "test-bench-upstream: apiab printed no counter rows"; exit 1; }; \
+	else \
+		test $$rc = 2 && grep -q '^apiab: no PMU counters for APIAB_PMU=sw: ' $(BENCH_UP_OUT)/apiab-pmu.out \
+		|| { cat $(BENCH_UP_OUT)/apiab-pmu.out; echo "test-bench-upstream: apiab with counters: exit status $$rc"; exit 1; }; \
+		echo "test-bench-upstream: no perf_event_open here; apiab said so"; \
+	fi
 	$(SIM_ENV) $(BENCH_UP_OUT)/copyab 5 $(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 \
 		$(BENCH_UP_OUT)/aa/libgdrapi.so.2 > $(BENCH_UP_OUT)/copyab.out
 	@test "$$(grep -Ec '^4096 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$$' $(BENCH_UP_OUT)/copyab.out)" = 2 \
@@ -228,7 +240,7 @@ $(BENCH_UP_OUT)/copyab: bench/upstream/copyab.c bench/upstream/timing.h abi-test
 	$(call bench_program,-L$(SIM_DIR) -lcuda -ldl)
 .PHONY: bench-copyab
 
-$(BENCH_UP_OUT)/apiab: bench/upstream/apiab.c bench/upstream/timing.h bench/upstream/evict.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
+$(BENCH_UP_OUT)/apiab: bench/upstream/apiab.c bench/upstream/timing.h bench/upstream/evict.h bench/upstream/pmu.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
 	$(call bench_program,-L$(SIM_DIR) -lcuda -ldl)
 .PHONY: bench-apiab
 

@@ -16,6 +16,14 @@
  *   call finds the caches cold, as it does after a slow map or unmap over real VRAM.
  * Prints, per call, each library's median and mean in ns, and the median of the per-iteration
  * ratio B/A (and B/B'): above 1 means A is faster.
+ *
+ * With APIAB_PMU=code or APIAB_PMU=data, it also counts cycles, instructions, branch misses and
+ * cache and TLB misses (code: L1i and iTLB; data: L1d and dTLB; both: LLC) around each call
+ * (user space, and the kernel too with APIAB_PMU_KERNEL=1; bench/upstream/pmu.h), and prints
+ * each library's mean per call: where a difference in time comes from. APIAB_PMU=sw counts
+ * the kernel's software events instead (task clock, page faults, context switches), which
+ * machines without a PMU have. Without counters (no PMU, perf_event_paranoid) it says so and
+ * exits with 2.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -27,6 +35,7 @@
 #include "gdrapi.h"
 #include "gpu.h"
 #include "evict.h"
+#include "pmu.h"
 #include "timing.h"
 
 #define SIZE 65536
@@ -47,7 +56,13 @@ struct lib {
     int (*info)(gdr_t, gdr_mh_t, gdr_info_v2_t *);
     gdr_t g;
     double *t[NCALLS];
+    /* Sums of each counter's count over the iterations, with APIAB_PMU. */
+    double counts[NCALLS][PMU_EVENTS];
 };
+
+static struct pmu pmu;
+static int pmu_on;
+static int pmu_lost; /* samples for which the group was not on the CPU throughout */
 
 static int load(struct lib *l, const char *path, int iters)
 {
@@ -92,12 +107,18 @@ static int cycle(struct lib *l, unsigned long addr, int i)
     void *va = NULL;
     int rc = 0;
     double t0;
+    uint64_t c0[PMU_EVENTS], c1[PMU_EVENTS];
 #define TIMED(k, call)                                                                             \
     do {                                                                                           \
         evict();                                                                                   \
+        if (pmu_on)                                                                                \
+            pmu_lost += pmu_read(&pmu, c0) != 0;                                                   \
         t0 = now_ns();                                                                             \
         rc |= (call);                                                                              \
         l->t[k][i] = now_ns() - t0;                                                                \
+        if (pmu_on && pmu_read(&pmu, c1) == 0)                                                     \
+            for (int e = 0; e < pmu.n; e++)                                                        \
+                l->counts[k][e] += (double)(c1[e] - c0[e]);                                        \
     } while (0)
     TIMED(PIN, l->pin(l->g, addr, SIZE, 0, 0, &mh));
     if (rc)
@@ -133,6 +154,16 @@ int main(int argc, char **argv)
     const char *mib = getenv("APIAB_EVICT_MIB");
     if (evict_init(mib && *mib ? strtoul(mib, NULL, 0) : 0))
         return 2;
+    const char *set = getenv("APIAB_PMU");
+    if (set && *set) {
+        const char *k = getenv("APIAB_PMU_KERNEL");
+        int e = pmu_open(&pmu, set, k && strcmp(k, "1") == 0);
+        if (e) {
+            printf("apiab: no PMU counters for APIAB_PMU=%s: %s\n", set, strerror(e));
+            return 2;
+        }
+        pmu_on = 1;
+    }
     gpu_init();
     CUdeviceptr raw = gpu_alloc(SIZE);
     unsigned long addr = gpu_aligned(raw);
@@ -172,6 +203,22 @@ int main(int argc, char **argv)
         if (nlibs > 2)
             printf(" %9.3f", bb);
         printf("\n");
+    }
+    if (pmu_on) {
+        const char *k = getenv("APIAB_PMU_KERNEL");
+        printf("pmu: %s counters, %s, mean per call%s\n", set,
+               k && strcmp(k, "1") == 0 ? "user space and kernel" : "user space",
+               pmu_lost ? " (some samples left out: the group was not on the CPU throughout)" : "");
+        printf("%-9s %-12s %10s %10s%s\n", "call", "counter", "A", "B", nlibs > 2 ? "         B'" : "");
+        for (int k2 = 0; k2 < NCALLS; k2++)
+            for (int e = 0; e < pmu.n; e++) {
+                printf("%-9s %-12s", names[k2], pmu.names[e]);
+                for (int j = 0; j < nlibs; j++)
+                    printf(" %10.1f", libs[j].counts[k2][e] / iters);
+                printf("\n");
+            }
+        if (pmu_lost)
+            printf("pmu: %d samples left out\n", pmu_lost);
     }
     for (int j = 0; j < nlibs; j++)
         libs[j].close(libs[j].g);
