@@ -101,7 +101,7 @@ TEST_TARGETS += test-fuzz
 
 # ---- fault injection ----
 
-$(REL_OUT)/%: $(REL_SRC)/%.c abi-tests/c/check.h abi-tests/c/gpu.h include/gdrapi.h \
+$(REL_OUT)/%: $(REL_SRC)/%.c abi-tests/c/check.h abi-tests/c/check_cases.h abi-tests/c/check_faults.h abi-tests/c/gpu.h include/gdrapi.h \
 		gdrsim/include/gdrsim.h | lib sim
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(@D)

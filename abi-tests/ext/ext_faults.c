@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "check_cases.h"
+#include "check_faults.h"
 #include "ext.h"
 #include "gpu.h"
 
@@ -46,49 +46,11 @@ static const char *const step_names[S_COUNT] = {
 #define SKIPPED (-1000)
 
 static unsigned open_flags;
-static int dmabuf_mode;
-static const char *cur_spec = "";
-static int cur_err;
-
-static int errno_of_curesult(int r)
-{
-    switch (r) {
-    case 1: case 201: return EINVAL;
-    case 2: return ENOMEM;
-    case 3: case 100: case 101: return ENODEV;
-    case 801: return ENOTSUP;
-    default: return EIO;
-    }
-}
-
-static int errno_of_vkresult(int r)
-{
-    switch (r) {
-    case -1: case -2: case -5: case -10: return ENOMEM;
-    case -1000072003: return EINVAL;
-    case -3: case -9: return ENODEV;
-    case -6: case -7: case -8: return ENOTSUP;
-    default: return EIO;
-    }
-}
-
-static void bad(const char *step, const char *what, int rc)
-{
-    check_report(0, __FILE__, __LINE__, what);
-    printf("    with %s: %s returned %d\n", cur_spec, step, rc);
-}
-
+/* rc must be 0 or the injected error; gdrx_open may also give ENODEV, when the fault made
+ * gdr_open fail (which reports no errno). */
 static int ok_or_injected(int step, int rc)
 {
-    /* The DMA-BUF backend reports the kernel-internal ENOTSUPP (524) as ENOTSUP. */
-    int translated = dmabuf_mode && cur_err == 524 && rc == ENOTSUP;
-    int open_enodev = step == S_OPEN && rc == ENODEV;
-    if (rc != 0 && rc != cur_err && !translated && !open_enodev) {
-        bad(step_names[step], "result is neither 0 nor the injected error", rc);
-        return 0;
-    }
-    check_report(1, __FILE__, __LINE__, "result is 0 or the injected error");
-    return 1;
+    return check_fault_result(step_names[step], rc, step == S_OPEN ? ENODEV : 0);
 }
 
 static void workload(int rc[S_COUNT])
@@ -110,7 +72,7 @@ static void workload(int rc[S_COUNT])
         if (ok_or_injected(id, r) && r != 0) {                                                 \
             r = (call);                                                                        \
             if (r != 0)                                                                        \
-                bad(step_names[id], "the call fails again once the fault is spent", r);        \
+                check_fault_bad(step_names[id], "the call fails again once the fault is spent", r);\
         }                                                                                      \
     } while (0)
 
@@ -127,7 +89,7 @@ static void workload(int rc[S_COUNT])
     havebig = r == 0;
     if (have2) {
         for (int i = 0; i < (int)sizeof(out); i++)
-            out[i] = (unsigned char)(i * 7 + cur_err);
+            out[i] = (unsigned char)(i * 7 + check_fault.err);
         memset(back, 0, sizeof(back));
         STEP(S_COPY_TO, gdrx_copy_to(&m2, 0, out, 100));
         STEP(S_COPY_FROM, gdrx_copy_from(&m2, 0, back, 100));
@@ -174,18 +136,28 @@ static struct left before;
  * that reference. Those runs do not count device allocations (the allocator's own cuMemRelease
  * failures are counted on the other backends, where only it calls cuMemRelease). */
 static int skip_allocations;
+static int vulkan_import; /* the backend is the Vulkan import */
 
 static int leaks(void)
 {
     struct left now = counted();
     if (skip_allocations)
         now.allocations = before.allocations;
-    if (nothing_left(cur_spec, before, now)) {
+    if (nothing_left(check_fault.spec, before, now)) {
         check_report(1, __FILE__, __LINE__, "nothing left after the workload");
         return 0;
     }
     check_report(0, __FILE__, __LINE__, "leak after the workload");
     return 1;
+}
+
+/* Before each run of the sweep: what its leak check compares with, with no context current
+ * (a failed restore leaves the allocator's context current). */
+static void before_run(const char *name)
+{
+    skip_allocations = vulkan_import && strcmp(name, "cuMemRelease") == 0;
+    before = counted();
+    REQUIRE(cuCtxSetCurrent(NULL) == CUDA_SUCCESS);
 }
 
 /* One gdrx_open under the fault `spec` (with the CUresult `err`), in the child that
@@ -199,7 +171,7 @@ static int init_fault_child(const char *spec, int err, void *arg)
     if (gdrsim_set_fail(spec) != 0)
         return 8;
     int rc = gdrx_open(&x, 0, open_flags);
-    if (rc != 0 && rc != errno_of_curesult(err) && rc != ENODEV)
+    if (rc != 0 && rc != check_errno_of_curesult(err) && rc != ENODEV)
         code |= 2;
     if (rc != 0)
         code |= 1;
@@ -238,7 +210,8 @@ int main(int argc, char **argv)
             noinit = 1;
     }
     int vulkan = strcmp(backend, "vulkan") == 0;
-    dmabuf_mode = strcmp(backend, "dmabuf") == 0;
+    vulkan_import = vulkan;
+    check_fault.dmabuf = strcmp(backend, "dmabuf") == 0;
     static const char *const sys_names[] = {
         "GET_VERSION", "GET_ATTR", "PIN_BUFFER_V2", "PIN_BUFFER", "UNPIN_BUFFER", "GET_INFO",
         "GET_INFO_V2", "REQ_MAPPING_TYPE", "open", "mmap", "munmap", "close",
@@ -260,22 +233,14 @@ int main(int argc, char **argv)
     static const char *const vk_names[] = {"vkCreateDevice", "vkAllocateMemory", "vkMapMemory"};
     static const int vkerrs[] = {-1, -2, -3, -4, -5, -10};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
-    const struct {
-        const char *const *names;
-        int n;
-        const int *errs;
-        int nerr;
-        int (*errno_of)(int);
-        int vulkan_only;
-    } groups[] = {
+    const struct check_fault_group groups[] = {
         {sys_names, COUNT(sys_names), errnos, COUNT(errnos), NULL, 0},
-        {cuda_names, COUNT(cuda_names), cuerrs, COUNT(cuerrs), errno_of_curesult, 0},
-        {vmm_names, COUNT(vmm_names), cuerrs, COUNT(cuerrs), errno_of_curesult, 1},
-        {vk_names, COUNT(vk_names), vkerrs, COUNT(vkerrs), errno_of_vkresult, 1},
+        {cuda_names, COUNT(cuda_names), cuerrs, COUNT(cuerrs), check_errno_of_curesult, 0},
+        {vmm_names, COUNT(vmm_names), cuerrs, COUNT(cuerrs), check_errno_of_curesult, 1},
+        {vk_names, COUNT(vk_names), vkerrs, COUNT(vkerrs), check_errno_of_vkresult, 1},
     };
-    int baseline[S_COUNT], rc[S_COUNT];
+    int baseline[S_COUNT];
     long runs = 0, injected = 0, total_leaks = 0;
-    char spec[128];
 
     REQUIRE(gdrsim_present());
     gpu_init();
@@ -291,8 +256,7 @@ int main(int argc, char **argv)
         runs += COUNT(init_names) * COUNT(cuerrs);
     }
 
-    cur_spec = "(none)";
-    cur_err = 0;
+    check_fault.spec = "(none)";
     before = counted();
     workload(baseline);
     for (int i = 0; i < S_COUNT; i++)
@@ -302,35 +266,15 @@ int main(int argc, char **argv)
         }
     REQUIRE(leaks() == 0);
 
-    for (int k = 0; k < COUNT(groups); k++) {
-        if (groups[k].vulkan_only && !vulkan)
-            continue;
-        for (int n = 0; n < groups[k].n; n++) {
-            const char *name = groups[k].names[n];
-            long fired = 0;
-            for (int e = 0; e < groups[k].nerr; e++) {
-                int err = groups[k].errs[e];
-                for (int nth = 1; nth <= MAX_NTH; nth++) {
-                    snprintf(spec, sizeof(spec), "%s:%d:%d", name, nth, err);
-                    cur_spec = spec;
-                    cur_err = groups[k].errno_of ? groups[k].errno_of(err) : err;
-                    skip_allocations = vulkan && strcmp(name, "cuMemRelease") == 0;
-                    before = counted();
-                    /* A failed restore leaves the allocator's context current: none again. */
-                    REQUIRE(cuCtxSetCurrent(NULL) == CUDA_SUCCESS);
-                    REQUIRE(gdrsim_set_fail(spec) == 0);
-                    workload(rc);
-                    gdrsim_set_fail(NULL);
-                    runs++;
-                    if (memcmp(rc, baseline, sizeof(rc)) != 0)
-                        fired++;
-                    total_leaks += leaks();
-                }
-            }
-            printf("%-40s %4ld faults injected\n", name, fired);
-            injected += fired;
-        }
-    }
+    const struct check_fault_sweep sweep = {
+        .nsteps = S_COUNT,
+        .baseline = baseline,
+        .max_nth = MAX_NTH,
+        .before = before_run,
+        .workload = workload,
+        .leaks = leaks,
+    };
+    injected += check_fault_sweep(&sweep, groups, COUNT(groups), vulkan, &runs, &total_leaks);
 #undef COUNT
     printf("faults: gdrx on the %s backend%s, %ld runs, %ld faults injected, %ld runs with a leak\n",
            backend, open_flags ? " (cuMemAlloc)" : "", runs, injected, total_leaks);

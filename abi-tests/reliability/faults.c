@@ -31,7 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check_cases.h"
+#include "check_faults.h"
 #include "gdrapi.h"
 #include "gdrsim.h"
 #include "gpu.h"
@@ -56,55 +56,12 @@ static const char *const step_names[S_COUNT] = {
 typedef int (*legacy_info_fn)(gdr_t, gdr_mh_t, void *);
 static legacy_info_fn legacy_info;
 static unsigned long base;
-static int dmabuf_mode, vulkan_mode;
-
-/* The errno a failed CUDA call comes back as: the library's documented CUresult table
- * (src/cuda/result.rs), for the codes injected here. */
-static int errno_of_curesult(int r)
-{
-    switch (r) {
-    case 1: case 201: return EINVAL;
-    case 2: return ENOMEM;
-    case 3: case 100: case 101: return ENODEV;
-    case 801: return ENOTSUP;
-    default: return EIO;
-    }
-}
-
-/* The errno a failed Vulkan call comes back as: the library's table (src/vulkan/mod.rs). */
-static int errno_of_vkresult(int r)
-{
-    switch (r) {
-    case -1: case -2: case -5: case -10: return ENOMEM;
-    case -1000072003: return EINVAL;
-    case -3: case -9: return ENODEV;
-    case -6: case -7: case -8: return ENOTSUP;
-    default: return EIO;
-    }
-}
-
-/* The current run's fault, for the messages. */
-static const char *cur_spec = "";
-static int cur_err;
-
-static void bad(const char *step, const char *what, int rc)
-{
-    check_report(0, __FILE__, __LINE__, what);
-    printf("    with %s: %s returned %d\n", cur_spec, step, rc);
-}
+static int vulkan_mode;
 
 /* rc must be 0 or the injected error. */
 static int ok_or_injected(int step, int rc)
 {
-    /* The DMA-BUF backend reports the kernel-internal ENOTSUPP (524) from mmap as ENOTSUP
-     * (documented in src/backend/dmabuf.rs). */
-    int translated = dmabuf_mode && cur_err == 524 && rc == ENOTSUP;
-    if (rc != 0 && rc != cur_err && !translated) {
-        bad(step_names[step], "result is neither 0 nor the injected error", rc);
-        return 0;
-    }
-    check_report(1, __FILE__, __LINE__, "result is 0 or the injected error");
-    return 1;
+    return check_fault_result(step_names[step], rc, 0);
 }
 
 /* Runs the workload; rc[step] gets each first result. Returns the number of repeated calls. */
@@ -125,7 +82,7 @@ static void workload(int rc[S_COUNT])
     if (!g) {
         g = gdr_open(); /* the fault is spent: must work now */
         if (!g) {
-            bad("gdr_open", "gdr_open fails again after the fault", 0);
+            check_fault_bad("gdr_open", "gdr_open fails again after the fault", 0);
             return;
         }
     }
@@ -137,7 +94,7 @@ static void workload(int rc[S_COUNT])
         if (ok_or_injected(id, r) && r != 0) {                                                 \
             r = (call);                                                                        \
             if (r != 0)                                                                        \
-                bad(step_names[id], "the call fails again once the fault is spent", r);        \
+                check_fault_bad(step_names[id], "the call fails again once the fault is spent", r);\
         }                                                                                      \
     } while (0)
 
@@ -167,7 +124,7 @@ static void workload(int rc[S_COUNT])
     }
     if (map1) {
         for (int i = 0; i < (int)sizeof(out); i++)
-            out[i] = (unsigned char)(i * 13 + cur_err);
+            out[i] = (unsigned char)(i * 13 + check_fault.err);
         memset(in, 0, sizeof(in));
         STEP(S_COPY_TO, gdr_copy_to_mapping(mh1, (char *)va1 + 100, out, sizeof(out)));
         STEP(S_COPY_FROM, gdr_copy_from_mapping(mh1, in, (char *)va1 + 100, sizeof(in)));
@@ -225,13 +182,20 @@ static int leaks(void)
         check_report(0, __FILE__, __LINE__, "leak after the workload");
         printf("    with %s: live_pins=%llu live_mappings=%llu open_files=%llu live_dmabufs=%llu "
                "vulkan=%llu\n",
-               cur_spec, (unsigned long long)c.live_pins, (unsigned long long)c.live_mappings,
+               check_fault.spec, (unsigned long long)c.live_pins, (unsigned long long)c.live_mappings,
                (unsigned long long)c.open_files, (unsigned long long)c.live_dmabufs,
                (unsigned long long)vk);
         return 1;
     }
     check_report(1, __FILE__, __LINE__, "no leak after the workload");
     return 0;
+}
+
+/* Before each run of the sweep: what its leak check compares with. */
+static void before_run(const char *name)
+{
+    (void)name;
+    snapshot();
 }
 
 /* One gdr_open under the fault `spec`, in the child that check_init_faults forked: its exit
@@ -306,24 +270,16 @@ int main(int argc, char **argv)
     static const int vkerrs[] = {-1, -2, -3, -4, -5, -7, -10, -1000072003};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
     /* Each group of names, with the errors injected and the errno each comes back as. */
-    const struct {
-        const char *const *names;
-        int n;
-        const int *errs;
-        int nerr;
-        int (*errno_of)(int);
-        int vulkan_only;
-    } groups[] = {
+    const struct check_fault_group groups[] = {
         {sys_names, COUNT(sys_names), errnos, COUNT(errnos), NULL, 0},
-        {cuda_names, COUNT(cuda_names), cuerrs, COUNT(cuerrs), errno_of_curesult, 0},
-        {vmm_names, COUNT(vmm_names), cuerrs, COUNT(cuerrs), errno_of_curesult, 1},
-        {vk_names, COUNT(vk_names), vkerrs, COUNT(vkerrs), errno_of_vkresult, 1},
+        {cuda_names, COUNT(cuda_names), cuerrs, COUNT(cuerrs), check_errno_of_curesult, 0},
+        {vmm_names, COUNT(vmm_names), cuerrs, COUNT(cuerrs), check_errno_of_curesult, 1},
+        {vk_names, COUNT(vk_names), vkerrs, COUNT(vkerrs), check_errno_of_vkresult, 1},
     };
-    int baseline[S_COUNT], rc[S_COUNT];
+    int baseline[S_COUNT];
     long runs = 0, injected = 0, total_leaks = 0;
-    char spec[128];
 
-    dmabuf_mode = argc > 1 && strcmp(argv[1], "dmabuf") == 0;
+    check_fault.dmabuf = argc > 1 && strcmp(argv[1], "dmabuf") == 0;
     vulkan_mode = argc > 1 && strcmp(argv[1], "vulkan") == 0;
     gpu_init();
     base = gpu_aligned(gpu_alloc(4 * GPU_PAGE_SIZE));
@@ -332,7 +288,7 @@ int main(int argc, char **argv)
 
     /* First, while this process has not loaded CUDA through the library: each child's first
      * gdr_open is the library's first. */
-    if ((dmabuf_mode || vulkan_mode) && !(argc > 2 && strcmp(argv[2], "noinit") == 0)) {
+    if ((check_fault.dmabuf || vulkan_mode) && !(argc > 2 && strcmp(argv[2], "noinit") == 0)) {
         static const char *const init_names[] = {
             "cuInit", "cuDriverGetVersion", "cuGetProcAddress", "cuDeviceGetCount", "cuDeviceGet",
             "cuDeviceGetAttribute",
@@ -356,8 +312,7 @@ int main(int argc, char **argv)
         injected += fired;
         runs += rules;
     }
-    cur_spec = "(none)";
-    cur_err = 0;
+    check_fault.spec = "(none)";
     snapshot();
     workload(baseline);
     for (int i = 0; i < S_COUNT; i++)
@@ -367,34 +322,17 @@ int main(int argc, char **argv)
         }
     REQUIRE(leaks() == 0);
 
-    for (int k = 0; k < COUNT(groups); k++) {
-        if (groups[k].vulkan_only && !vulkan_mode)
-            continue;
-        for (int n = 0; n < groups[k].n; n++) {
-            const char *name = groups[k].names[n];
-            long fired = 0;
-            for (int e = 0; e < groups[k].nerr; e++) {
-                int err = groups[k].errs[e];
-                for (int nth = 1; nth <= MAX_NTH; nth++) {
-                    snprintf(spec, sizeof(spec), "%s:%d:%d", name, nth, err);
-                    cur_spec = spec;
-                    cur_err = groups[k].errno_of ? groups[k].errno_of(err) : err;
-                    snapshot();
-                    REQUIRE(gdrsim_set_fail(spec) == 0);
-                    workload(rc);
-                    gdrsim_set_fail(NULL);
-                    runs++;
-                    if (memcmp(rc, baseline, sizeof(rc)) != 0)
-                        fired++;
-                    total_leaks += leaks();
-                }
-            }
-            printf("%-40s %4ld faults injected\n", name, fired);
-            injected += fired;
-        }
-    }
+    const struct check_fault_sweep sweep = {
+        .nsteps = S_COUNT,
+        .baseline = baseline,
+        .max_nth = MAX_NTH,
+        .before = before_run,
+        .workload = workload,
+        .leaks = leaks,
+    };
+    injected += check_fault_sweep(&sweep, groups, COUNT(groups), vulkan_mode, &runs, &total_leaks);
 #undef COUNT
-    const char *mode = vulkan_mode ? "vulkan" : dmabuf_mode ? "dma-buf" : "gdrdrv";
+    const char *mode = vulkan_mode ? "vulkan" : check_fault.dmabuf ? "dma-buf" : "gdrdrv";
     printf("faults: %s backend, %ld runs, %ld faults injected, %ld runs with a leak\n", mode, runs,
            injected, total_leaks);
     char done[64];
