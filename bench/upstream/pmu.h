@@ -25,35 +25,28 @@ struct pmu {
     (PERF_COUNT_HW_CACHE_##cache | (PERF_COUNT_HW_CACHE_OP_READ << 8) | \
      (PERF_COUNT_HW_CACHE_RESULT_MISS << 16))
 
-struct pmu_event {
+enum { PMU_CODE = 1, PMU_DATA = 2, PMU_SW = 4 };
+
+/* Each counter, and the sets it is in. */
+static const struct {
     uint32_t type;
     uint64_t config;
     const char *name;
-};
-
-static const struct pmu_event pmu_code[] = {
-    {PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES, "cycles"},
-    {PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS, "instructions"},
-    {PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES, "branch-miss"},
-    {PERF_TYPE_HW_CACHE, PMU_CACHE_MISS(L1I), "L1i-miss"},
-    {PERF_TYPE_HW_CACHE, PMU_CACHE_MISS(ITLB), "iTLB-miss"},
-    {PERF_TYPE_HW_CACHE, PMU_CACHE_MISS(LL), "LLC-miss"},
-};
-
-static const struct pmu_event pmu_data[] = {
-    {PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES, "cycles"},
-    {PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS, "instructions"},
-    {PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES, "branch-miss"},
-    {PERF_TYPE_HW_CACHE, PMU_CACHE_MISS(L1D), "L1d-miss"},
-    {PERF_TYPE_HW_CACHE, PMU_CACHE_MISS(DTLB), "dTLB-miss"},
-    {PERF_TYPE_HW_CACHE, PMU_CACHE_MISS(LL), "LLC-miss"},
-};
-
-/* The kernel's software counters: the same path on machines without a PMU (the CI machine). */
-static const struct pmu_event pmu_sw[] = {
-    {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK, "task-clock"},
-    {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS, "page-faults"},
-    {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES, "cs"},
+    int sets;
+} pmu_events[] = {
+    {PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES, "cycles", PMU_CODE | PMU_DATA},
+    {PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS, "instructions", PMU_CODE | PMU_DATA},
+    {PERF_TYPE_HARDWARE, PERF_COUNT_HW_BRANCH_MISSES, "branch-miss", PMU_CODE | PMU_DATA},
+    {PERF_TYPE_HW_CACHE, PMU_CACHE_MISS(L1I), "L1i-miss", PMU_CODE},
+    {PERF_TYPE_HW_CACHE, PMU_CACHE_MISS(ITLB), "iTLB-miss", PMU_CODE},
+    {PERF_TYPE_HW_CACHE, PMU_CACHE_MISS(L1D), "L1d-miss", PMU_DATA},
+    {PERF_TYPE_HW_CACHE, PMU_CACHE_MISS(DTLB), "dTLB-miss", PMU_DATA},
+    {PERF_TYPE_HW_CACHE, PMU_CACHE_MISS(LL), "LLC-miss", PMU_CODE | PMU_DATA},
+    /* The kernel's software counters: the same path on machines without a PMU (the CI
+     * machine). */
+    {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK, "task-clock", PMU_SW},
+    {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_PAGE_FAULTS, "page-faults", PMU_SW},
+    {PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES, "cs", PMU_SW},
 };
 
 /*
@@ -64,24 +57,22 @@ static const struct pmu_event pmu_sw[] = {
  */
 static inline int pmu_open(struct pmu *p, const char *set, int kernel)
 {
-    const struct pmu_event *ev;
-    int n;
-    if (strcmp(set, "code") == 0)
-        ev = pmu_code, n = (int)(sizeof pmu_code / sizeof *ev);
-    else if (strcmp(set, "data") == 0)
-        ev = pmu_data, n = (int)(sizeof pmu_data / sizeof *ev);
-    else if (strcmp(set, "sw") == 0)
-        ev = pmu_sw, n = (int)(sizeof pmu_sw / sizeof *ev);
-    else
+    int want = strcmp(set, "code") == 0   ? PMU_CODE
+               : strcmp(set, "data") == 0 ? PMU_DATA
+               : strcmp(set, "sw") == 0   ? PMU_SW
+                                          : 0;
+    if (!want)
         return EINVAL;
     p->leader = -1;
     p->n = 0;
-    for (int i = 0; i < n; i++) {
+    for (size_t i = 0; i < sizeof pmu_events / sizeof pmu_events[0]; i++) {
+        if (!(pmu_events[i].sets & want))
+            continue;
         struct perf_event_attr a;
         memset(&a, 0, sizeof a);
         a.size = sizeof a;
-        a.type = ev[i].type;
-        a.config = ev[i].config;
+        a.type = pmu_events[i].type;
+        a.config = pmu_events[i].config;
         a.exclude_kernel = !kernel;
         a.exclude_hv = 1;
         a.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED |
@@ -91,7 +82,7 @@ static inline int pmu_open(struct pmu *p, const char *set, int kernel)
             return errno; /* the caller gives up: the group's open fds go with the process */
         if (p->leader < 0)
             p->leader = fd;
-        p->names[p->n++] = ev[i].name;
+        p->names[p->n++] = pmu_events[i].name;
     }
     return 0;
 }
