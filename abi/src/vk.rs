@@ -134,6 +134,26 @@ pub struct VkApplicationInfo {
     pub apiVersion: u32,
 }
 
+impl VkApplicationInfo {
+    /// An application and engine both named `name` (null: unnamed), version 1, asking for
+    /// API version 1.1.
+    pub const fn named(name: Option<&'static core::ffi::CStr>) -> Self {
+        let name = match name {
+            Some(n) => n.as_ptr(),
+            None => core::ptr::null(),
+        };
+        VkApplicationInfo {
+            sType: STYPE_APPLICATION_INFO,
+            pNext: core::ptr::null(),
+            pApplicationName: name,
+            applicationVersion: 1,
+            pEngineName: name,
+            engineVersion: 1,
+            apiVersion: VK_API_VERSION_1_1,
+        }
+    }
+}
+
 /// `VkInstanceCreateInfo`.
 #[repr(C)]
 pub struct VkInstanceCreateInfo {
@@ -145,6 +165,23 @@ pub struct VkInstanceCreateInfo {
     pub ppEnabledLayerNames: *const *const c_char,
     pub enabledExtensionCount: u32,
     pub ppEnabledExtensionNames: *const *const c_char,
+}
+
+impl VkInstanceCreateInfo {
+    /// An instance for `app` with no layers and no instance extensions, which is what the
+    /// workspace creates; `app` must outlive the `vkCreateInstance` call.
+    pub const fn plain(app: &VkApplicationInfo) -> Self {
+        VkInstanceCreateInfo {
+            sType: STYPE_INSTANCE_CREATE_INFO,
+            pNext: core::ptr::null(),
+            flags: 0,
+            pApplicationInfo: app,
+            enabledLayerCount: 0,
+            ppEnabledLayerNames: core::ptr::null(),
+            enabledExtensionCount: 0,
+            ppEnabledExtensionNames: core::ptr::null(),
+        }
+    }
 }
 
 /// The leading fields of `VkPhysicalDeviceProperties`, followed by room for the rest

@@ -84,26 +84,8 @@ impl Instance {
         // SAFETY: the type named is vkCreateInstance's.
         let create: PFN_vkCreateInstance =
             unsafe { instance_fn(gipa, ptr::null_mut(), c"vkCreateInstance")? };
-        let name = c"libgdrapi";
-        let app = VkApplicationInfo {
-            sType: STYPE_APPLICATION_INFO,
-            pNext: ptr::null(),
-            pApplicationName: name.as_ptr(),
-            applicationVersion: 1,
-            pEngineName: name.as_ptr(),
-            engineVersion: 1,
-            apiVersion: VK_API_VERSION_1_1,
-        };
-        let info = VkInstanceCreateInfo {
-            sType: STYPE_INSTANCE_CREATE_INFO,
-            pNext: ptr::null(),
-            flags: 0,
-            pApplicationInfo: &app,
-            enabledLayerCount: 0,
-            ppEnabledLayerNames: ptr::null(),
-            enabledExtensionCount: 0,
-            ppEnabledExtensionNames: ptr::null(),
-        };
+        let app = VkApplicationInfo::named(Some(c"libgdrapi"));
+        let info = VkInstanceCreateInfo::plain(&app);
         let mut handle: VkInstance = ptr::null_mut();
         // SAFETY: `info` and what it points to live across the call; `handle` is writable.
         check("vkCreateInstance", unsafe {

@@ -162,26 +162,8 @@ impl Instance {
         let create_instance: PFN_vkCreateInstance =
             unsafe { instance_fn(gipa, ptr::null_mut(), "vkCreateInstance")? };
 
-        let app_name = c"vkbar";
-        let app = VkApplicationInfo {
-            sType: STYPE_APPLICATION_INFO,
-            pNext: ptr::null(),
-            pApplicationName: app_name.as_ptr(),
-            applicationVersion: 1,
-            pEngineName: app_name.as_ptr(),
-            engineVersion: 1,
-            apiVersion: VK_API_VERSION_1_1,
-        };
-        let ici = VkInstanceCreateInfo {
-            sType: STYPE_INSTANCE_CREATE_INFO,
-            pNext: ptr::null(),
-            flags: 0,
-            pApplicationInfo: &app,
-            enabledLayerCount: 0,
-            ppEnabledLayerNames: ptr::null(),
-            enabledExtensionCount: 0,
-            ppEnabledExtensionNames: ptr::null(),
-        };
+        let app = VkApplicationInfo::named(Some(c"vkbar"));
+        let ici = VkInstanceCreateInfo::plain(&app);
         let mut instance: VkInstance = ptr::null_mut();
         // SAFETY: `ici` and what it points to live across the call; `instance` is writable.
         check("vkCreateInstance", unsafe {

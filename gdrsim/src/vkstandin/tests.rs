@@ -47,25 +47,8 @@ impl Vk {
     /// An instance, its device and a device with `extensions` enabled.
     fn new(extensions: &[&std::ffi::CStr]) -> Vk {
         let create: PFN_vkCreateInstance = command!(std::ptr::null_mut(), "vkCreateInstance" as _);
-        let app = VkApplicationInfo {
-            sType: STYPE_APPLICATION_INFO,
-            pNext: std::ptr::null(),
-            pApplicationName: std::ptr::null(),
-            applicationVersion: 0,
-            pEngineName: std::ptr::null(),
-            engineVersion: 0,
-            apiVersion: VK_API_VERSION_1_1,
-        };
-        let info = VkInstanceCreateInfo {
-            sType: STYPE_INSTANCE_CREATE_INFO,
-            pNext: std::ptr::null(),
-            flags: 0,
-            pApplicationInfo: &app,
-            enabledLayerCount: 0,
-            ppEnabledLayerNames: std::ptr::null(),
-            enabledExtensionCount: 0,
-            ppEnabledExtensionNames: std::ptr::null(),
-        };
+        let app = VkApplicationInfo::named(None);
+        let info = VkInstanceCreateInfo::plain(&app);
         let mut instance = std::ptr::null_mut();
         // SAFETY: valid create info and out-pointer.
         let r = unsafe { create(&info, std::ptr::null(), &mut instance) };
