@@ -84,27 +84,39 @@ struct check_fault_group {
 
 #define CHECK_FAULT_MAX_STEPS 32
 
-/* A workload of `nsteps` steps, the results of its fault-free run, and what each run needs. */
+/* A workload of `nsteps` steps, named `step_names`, and what each of its runs needs. */
 struct check_fault_sweep {
     int nsteps;
-    const int *baseline;
+    const char *const *step_names;
+    int value_step;                    /* a step that returns a value, not an error (-1: none) */
     int max_nth;                       /* rules "NAME:N:ERR" for N = 1..max_nth */
-    void (*before)(const char *name);  /* before each run, with the call that will fail */
+    void (*before)(const char *name);  /* before each run, with the call that will fail ("") */
     void (*workload)(int *rc);         /* the steps; rc[step] gets each first result */
     int (*leaks)(void);                /* after each run: 1 when it left something behind */
 };
 
-/* Runs the workload under every rule of `groups` (those that are `vulkan_only` only when
- * `vulkan`), printing the faults that fired per name. Adds the runs and the runs that leaked to
- * *runs and *leaked; returns the faults that fired. */
+/* Runs the workload without a fault, which must succeed at every step and leave nothing, then
+ * under every rule of `groups` (those that are `vulkan_only` only when `vulkan`), printing the
+ * faults that fired per name. Adds the runs and the runs that leaked to *runs and *leaked;
+ * returns the faults that fired. */
 static inline long check_fault_sweep(const struct check_fault_sweep *s,
                                      const struct check_fault_group *groups, int ngroups,
                                      int vulkan, long *runs, long *leaked)
 {
-    int rc[CHECK_FAULT_MAX_STEPS];
+    int baseline[CHECK_FAULT_MAX_STEPS], rc[CHECK_FAULT_MAX_STEPS];
     char spec[128];
     long injected = 0;
     REQUIRE(s->nsteps <= CHECK_FAULT_MAX_STEPS);
+    check_fault.spec = "(none)";
+    check_fault.err = 0;
+    s->before("");
+    s->workload(baseline);
+    for (int i = 0; i < s->nsteps; i++)
+        if (baseline[i] != 0 && i != s->value_step) {
+            printf("fault-free run: %s returned %d\n", s->step_names[i], baseline[i]);
+            CHECK(baseline[i] == 0);
+        }
+    REQUIRE(s->leaks() == 0);
     for (int k = 0; k < ngroups; k++) {
         if (groups[k].vulkan_only && !vulkan)
             continue;
@@ -122,7 +134,7 @@ static inline long check_fault_sweep(const struct check_fault_sweep *s,
                     s->workload(rc);
                     gdrsim_set_fail(NULL);
                     ++*runs;
-                    if (memcmp(rc, s->baseline, sizeof(int) * (size_t)s->nsteps) != 0)
+                    if (memcmp(rc, baseline, sizeof(int) * (size_t)s->nsteps) != 0)
                         fired++;
                     *leaked += s->leaks();
                 }
