@@ -261,6 +261,21 @@ pub struct VkDeviceQueueCreateInfo {
     pub pQueuePriorities: *const f32,
 }
 
+impl VkDeviceQueueCreateInfo {
+    /// One queue of family 0, which every device has, at `priority`; `priority` must outlive
+    /// the `vkCreateDevice` call.
+    pub const fn one_of_family_0(priority: &f32) -> Self {
+        VkDeviceQueueCreateInfo {
+            sType: STYPE_DEVICE_QUEUE_CREATE_INFO,
+            pNext: core::ptr::null(),
+            flags: 0,
+            queueFamilyIndex: 0,
+            queueCount: 1,
+            pQueuePriorities: priority,
+        }
+    }
+}
+
 /// `VkDeviceCreateInfo`.
 #[repr(C)]
 pub struct VkDeviceCreateInfo {
@@ -274,6 +289,29 @@ pub struct VkDeviceCreateInfo {
     pub enabledExtensionCount: u32,
     pub ppEnabledExtensionNames: *const *const c_char,
     pub pEnabledFeatures: *const c_void,
+}
+
+impl VkDeviceCreateInfo {
+    /// A device with the one queue `queue` and the device extensions `extensions`, no layers
+    /// and no features, which is what the workspace creates; both must outlive the
+    /// `vkCreateDevice` call.
+    pub const fn with_extensions(
+        queue: &VkDeviceQueueCreateInfo,
+        extensions: &[*const c_char],
+    ) -> Self {
+        VkDeviceCreateInfo {
+            sType: STYPE_DEVICE_CREATE_INFO,
+            pNext: core::ptr::null(),
+            flags: 0,
+            queueCreateInfoCount: 1,
+            pQueueCreateInfos: queue,
+            enabledLayerCount: 0,
+            ppEnabledLayerNames: core::ptr::null(),
+            enabledExtensionCount: extensions.len() as u32,
+            ppEnabledExtensionNames: extensions.as_ptr(),
+            pEnabledFeatures: core::ptr::null(),
+        }
+    }
 }
 
 /// `VkMemoryAllocateInfo`.

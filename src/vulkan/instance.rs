@@ -201,30 +201,12 @@ impl Instance {
     /// `VK_KHR_external_memory`, core since 1.1, named as well for older drivers).
     pub fn create_device(&self, pd: &PhysicalDevice) -> Result<Device, Failure> {
         let priority = 1.0f32;
-        let queue = VkDeviceQueueCreateInfo {
-            sType: STYPE_DEVICE_QUEUE_CREATE_INFO,
-            pNext: ptr::null(),
-            flags: 0,
-            queueFamilyIndex: 0,
-            queueCount: 1,
-            pQueuePriorities: &priority,
-        };
+        let queue = VkDeviceQueueCreateInfo::one_of_family_0(&priority);
         let exts: [*const c_char; 2] = [
             EXT_EXTERNAL_MEMORY.as_ptr(),
             EXT_EXTERNAL_MEMORY_FD.as_ptr(),
         ];
-        let info = VkDeviceCreateInfo {
-            sType: STYPE_DEVICE_CREATE_INFO,
-            pNext: ptr::null(),
-            flags: 0,
-            queueCreateInfoCount: 1,
-            pQueueCreateInfos: &queue,
-            enabledLayerCount: 0,
-            ppEnabledLayerNames: ptr::null(),
-            enabledExtensionCount: exts.len() as u32,
-            ppEnabledExtensionNames: exts.as_ptr(),
-            pEnabledFeatures: ptr::null(),
-        };
+        let info = VkDeviceCreateInfo::with_extensions(&queue, &exts);
         let mut handle: VkDevice = ptr::null_mut();
         // SAFETY: every physical device has queue family 0; `info` and its arrays live across
         // the call; `handle` is writable.

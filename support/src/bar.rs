@@ -387,26 +387,8 @@ impl VkBar {
         let enable_ptrs: Vec<*const c_char> = enable.iter().map(|c| c.as_ptr()).collect();
 
         let priority = 1.0f32;
-        let qci = VkDeviceQueueCreateInfo {
-            sType: STYPE_DEVICE_QUEUE_CREATE_INFO,
-            pNext: ptr::null(),
-            flags: 0,
-            queueFamilyIndex: 0,
-            queueCount: 1,
-            pQueuePriorities: &priority,
-        };
-        let dci = VkDeviceCreateInfo {
-            sType: STYPE_DEVICE_CREATE_INFO,
-            pNext: ptr::null(),
-            flags: 0,
-            queueCreateInfoCount: 1,
-            pQueueCreateInfos: &qci,
-            enabledLayerCount: 0,
-            ppEnabledLayerNames: ptr::null(),
-            enabledExtensionCount: enable_ptrs.len() as u32,
-            ppEnabledExtensionNames: enable_ptrs.as_ptr(),
-            pEnabledFeatures: ptr::null(),
-        };
+        let qci = VkDeviceQueueCreateInfo::one_of_family_0(&priority);
+        let dci = VkDeviceCreateInfo::with_extensions(&qci, &enable_ptrs);
         let mut device: VkDevice = ptr::null_mut();
         // SAFETY: every device has queue family 0; `dci` and its arrays outlive the call.
         check("vkCreateDevice", unsafe {

@@ -133,27 +133,9 @@ fn create_device(
 ) -> Result<VkDevice, VkResult> {
     let create: PFN_vkCreateDevice = command!(instance, "vkCreateDevice" as _);
     let prio = 1.0f32;
-    let queue = VkDeviceQueueCreateInfo {
-        sType: STYPE_DEVICE_QUEUE_CREATE_INFO,
-        pNext: std::ptr::null(),
-        flags: 0,
-        queueFamilyIndex: 0,
-        queueCount: 1,
-        pQueuePriorities: &prio,
-    };
+    let queue = VkDeviceQueueCreateInfo::one_of_family_0(&prio);
     let names: Vec<*const c_char> = extensions.iter().map(|e| e.as_ptr()).collect();
-    let info = VkDeviceCreateInfo {
-        sType: STYPE_DEVICE_CREATE_INFO,
-        pNext: std::ptr::null(),
-        flags: 0,
-        queueCreateInfoCount: 1,
-        pQueueCreateInfos: &queue,
-        enabledLayerCount: 0,
-        ppEnabledLayerNames: std::ptr::null(),
-        enabledExtensionCount: names.len() as u32,
-        ppEnabledExtensionNames: names.as_ptr(),
-        pEnabledFeatures: std::ptr::null(),
-    };
+    let info = VkDeviceCreateInfo::with_extensions(&queue, &names);
     let mut device = std::ptr::null_mut();
     // SAFETY: valid structures and out-pointer.
     match unsafe { create(pd, &info, std::ptr::null(), &mut device) } {
