@@ -6,7 +6,7 @@ use super::records::{HandleRecord, Open, SessionRecord};
 use super::refuse::{broken, Mutant};
 use super::state::{self, hold};
 use super::HANDLES;
-use crate::backend::Backend;
+use crate::backend::{Backend, Pin};
 use crate::error::{Error, Result};
 use crate::hint::cold_path;
 use std::sync::atomic::Ordering;
@@ -53,7 +53,7 @@ impl Open {
             cold_path();
             return self.release_mapped(h, how);
         }
-        self.unpin_and_free(h)
+        self.unpin_and_free(h, || h.pin())
     }
 
     /// [`Open::release`] of a handle that is still mapped: unmaps it first.
@@ -86,20 +86,20 @@ impl Open {
             }
         }
         h.forget_mapping(m.kind, self.backend.kind());
-        let unpinned = self.unpin_and_free(h);
+        let unpinned = self.unpin_and_free(h, || pin);
         r.and(unpinned)
     }
 
-    /// The end of [`Open::release`]: unpins and frees the record whatever the driver said.
-    /// The session stops counting the handle first: the count goes down whatever the driver
-    /// says, and a locked access before the driver's call waits for fewer stores than one
-    /// after it.
+    /// The end of [`Open::release`]: unpins and frees the record whatever the driver said;
+    /// `pin` gives the whole pin, for the backends other than gdrdrv. The session stops
+    /// counting the handle first: the count goes down whatever the driver says, and a locked
+    /// access before the driver's call waits for fewer stores than one after it.
     #[inline(always)]
-    fn unpin_and_free(&self, h: &'static HandleRecord) -> Result<()> {
+    fn unpin_and_free(&self, h: &'static HandleRecord, pin: impl FnOnce() -> Pin) -> Result<()> {
         self.live.fetch_sub(1, Ordering::Relaxed);
         let r = self
             .backend
-            .unpin_with(h.pin_handle.load(Ordering::Acquire), || h.pin());
+            .unpin_with(h.pin_handle.load(Ordering::Acquire), pin);
         h.free();
         r
     }
