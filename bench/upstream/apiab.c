@@ -56,13 +56,15 @@ struct lib {
     int (*info)(gdr_t, gdr_mh_t, gdr_info_v2_t *);
     gdr_t g;
     double *t[NCALLS];
-    /* Sums of each counter's count over the iterations, with APIAB_PMU. */
+    /* With APIAB_PMU: each counter's count summed over the calls both of whose reads
+     * succeeded, and how many calls those were. */
     double counts[NCALLS][PMU_EVENTS];
+    int counted[NCALLS];
 };
 
 static struct pmu pmu;
-static int pmu_on;
-static int pmu_lost; /* samples for which the group was not on the CPU throughout */
+static int pmu_on, pmu_kernel;
+static int pmu_lost; /* calls left out: the group was not on the CPU throughout */
 
 static int load(struct lib *l, const char *path, int iters)
 {
@@ -111,14 +113,19 @@ static int cycle(struct lib *l, unsigned long addr, int i)
 #define TIMED(k, call)                                                                             \
     do {                                                                                           \
         evict();                                                                                   \
-        if (pmu_on)                                                                                \
-            pmu_lost += pmu_read(&pmu, c0) != 0;                                                   \
+        int before = pmu_on && pmu_read(&pmu, c0) == 0;                                            \
         t0 = now_ns();                                                                             \
         rc |= (call);                                                                              \
         l->t[k][i] = now_ns() - t0;                                                                \
-        if (pmu_on && pmu_read(&pmu, c1) == 0)                                                     \
-            for (int e = 0; e < pmu.n; e++)                                                        \
-                l->counts[k][e] += (double)(c1[e] - c0[e]);                                        \
+        if (pmu_on) {                                                                              \
+            if (before && pmu_read(&pmu, c1) == 0) {                                               \
+                for (int e = 0; e < pmu.n; e++)                                                    \
+                    l->counts[k][e] += (double)(c1[e] - c0[e]);                                    \
+                l->counted[k]++;                                                                   \
+            } else {                                                                               \
+                pmu_lost++;                                                                        \
+            }                                                                                      \
+        }                                                                                          \
     } while (0)
     TIMED(PIN, l->pin(l->g, addr, SIZE, 0, 0, &mh));
     if (rc)
@@ -157,7 +164,8 @@ int main(int argc, char **argv)
     const char *set = getenv("APIAB_PMU");
     if (set && *set) {
         const char *k = getenv("APIAB_PMU_KERNEL");
-        int e = pmu_open(&pmu, set, k && strcmp(k, "1") == 0);
+        pmu_kernel = k && strcmp(k, "1") == 0;
+        int e = pmu_open(&pmu, set, pmu_kernel);
         if (e) {
             printf("apiab: no PMU counters for APIAB_PMU=%s: %s\n", set, strerror(e));
             return 2;
@@ -205,20 +213,21 @@ int main(int argc, char **argv)
         printf("\n");
     }
     if (pmu_on) {
-        const char *k = getenv("APIAB_PMU_KERNEL");
         printf("pmu: %s counters, %s, mean per call%s\n", set,
-               k && strcmp(k, "1") == 0 ? "user space and kernel" : "user space",
-               pmu_lost ? " (some samples left out: the group was not on the CPU throughout)" : "");
+               pmu_kernel ? "user space and kernel" : "user space",
+               pmu_lost ? " (some calls left out: the group was not on the CPU throughout)" : "");
         printf("%-9s %-12s %10s %10s%s\n", "call", "counter", "A", "B", nlibs > 2 ? "         B'" : "");
         for (int k2 = 0; k2 < NCALLS; k2++)
             for (int e = 0; e < pmu.n; e++) {
                 printf("%-9s %-12s", names[k2], pmu.names[e]);
                 for (int j = 0; j < nlibs; j++)
-                    printf(" %10.1f", libs[j].counts[k2][e] / iters);
+                    printf(" %10.1f", libs[j].counted[k2]
+                                          ? libs[j].counts[k2][e] / libs[j].counted[k2]
+                                          : 0.0);
                 printf("\n");
             }
         if (pmu_lost)
-            printf("pmu: %d samples left out\n", pmu_lost);
+            printf("pmu: %d calls left out\n", pmu_lost);
     }
     for (int j = 0; j < nlibs; j++)
         libs[j].close(libs[j].g);
