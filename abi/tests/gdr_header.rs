@@ -227,8 +227,7 @@ fn every_kind_of_drift_is_caught() {
             "edit target {from:?} not in the header"
         );
         let name = format!("gdr_header_edit_{i}");
-        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}_h"));
-        std::fs::create_dir_all(&dir).expect("create a scratch folder");
+        let dir = c::scratch(&format!("{name}_h"));
         std::fs::write(dir.join("gdrapi.h"), good.replacen(from, to, 1)).expect("write");
         match c::try_compile_and_run(&name, &program, &[&dir]) {
             Ok(()) => panic!("editing {from:?} -> {to:?} went unnoticed"),

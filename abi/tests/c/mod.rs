@@ -36,7 +36,7 @@ pub fn wheel_include(var: &str, header: &str, hint: &str) -> Option<PathBuf> {
 }
 
 /// A fresh scratch folder `name` for one test.
-fn scratch(name: &str) -> PathBuf {
+pub fn scratch(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create a scratch folder");
