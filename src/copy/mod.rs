@@ -6,9 +6,10 @@
 //!   Naturally aligned 1/2/4/8-byte accesses up to a 16-byte boundary, then one SIMD kernel
 //!   for every whole 16-byte unit (16-byte units up to a 64-byte boundary, then whole 64-byte
 //!   lines), then naturally aligned accesses for the rest. Loads are streaming loads
-//!   (`MOVNTDQA`); whole lines are stored with streaming stores (or `MOVDIR64B`) from
+//!   (`MOVNTDQA`); whole lines are stored with streaming stores from
 //!   [`kernels::STREAM_MIN`] bytes on and with ordinary stores below, which is the same thing
-//!   on write-combining memory and faster for small copies on cached memory (see there).
+//!   on write-combining memory and faster for small copies on cached memory (see there), or
+//!   with `MOVDIR64B` (see below).
 //!   Stores of at most 64 bytes, loads below 16 bytes and, with the AVX2 and AVX-512
 //!   families, loads of at most 1023 bytes (16- and 32-byte streaming loads) are done
 //!   inline, without any indirect call.
@@ -28,15 +29,22 @@
 //! # Kernel choice
 //!
 //! The write-combining kernels are chosen once per process, on the first copy, from what the
-//! CPU offers ([`Impl::auto_store`]: AVX-512, else AVX2, SSE4.1, NEON, portable, `MOVDIR64B`
-//! only when forced; [`Impl::auto_load`]: the AVX-512 family, whose loads use AVX2 below
-//! 1 KiB, else AVX2, SSE4.1, NEON, portable; PERFORMANCE.md has the figures behind both),
-//! and installed in a table of two atomic function pointers: later calls pay one load and one
-//! indirect call, no feature test and no lock.
+//! CPU offers ([`Impl::auto_store`]: AVX-512, else AVX2, SSE4.1, NEON, portable;
+//! [`Impl::auto_load`]: the AVX-512 family, whose loads use AVX2 below 1 KiB, else AVX2,
+//! SSE4.1, NEON, portable; PERFORMANCE.md has the figures behind both), and installed in a
+//! table of two atomic function pointers: later calls pay one load and one indirect call, no
+//! feature test and no lock.
+//!
+//! Where the CPU also has `MOVDIR64B`, which is faster through some hosts' BARs and slower
+//! through others', stores of more than 64 bytes are timed: in each size class (a factor of 4
+//! wide), the first copies alternate between the AVX-512 (or AVX2) kernel and `MOVDIR64B`,
+//! and the class then keeps the faster ([`trial`]; a DEBUG log line gives each verdict).
+//! Trial copies are real copies; only their speed differs.
 //!
 //! The environment variable **`GDRAPI_COPY_IMPL`** forces one family, for experiments and
-//! benchmarks: `portable`, `sse41`, `avx2`, `avx512`, `movdir64b` (stores; loads then use the
-//! automatic choice) or `neon`; `auto` or an empty value means the automatic choice. A value
+//! benchmarks, with no timing: `portable`, `sse41`, `avx2`, `avx512`, `movdir64b` (stores;
+//! loads then use the automatic choice) or `neon`; `auto` or an empty value means the
+//! automatic choice. A value
 //! that is unknown or that this CPU cannot run falls back to the automatic choice with a WARN
 //! log line (visible with `GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=3`). The variable is read
 //! once. It does not affect the inline path for stores of at most 64 bytes.
@@ -47,6 +55,8 @@ mod access;
 pub mod fence;
 pub mod kernels;
 mod select;
+#[cfg(any(target_arch = "x86_64", test))]
+mod trial;
 mod wc;
 
 #[cfg(test)]

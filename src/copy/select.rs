@@ -4,11 +4,17 @@
 //! The table is two atomic function pointers. They start out pointing at resolvers that make
 //! the choice on first use, store the chosen functions and forward the call; every later call
 //! is one atomic load and one indirect call, with no feature test and no lock.
+//!
+//! Where the CPU has `MOVDIR64B` and the choice is automatic, the store in the table is
+//! [`store_timed`]: per size class, the automatic family's stores or `MOVDIR64B`, whichever
+//! the class's first copies find faster on this host ([`super::trial`]).
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 use super::kernels::{self, Bulk};
+#[cfg(target_arch = "x86_64")]
+use super::trial::{self, Pick, Trials, Tsc};
 use super::wc::{self, CopyFn, Isa};
 
 /// A write-combining kernel family. [`Impl::name`] is its `GDRAPI_COPY_IMPL` spelling.
@@ -23,9 +29,9 @@ pub enum Impl {
     /// x86-64 AVX-512F: `VMOVNTDQ`/`VMOVNTDQA` on zmm, one instruction per 64-byte line;
     /// loads below 1 KiB use AVX2 (see [`Impl::auto_load`]).
     Avx512,
-    /// x86-64 `MOVDIR64B` 64-byte direct stores (forced only) for copies of at least
-    /// [`super::kernels::STREAM_MIN`] bytes, AVX-512 (else AVX2) ordinary stores for smaller
-    /// ones; loads use the automatic choice.
+    /// x86-64 `MOVDIR64B`: one 64-byte direct store per whole line, at every size; loads use
+    /// the automatic choice. Forced, it is used for every store; the automatic choice times it
+    /// against the widest family's stores, size class by size class.
     Movdir64b,
     /// aarch64 NEON: four q registers per line.
     Neon,
@@ -101,8 +107,9 @@ impl Impl {
         Impl::ALL.into_iter().filter(|i| i.is_supported()).collect()
     }
 
-    /// The default choice for stores to write-combining memory on this CPU: the widest
-    /// vectors (`MOVDIR64B` never: it is slower through a GPU BAR; PERFORMANCE.md).
+    /// The default family for stores to write-combining memory on this CPU: the widest
+    /// vectors. Where the CPU also has `MOVDIR64B`, each size class may use that instead
+    /// ([`Kernels::timed_against`]).
     pub fn auto_store() -> Impl {
         first_supported(&[Impl::Avx512, Impl::Avx2, Impl::Sse41, Impl::Neon])
     }
@@ -134,12 +141,7 @@ impl Impl {
                     Some(k) => k.load,
                     None => wc::load::<Portable> as CopyFn,
                 };
-                let store: CopyFn = if Impl::Avx512.is_supported() {
-                    wc::store::<Movdir64bAvx512>
-                } else {
-                    wc::store::<Movdir64bAvx2>
-                };
-                (store, load)
+                (wc::store::<Movdir64b> as CopyFn, load)
             }
             #[cfg(target_arch = "aarch64")]
             Impl::Neon => (wc::store::<Neon>, wc::load::<Neon>),
@@ -148,10 +150,35 @@ impl Impl {
         };
         Some(Kernels {
             store_impl: self,
+            timed_against: None,
             load_impl: self.load_partner(),
             store,
             load,
         })
+    }
+
+    /// The kernels of this family with its stores timed against `MOVDIR64B` per size class
+    /// ([`store_timed`]), where the CPU has both and the family is AVX-512 or AVX2.
+    #[cfg(target_arch = "x86_64")]
+    fn kernels_timed(self) -> Option<Kernels> {
+        if !Impl::Movdir64b.is_supported() {
+            return None;
+        }
+        let timed: CopyFn = match self {
+            Impl::Avx512 => store_timed::<Avx512, Movdir64b>,
+            Impl::Avx2 => store_timed::<Avx2, Movdir64b>,
+            _ => return None,
+        };
+        let mut k = self.kernels()?;
+        k.store = timed;
+        k.timed_against = Some(Impl::Movdir64b);
+        Some(k)
+    }
+
+    /// No family is timed against another off x86-64.
+    #[cfg(not(target_arch = "x86_64"))]
+    fn kernels_timed(self) -> Option<Kernels> {
+        None
     }
 
     /// True when loads of this family may take the inline path of VEX streaming loads
@@ -183,6 +210,9 @@ fn first_supported(order: &[Impl]) -> Impl {
 pub struct Kernels {
     /// Family of the device-bound copy.
     pub store_impl: Impl,
+    /// The family that `store_impl`'s stores are timed against, size class by size class
+    /// (the automatic choice on a CPU with `MOVDIR64B`): each class keeps the faster.
+    pub timed_against: Option<Impl>,
     /// Family of the host-bound copy.
     pub load_impl: Impl,
     pub(crate) store: CopyFn,
@@ -193,6 +223,7 @@ impl std::fmt::Debug for Kernels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Kernels")
             .field("store_impl", &self.store_impl)
+            .field("timed_against", &self.timed_against)
             .field("load_impl", &self.load_impl)
             .finish()
     }
@@ -229,21 +260,81 @@ impl Isa for Avx512 {
 }
 
 #[cfg(target_arch = "x86_64")]
-struct Movdir64bAvx512;
+struct Movdir64b;
 #[cfg(target_arch = "x86_64")]
-impl Isa for Movdir64bAvx512 {
-    const STORE: Bulk = kernels::x86::store_movdir64b_avx512;
+impl Isa for Movdir64b {
+    const STORE: Bulk = kernels::x86::store_movdir64b;
     // Never used: `Impl::kernels` pairs it with the automatic streaming-load family.
-    const LOAD: Bulk = kernels::x86::load_avx512;
+    const LOAD: Bulk = kernels::x86::load_avx2;
 }
 
+/// The trials of the automatic family's stores against `MOVDIR64B`.
 #[cfg(target_arch = "x86_64")]
-struct Movdir64bAvx2;
+static STORE_TRIALS: Trials = Trials::new();
+
+/// The device-bound copy with family `A`'s kernel or `B`'s (`MOVDIR64B`), per size class:
+/// while a class's trials run, by turns, each copy timed; then the one [`STORE_TRIALS`]
+/// picked.
+///
+/// # Safety
+/// As for [`wc::store`]; the CPU must support `A` and `B`.
 #[cfg(target_arch = "x86_64")]
-impl Isa for Movdir64bAvx2 {
-    const STORE: Bulk = kernels::x86::store_movdir64b_avx2;
-    // Never used, as above.
-    const LOAD: Bulk = kernels::x86::load_avx2;
+unsafe fn store_timed<A: Isa, B: Isa>(dev: *mut u8, host: *mut u8, n: usize) {
+    let c = trial::class(n);
+    // SAFETY: forwarded contract; both kernels run on this CPU, and whichever runs makes the
+    // whole copy.
+    unsafe {
+        match STORE_TRIALS.decided(c) {
+            Some(Pick::First) => wc::store::<A>(dev, host, n),
+            Some(Pick::Second) => wc::store::<B>(dev, host, n),
+            None => store_trial::<A, B>(c, dev, host, n),
+        }
+    }
+}
+
+/// One trial copy of [`store_timed`] in class `c`, out of the decided path's way.
+///
+/// # Safety
+/// As for [`store_timed`].
+#[cfg(target_arch = "x86_64")]
+#[cold]
+#[inline(never)]
+unsafe fn store_trial<A: Isa, B: Isa>(c: usize, dev: *mut u8, host: *mut u8, n: usize) {
+    // SAFETY: as in `store_timed`; each closure runs at most once, and exactly one runs.
+    let first = || unsafe { wc::store::<A>(dev, host, n) };
+    // SAFETY: as above.
+    let second = || unsafe { wc::store::<B>(dev, host, n) };
+    if let Some(d) = STORE_TRIALS.run(c, n, &Tsc, first, second) {
+        log_decision(d);
+    }
+}
+
+/// The DEBUG line of a size class's decision.
+#[cfg(target_arch = "x86_64")]
+#[cold]
+fn log_decision(d: trial::Decision) {
+    let k = chosen();
+    let (first, last) = trial::class_range(d.class);
+    let sizes = match last {
+        Some(last) => format!("{first}-{last} bytes"),
+        None => format!("{first} bytes and more"),
+    };
+    let names = [
+        k.store_impl.log_name(),
+        k.timed_against.map_or("?", Impl::log_name),
+    ];
+    let (kept, other) = match d.pick {
+        Pick::First => (0, 1),
+        Pick::Second => (1, 0),
+    };
+    gdr_dbg!(
+        "stores of {sizes}: {} ({} ticks per 4 KiB at best, {} {}) after {} timed copies of each",
+        names[kept],
+        d.best[kept],
+        names[other],
+        d.best[other],
+        trial::TRIALS
+    );
 }
 
 #[cfg(target_arch = "aarch64")]
@@ -261,8 +352,10 @@ pub const ENV: &str = "GDRAPI_COPY_IMPL";
 /// choice with the reason the request was refused.
 fn choose(request: Option<&str>) -> (Kernels, Option<String>) {
     let auto = || {
-        let mut k = Impl::auto_store()
-            .kernels()
+        let store = Impl::auto_store();
+        let mut k = store
+            .kernels_timed()
+            .or_else(|| store.kernels())
             .or_else(|| Impl::Portable.kernels());
         if let Some(k) = k.as_mut() {
             if let Some(l) = Impl::auto_load().kernels() {
@@ -274,6 +367,7 @@ fn choose(request: Option<&str>) -> (Kernels, Option<String>) {
     };
     let portable = Kernels {
         store_impl: Impl::Portable,
+        timed_against: None,
         load_impl: Impl::Portable,
         store: wc::store::<Portable>,
         load: wc::load::<Portable>,
@@ -341,10 +435,18 @@ pub fn chosen() -> &'static Kernels {
                 Impl::ALL.map(Impl::name).join(", ")
             );
         }
-        gdr_dbg!(
-            "using {} implementation of gdr_copy_to_mapping",
-            k.store_impl.log_name()
-        );
+        match k.timed_against {
+            None => gdr_dbg!(
+                "using {} implementation of gdr_copy_to_mapping",
+                k.store_impl.log_name()
+            ),
+            Some(other) => gdr_dbg!(
+                "using {} implementation of gdr_copy_to_mapping, or {} for the sizes where \
+                 the first copies find it faster",
+                k.store_impl.log_name(),
+                other.log_name()
+            ),
+        }
         gdr_dbg!(
             "using {} implementation of gdr_copy_from_mapping",
             k.load_impl.log_name()
@@ -470,6 +572,62 @@ mod tests {
         assert!(Impl::auto_store().is_supported());
         assert!(Impl::auto_load().is_supported());
         assert!(Impl::supported().contains(&Impl::Portable));
+    }
+
+    #[test]
+    fn stores_are_timed_against_movdir64b_where_the_cpu_has_it() {
+        let (k, _) = choose(None);
+        let timed = Impl::Movdir64b.is_supported()
+            && matches!(Impl::auto_store(), Impl::Avx512 | Impl::Avx2);
+        assert_eq!(k.timed_against, timed.then_some(Impl::Movdir64b));
+        for i in Impl::ALL {
+            if let Some(k) = i.kernels() {
+                assert_eq!(k.timed_against, None, "{i:?} forced");
+            }
+        }
+    }
+
+    /// `store_timed` with two kernels every x86-64 CPU here runs: every copy is whole and
+    /// exact, in every size class, through the trials and after them, and a class that made
+    /// enough copies has decided.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn timed_stores_copy_exactly_through_trials_and_after() {
+        if !Impl::Sse41.is_supported() {
+            return;
+        }
+        let sizes: Vec<usize> = (0..trial::CLASSES)
+            .flat_map(|c| {
+                let (first, last) = trial::class_range(c);
+                let last = last.unwrap_or(first * 2);
+                [first, first + 1, (first + last) / 2 + 3, last]
+            })
+            .collect();
+        let max = sizes.iter().copied().max().unwrap_or(0);
+        let src: Vec<u8> = (0..max + 64).map(|i| (i * 131 + 7) as u8).collect();
+        let mut dst = vec![0u8; max + 128];
+        let rounds = 2 * trial::TRIALS as usize + 1;
+        for round in 0..rounds {
+            for &n in &sizes {
+                let (d_off, s_off) = (round % 48, round % 5);
+                dst.fill(0xa5);
+                // SAFETY: both ranges lie inside the vectors; SSE4.1 and the portable kernel
+                // run on this CPU.
+                unsafe {
+                    store_timed::<Portable, Sse41>(
+                        dst.as_mut_ptr().add(d_off),
+                        src.as_ptr().add(s_off).cast_mut(),
+                        n,
+                    )
+                };
+                assert_eq!(dst[d_off..d_off + n], src[s_off..s_off + n], "{n} bytes");
+                assert!(dst[..d_off].iter().all(|&b| b == 0xa5), "{n} bytes");
+                assert!(dst[d_off + n..].iter().all(|&b| b == 0xa5), "{n} bytes");
+            }
+        }
+        for c in 0..trial::CLASSES {
+            assert!(STORE_TRIALS.decided(c).is_some(), "class {c}");
+        }
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! Host-side accesses may be unaligned. None of them fences; the caller does.
 //!
 //! Loads are always streaming loads. Stores of whole lines are streaming (non-temporal) stores
-//! when the copy is at least [`STREAM_MIN`] bytes, ordinary aligned stores otherwise; the
+//! when the copy is at least [`STREAM_MIN`] bytes, ordinary aligned stores otherwise (except
+//! [`store_movdir64b`]'s, which are always direct stores); the
 //! 16-byte units of partial lines are always ordinary aligned stores. See [`STREAM_MIN`] for
 //! why this costs nothing on write-combining memory.
 
@@ -393,8 +394,8 @@ pub unsafe fn load_avx512(dst: *mut u8, src: *const u8, n: usize) {
     }
 }
 
-/// `MOVDIR64B` stores: one 64-byte direct store per line; ordinary 16-byte stores for the
-/// partial lines. Meant for copies of at least [`STREAM_MIN`] bytes (see `store_movdir64b_or`).
+/// `MOVDIR64B` stores: one 64-byte direct store per line, at every size, as upstream's
+/// `MOVDIR64B` kernel does; ordinary 16-byte stores for the partial lines.
 ///
 /// # Safety
 /// [`super::Bulk`] contract; the CPU must support MOVDIR64B (CPUID.7.0:ECX bit 28) and AVX2.
@@ -471,40 +472,4 @@ pub fn cpu_flags() -> CpuFlags {
             movdiri: ecx7 & (1 << 27) != 0,
         }
     }
-}
-
-/// `MOVDIR64B` for copies of at least [`STREAM_MIN`] bytes, `below` (an ordinary-store kernel)
-/// for smaller ones, where the target may be cached memory and direct stores would send each
-/// line to DRAM.
-///
-/// # Safety
-/// [`super::Bulk`] contract; the CPU must support MOVDIR64B, AVX2 and whatever `below` needs.
-#[inline(always)]
-pub unsafe fn store_movdir64b_or(below: super::Bulk, dst: *mut u8, src: *const u8, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe {
-        if n < STREAM_MIN {
-            below(dst, src, n)
-        } else {
-            store_movdir64b(dst, src, n)
-        }
-    }
-}
-
-/// [`store_movdir64b_or`] with AVX-512 stores below [`STREAM_MIN`].
-///
-/// # Safety
-/// [`super::Bulk`] contract; MOVDIR64B, AVX2 and AVX-512F.
-pub unsafe fn store_movdir64b_avx512(dst: *mut u8, src: *const u8, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { store_movdir64b_or(store_avx512, dst, src, n) }
-}
-
-/// [`store_movdir64b_or`] with AVX2 stores below [`STREAM_MIN`].
-///
-/// # Safety
-/// [`super::Bulk`] contract; MOVDIR64B and AVX2.
-pub unsafe fn store_movdir64b_avx2(dst: *mut u8, src: *const u8, n: usize) {
-    // SAFETY: forwarded contract.
-    unsafe { store_movdir64b_or(store_avx2, dst, src, n) }
 }
