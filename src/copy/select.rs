@@ -219,6 +219,17 @@ pub struct Kernels {
     pub(crate) load: CopyFn,
 }
 
+impl Kernels {
+    /// The stores' families as benchmarks print them: `avx512`, or `avx512|movdir64b (timed)`
+    /// where each size class keeps the faster of two.
+    pub fn store_names(&self) -> String {
+        match self.timed_against {
+            None => self.store_impl.name().to_owned(),
+            Some(other) => format!("{}|{} (timed)", self.store_impl.name(), other.name()),
+        }
+    }
+}
+
 impl std::fmt::Debug for Kernels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Kernels")
@@ -580,6 +591,7 @@ mod tests {
         let timed = Impl::Movdir64b.is_supported()
             && matches!(Impl::auto_store(), Impl::Avx512 | Impl::Avx2);
         assert_eq!(k.timed_against, timed.then_some(Impl::Movdir64b));
+        assert_eq!(k.store_names().ends_with("|movdir64b (timed)"), timed);
         for i in Impl::ALL {
             if let Some(k) = i.kernels() {
                 assert_eq!(k.timed_against, None, "{i:?} forced");

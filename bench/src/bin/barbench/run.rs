@@ -285,7 +285,7 @@ fn run_methods(o: &Opts, cpu: CpuFlags, mem: Region, view: &dyn View) -> Result<
     let k = gdrapi::copy::chosen();
     say(&format!(
         "engine {label}: stores {}, loads {}{}",
-        k.store_impl.name(),
+        k.store_names(),
         k.load_impl.name(),
         std::env::var("GDRAPI_COPY_IMPL")
             .map(|v| format!(" (GDRAPI_COPY_IMPL={v})"))

@@ -278,7 +278,7 @@ fn mode_engines(o: &Opts, target: &dyn Target) -> Result<(), String> {
     println!(
         "target: {}; automatic choice: stores {}, loads {}; {}={}",
         target.describe(),
-        chosen.store_impl.name(),
+        chosen.store_names(),
         chosen.load_impl.name(),
         copy::ENV,
         std::env::var(copy::ENV).unwrap_or_else(|_| "(unset)".into())
