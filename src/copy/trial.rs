@@ -104,7 +104,8 @@ pub(crate) struct Decision {
 pub(crate) struct Trials {
     /// Bit `c`: class `c` has decided; bit `CLASSES + c`: it picked the second kernel.
     state: AtomicU16,
-    /// Copies of each class started while it was undecided; their parity picks the kernel.
+    /// Copies of each class started while it was undecided; they pick the kernel (see
+    /// [`Trials::run`]).
     started: [AtomicU32; CLASSES],
     /// Timed copies of each class, per kernel.
     timed: [[AtomicU32; 2]; CLASSES],
@@ -136,8 +137,10 @@ impl Trials {
         }
     }
 
-    /// Runs one trial copy of `n` bytes in class `c`: `first` or `second` by turns, timed with
-    /// `clock`. Returns the class's decision when this copy's sample completed it.
+    /// Runs one trial copy of `n` bytes in class `c`, timed with `clock`: `first` or `second`
+    /// in the order 1 2 2 1 1 2 2 1 (the low bit of the count's Gray code), so that a caller
+    /// whose sizes alternate still gives each kernel both sizes. Returns the class's decision
+    /// when this copy's sample completed it.
     #[cold]
     #[inline(never)]
     pub(crate) fn run(
@@ -148,7 +151,8 @@ impl Trials {
         first: impl FnOnce(),
         second: impl FnOnce(),
     ) -> Option<Decision> {
-        let k = (self.started[c].fetch_add(1, Ordering::Relaxed) & 1) as usize;
+        let count = self.started[c].fetch_add(1, Ordering::Relaxed);
+        let k = ((count ^ (count >> 1)) & 1) as usize;
         let t0 = clock.start();
         if k == 0 {
             first()
@@ -254,13 +258,25 @@ mod tests {
         first: impl Fn(u64) -> u64,
         second: impl Fn(u64) -> u64,
     ) -> (Decision, [u64; 2]) {
+        run_sizes_until_decided(t, &[n], |_, i| first(i), |_, i| second(i))
+    }
+
+    /// [`run_until_decided`] with copies of `sizes` in turn (all of one class), each kernel's
+    /// ticks a function of the size and its copy count.
+    fn run_sizes_until_decided(
+        t: &Trials,
+        sizes: &[usize],
+        first: impl Fn(usize, u64) -> u64,
+        second: impl Fn(usize, u64) -> u64,
+    ) -> (Decision, [u64; 2]) {
         let clock = Fake(Cell::new(0));
         let made = [Cell::new(0u64), Cell::new(0u64)];
-        let c = class(n);
-        for _ in 0..1000 {
+        let c = class(sizes[0]);
+        for &n in sizes.iter().cycle().take(1000) {
+            assert_eq!(class(n), c);
             assert_eq!(t.decided(c), None);
-            let run = |k: usize, ticks: &dyn Fn(u64) -> u64| {
-                clock.0.set(clock.0.get() + ticks(made[k].get()));
+            let run = |k: usize, ticks: &dyn Fn(usize, u64) -> u64| {
+                clock.0.set(clock.0.get() + ticks(n, made[k].get()));
                 made[k].set(made[k].get() + 1);
             };
             let d = t.run(c, n, &clock, || run(0, &first), || run(1, &second));
@@ -317,6 +333,18 @@ mod tests {
         assert_eq!(t.decided(0), Some(Pick::Second));
         assert_eq!(t.decided(1), Some(Pick::First));
         assert_eq!(t.decided(2), None);
+    }
+
+    #[test]
+    fn sizes_that_alternate_reach_both_kernels() {
+        let t = Trials::new();
+        // Two kernels of equal speed, 100 ticks a call plus one a byte: were the kernels picked
+        // by turns, the second would get every 4000-byte copy and look faster per byte.
+        let cost = |n: usize, _| 100 + n as u64;
+        let (d, made) = run_sizes_until_decided(&t, &[1100, 4000], cost, cost);
+        assert_eq!(made, [u64::from(TRIALS), u64::from(TRIALS)]);
+        assert_eq!(d.best[0], d.best[1]);
+        assert_eq!(d.pick, Pick::First);
     }
 
     #[test]
