@@ -6,8 +6,9 @@
 //! is one atomic load and one indirect call, with no feature test and no lock.
 //!
 //! Where the CPU has `MOVDIR64B` and the choice is automatic, the store in the table is
-//! [`store_timed`]: per size class, the automatic family's stores or `MOVDIR64B`, whichever
-//! the class's first copies find faster on this host ([`super::trial`]).
+//! [`store_timed`]: `MOVDIR64B` below [`TIMED_MIN`], and from there, per size class, the
+//! automatic family's stores or `MOVDIR64B`, whichever the class's first copies find faster
+//! on this host ([`super::trial`]).
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::OnceLock;
@@ -108,8 +109,8 @@ impl Impl {
     }
 
     /// The default family for stores to write-combining memory on this CPU: the widest
-    /// vectors. Where the CPU also has `MOVDIR64B`, each size class may use that instead
-    /// ([`Kernels::timed_against`]).
+    /// vectors. Where the CPU also has `MOVDIR64B`, stores below 16 KiB use that instead, and
+    /// larger ones are timed against it ([`Kernels::timed_against`]).
     pub fn auto_store() -> Impl {
         first_supported(&[Impl::Avx512, Impl::Avx2, Impl::Sse41, Impl::Neon])
     }
@@ -211,7 +212,8 @@ pub struct Kernels {
     /// Family of the device-bound copy.
     pub store_impl: Impl,
     /// The family that `store_impl`'s stores are timed against, size class by size class
-    /// (the automatic choice on a CPU with `MOVDIR64B`): each class keeps the faster.
+    /// from 16 KiB, each class keeping the faster; smaller stores use this family (the
+    /// automatic choice on a CPU with `MOVDIR64B`).
     pub timed_against: Option<Impl>,
     /// Family of the host-bound copy.
     pub load_impl: Impl,
@@ -220,12 +222,17 @@ pub struct Kernels {
 }
 
 impl Kernels {
-    /// The stores' families as benchmarks print them: `avx512`, or `avx512|movdir64b (timed)`
-    /// where each size class keeps the faster of two.
+    /// The stores' families as benchmarks print them: `avx512`, or
+    /// `movdir64b, avx512|movdir64b (timed) from 16 KiB` where stores are timed.
     pub fn store_names(&self) -> String {
         match self.timed_against {
             None => self.store_impl.name().to_owned(),
-            Some(other) => format!("{}|{} (timed)", self.store_impl.name(), other.name()),
+            Some(other) => format!(
+                "{other}, {}|{other} (timed) from {} KiB",
+                self.store_impl.name(),
+                TIMED_MIN >> 10,
+                other = other.name(),
+            ),
         }
     }
 }
@@ -283,18 +290,27 @@ impl Isa for Movdir64b {
 #[cfg(target_arch = "x86_64")]
 static STORE_TRIALS: Trials = Trials::new();
 
-/// The device-bound copy with family `A`'s kernel or `B`'s (`MOVDIR64B`), per size class:
-/// while a class's trials run, by turns, each copy timed; then the one [`STORE_TRIALS`]
-/// picked.
+/// Stores below this size use `MOVDIR64B` untimed, as upstream's do. Copied back to back, they
+/// are as fast as or faster than vector stores through every BAR measured, while a single
+/// copy timed to a full fence (a trial) says otherwise (PERFORMANCE.md); from here on the two
+/// measures agree.
+pub(crate) const TIMED_MIN: usize = 16 << 10;
+
+/// The device-bound copy with `B`'s kernel (`MOVDIR64B`) below [`TIMED_MIN`] and, from there,
+/// with family `A`'s or `B`'s per size class: while a class's trials run, by turns, each copy
+/// timed; then the one [`STORE_TRIALS`] picked.
 ///
 /// # Safety
 /// As for [`wc::store`]; the CPU must support `A` and `B`.
 #[cfg(target_arch = "x86_64")]
 unsafe fn store_timed<A: Isa, B: Isa>(dev: *mut u8, host: *mut u8, n: usize) {
-    let c = trial::class(n);
     // SAFETY: forwarded contract; both kernels run on this CPU, and whichever runs makes the
     // whole copy.
     unsafe {
+        if n < TIMED_MIN {
+            return wc::store::<B>(dev, host, n);
+        }
+        let c = trial::class(n);
         match STORE_TRIALS.decided(c) {
             Some(Pick::First) => wc::store::<A>(dev, host, n),
             Some(Pick::Second) => wc::store::<B>(dev, host, n),
@@ -452,8 +468,10 @@ pub fn chosen() -> &'static Kernels {
                 k.store_impl.log_name()
             ),
             Some(other) => gdr_dbg!(
-                "using {} implementation of gdr_copy_to_mapping, or {} for the sizes where \
-                 the first copies find it faster",
+                "using {} implementation of gdr_copy_to_mapping below {} KiB, and from there \
+                 {} or {}, per size class, whichever the first copies find faster",
+                other.log_name(),
+                TIMED_MIN >> 10,
                 k.store_impl.log_name(),
                 other.log_name()
             ),
@@ -591,7 +609,7 @@ mod tests {
         let timed = Impl::Movdir64b.is_supported()
             && matches!(Impl::auto_store(), Impl::Avx512 | Impl::Avx2);
         assert_eq!(k.timed_against, timed.then_some(Impl::Movdir64b));
-        assert_eq!(k.store_names().ends_with("|movdir64b (timed)"), timed);
+        assert_eq!(k.store_names().contains("|movdir64b (timed)"), timed);
         for i in Impl::ALL {
             if let Some(k) = i.kernels() {
                 assert_eq!(k.timed_against, None, "{i:?} forced");
@@ -600,8 +618,8 @@ mod tests {
     }
 
     /// `store_timed` with two kernels every x86-64 CPU here runs: every copy is whole and
-    /// exact, in every size class, through the trials and after them, and a class that made
-    /// enough copies has decided.
+    /// exact, in every size class, through the trials and after them; a class from
+    /// `TIMED_MIN` that made enough copies has decided, and a class below it has no trials.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn timed_stores_copy_exactly_through_trials_and_after() {
@@ -638,7 +656,8 @@ mod tests {
             }
         }
         for c in 0..trial::CLASSES {
-            assert!(STORE_TRIALS.decided(c).is_some(), "class {c}");
+            let timed = c >= trial::class(TIMED_MIN);
+            assert_eq!(STORE_TRIALS.decided(c).is_some(), timed, "class {c}");
         }
     }
 
