@@ -56,7 +56,6 @@ mod access;
 pub mod fence;
 pub mod kernels;
 mod select;
-#[cfg(any(target_arch = "x86_64", test))]
 mod trial;
 mod wc;
 

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 use super::kernels::{self, Bulk};
+use super::trial::TIMED_MIN;
 #[cfg(target_arch = "x86_64")]
 use super::trial::{self, Pick, Trials, Tsc};
 use super::wc::{self, CopyFn, Isa};
@@ -289,12 +290,6 @@ impl Isa for Movdir64b {
 /// The trials of the automatic family's stores against `MOVDIR64B`.
 #[cfg(target_arch = "x86_64")]
 static STORE_TRIALS: Trials = Trials::new();
-
-/// Stores below this size use `MOVDIR64B` untimed, as upstream's do. Copied back to back, they
-/// are as fast as or faster than vector stores through every BAR measured, while a single
-/// copy timed to a full fence (a trial) says otherwise (PERFORMANCE.md); from here on the two
-/// measures agree.
-pub(crate) const TIMED_MIN: usize = 16 << 10;
 
 /// The device-bound copy with `B`'s kernel (`MOVDIR64B`) below [`TIMED_MIN`] and, from there,
 /// with family `A`'s or `B`'s per size class: while a class's trials run, by turns, each copy
@@ -618,46 +613,50 @@ mod tests {
     }
 
     /// `store_timed` with two kernels every x86-64 CPU here runs: every copy is whole and
-    /// exact, in every size class, through the trials and after them; a class from
-    /// `TIMED_MIN` that made enough copies has decided, and a class below it has no trials.
+    /// exact, below `TIMED_MIN` and in every size class, through the trials and after them;
+    /// sizes below `TIMED_MIN` start no trial, and every class that made enough copies has
+    /// decided.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn timed_stores_copy_exactly_through_trials_and_after() {
         if !Impl::Sse41.is_supported() {
             return;
         }
-        let sizes: Vec<usize> = (0..trial::CLASSES)
+        let timed: Vec<usize> = (0..trial::CLASSES)
             .flat_map(|c| {
                 let (first, last) = trial::class_range(c);
                 let last = last.unwrap_or(first * 2);
                 [first, first + 1, (first + last) / 2 + 3, last]
             })
             .collect();
-        let max = sizes.iter().copied().max().unwrap_or(0);
+        let untimed = [65, 1000, 4096 + 17, TIMED_MIN - 1];
+        let max = timed.iter().copied().max().unwrap_or(0);
         let src: Vec<u8> = (0..max + 64).map(|i| (i * 131 + 7) as u8).collect();
         let mut dst = vec![0u8; max + 128];
         let rounds = 2 * trial::TRIALS as usize + 1;
-        for round in 0..rounds {
-            for &n in &sizes {
-                let (d_off, s_off) = (round % 48, round % 5);
-                dst.fill(0xa5);
-                // SAFETY: both ranges lie inside the vectors; SSE4.1 and the portable kernel
-                // run on this CPU.
-                unsafe {
-                    store_timed::<Portable, Sse41>(
-                        dst.as_mut_ptr().add(d_off),
-                        src.as_ptr().add(s_off).cast_mut(),
-                        n,
-                    )
-                };
-                assert_eq!(dst[d_off..d_off + n], src[s_off..s_off + n], "{n} bytes");
-                assert!(dst[..d_off].iter().all(|&b| b == 0xa5), "{n} bytes");
-                assert!(dst[d_off + n..].iter().all(|&b| b == 0xa5), "{n} bytes");
+        // The untimed sizes first: had they started trials, class 0 would have decided.
+        for (sizes, trials) in [(&untimed[..], false), (&timed[..], true)] {
+            for round in 0..rounds {
+                for &n in sizes {
+                    let (d_off, s_off) = (round % 48, round % 5);
+                    dst.fill(0xa5);
+                    // SAFETY: both ranges lie inside the vectors; SSE4.1 and the portable
+                    // kernel run on this CPU.
+                    unsafe {
+                        store_timed::<Portable, Sse41>(
+                            dst.as_mut_ptr().add(d_off),
+                            src.as_ptr().add(s_off).cast_mut(),
+                            n,
+                        )
+                    };
+                    assert_eq!(dst[d_off..d_off + n], src[s_off..s_off + n], "{n} bytes");
+                    assert!(dst[..d_off].iter().all(|&b| b == 0xa5), "{n} bytes");
+                    assert!(dst[d_off + n..].iter().all(|&b| b == 0xa5), "{n} bytes");
+                }
             }
-        }
-        for c in 0..trial::CLASSES {
-            let timed = c >= trial::class(TIMED_MIN);
-            assert_eq!(STORE_TRIALS.decided(c).is_some(), timed, "class {c}");
+            for c in 0..trial::CLASSES {
+                assert_eq!(STORE_TRIALS.decided(c).is_some(), trials, "class {c}");
+            }
         }
     }
 
