@@ -110,7 +110,7 @@ impl Impl {
     }
 
     /// The default family for stores to write-combining memory on this CPU: the widest
-    /// vectors. Where the CPU also has `MOVDIR64B`, stores below [`TIMED_MIN`] use that
+    /// vectors. Where the CPU also has `MOVDIR64B`, stores below `TIMED_MIN` use that
     /// instead, and larger ones are timed against it ([`Kernels::timed_against`]).
     pub fn auto_store() -> Impl {
         first_supported(&[Impl::Avx512, Impl::Avx2, Impl::Sse41, Impl::Neon])
@@ -213,7 +213,7 @@ pub struct Kernels {
     /// Family of the device-bound copy.
     pub store_impl: Impl,
     /// The family that `store_impl`'s stores are timed against, size class by size class
-    /// from [`TIMED_MIN`], each class keeping the faster; smaller stores use this family (the
+    /// from `TIMED_MIN`, each class keeping the faster; smaller stores use this family (the
     /// automatic choice on a CPU with `MOVDIR64B`).
     pub timed_against: Option<Impl>,
     /// Family of the host-bound copy.
@@ -225,7 +225,7 @@ pub struct Kernels {
 impl Kernels {
     /// The stores' families as benchmarks print them: `avx512`, or
     /// `movdir64b, avx512|movdir64b (timed) from 16 KiB` where stores are timed (from
-    /// [`TIMED_MIN`]).
+    /// `TIMED_MIN`).
     pub fn store_names(&self) -> String {
         match self.timed_against {
             None => self.store_impl.name().to_owned(),
