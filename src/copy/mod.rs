@@ -35,7 +35,7 @@
 //! table of two atomic function pointers: later calls pay one load and one indirect call, no
 //! feature test and no lock.
 //!
-//! Where the CPU also has `MOVDIR64B`, stores of 65 bytes to less than 16 KiB use it, as
+//! Where the CPU also has `MOVDIR64B`, stores of 65 bytes to less than 8 KiB use it, as
 //! upstream's do, and larger ones, where it is faster through some hosts' BARs and slower
 //! through others', are timed: in each size class (a factor of 4 wide), the first copies
 //! alternate between the AVX-512 (or AVX2) kernel and `MOVDIR64B`, and the class then keeps the

@@ -224,7 +224,7 @@ pub struct Kernels {
 
 impl Kernels {
     /// The stores' families as benchmarks print them: `avx512`, or
-    /// `movdir64b, avx512|movdir64b (timed) from 16 KiB` where stores are timed (from
+    /// `movdir64b, avx512|movdir64b (timed) from 8 KiB` where stores are timed (from
     /// `TIMED_MIN`).
     pub fn store_names(&self) -> String {
         match self.timed_against {

@@ -14,12 +14,13 @@
 use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 /// The smallest store that is timed. Below it, copied back to back, `MOVDIR64B` is as fast
-/// as or faster than vector stores through every BAR measured, while a single copy timed to a
-/// full fence (a trial) says otherwise (PERFORMANCE.md); from here on the two measures agree.
-pub(crate) const TIMED_MIN: usize = 16 << 10;
+/// as vector stores through every BAR measured or faster, while a single copy timed to a full
+/// fence (a trial) can say otherwise; from here on `MOVDIR64B` is behind through some BARs,
+/// and a trial's error costs less than a fixed choice's (PERFORMANCE.md).
+pub(crate) const TIMED_MIN: usize = 8 << 10;
 
-/// Size classes of timed stores: one for each factor of 4 from [`TIMED_MIN`] up to 1 MiB,
-/// then 1 MiB and more.
+/// Size classes of timed stores: one for each factor of 4 from [`TIMED_MIN`] up to 512 KiB,
+/// then 512 KiB and more.
 pub(crate) const CLASSES: usize = 4;
 
 /// Timed copies of each kernel in a class before the class decides.
@@ -209,13 +210,13 @@ mod tests {
     #[test]
     fn classes_split_sizes_by_factors_of_four() {
         let cases = [
-            (16 << 10, 0),
-            ((64 << 10) - 1, 0),
-            (64 << 10, 1),
-            ((256 << 10) - 1, 1),
-            (256 << 10, 2),
-            ((1 << 20) - 1, 2),
-            (1 << 20, 3),
+            (8 << 10, 0),
+            ((32 << 10) - 1, 0),
+            (32 << 10, 1),
+            ((128 << 10) - 1, 1),
+            (128 << 10, 2),
+            ((512 << 10) - 1, 2),
+            (512 << 10, 3),
             (1 << 30, 3),
             (usize::MAX, 3),
         ];
@@ -230,7 +231,7 @@ mod tests {
                 assert_eq!(class(last + 1), c + 1);
             }
         }
-        assert_eq!(class_range(CLASSES - 1), (1 << 20, None));
+        assert_eq!(class_range(CLASSES - 1), (512 << 10, None));
     }
 
     #[test]
@@ -295,8 +296,8 @@ mod tests {
     #[test]
     fn a_class_alternates_then_keeps_the_faster_kernel() {
         let t = Trials::new();
-        // 32 KiB copies: the first kernel 10000 ticks, the second 9000 with one slow outlier.
-        let n = 32 << 10;
+        // 16 KiB copies: the first kernel 10000 ticks, the second 9000 with one slow outlier.
+        let n = 16 << 10;
         let (d, made) =
             run_until_decided(&t, n, |_| 10_000, |i| if i == 3 { 99_000 } else { 9000 });
         assert_eq!(made, [u64::from(TRIALS), u64::from(TRIALS)]);
@@ -345,9 +346,9 @@ mod tests {
     fn sizes_that_alternate_reach_both_kernels() {
         let t = Trials::new();
         // Two kernels of equal speed, 100 ticks a call plus one a byte: were the kernels picked
-        // by turns, the second would get every 60 000-byte copy and look faster per byte.
+        // by turns, the second would get every 30 000-byte copy and look faster per byte.
         let cost = |n: usize, _| 100 + n as u64;
-        let (d, made) = run_sizes_until_decided(&t, &[20_000, 60_000], cost, cost);
+        let (d, made) = run_sizes_until_decided(&t, &[10_000, 30_000], cost, cost);
         assert_eq!(made, [u64::from(TRIALS), u64::from(TRIALS)]);
         assert_eq!(d.best[0], d.best[1]);
         assert_eq!(d.pick, Pick::First);
