@@ -109,6 +109,8 @@ endef
 # $(call aa_copy,<folder holding a libgdrapi.so.2>): a copy of that library in
 # $(BENCH_UP_OUT)/aa, a second file that the loader takes for another library (an A/A arm).
 aa_copy = mkdir -p $(BENCH_UP_OUT)/aa && cp -L $(1)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2
+# $(call aa_copy_ours): the same for this library, in $(BENCH_UP_OUT)/aa-ours (apiab's fourth slot).
+aa_copy_ours = mkdir -p $(BENCH_UP_OUT)/aa-ours && cp -L $(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa-ours/libgdrapi.so.2
 
 bench-upstream: lib $(if $(filter 1,$(BENCH_SIM)),sim)
 	$(call bench_compare_against_upstream,$(LIB_DIR))
@@ -137,6 +139,11 @@ test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BEN
 		$(BENCH_UP_OUT)/aa/libgdrapi.so.2 > $(BENCH_UP_OUT)/apiab.out
 	@grep -Eq '^get_info +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+$$' $(BENCH_UP_OUT)/apiab.out \
 		|| { cat $(BENCH_UP_OUT)/apiab.out; echo "test-bench-upstream: apiab printed no get_info row"; exit 1; }
+	@$(call aa_copy_ours)
+	$(SIM_ENV) $(BENCH_UP_OUT)/apiab 20 $(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 \
+		$(BENCH_UP_OUT)/aa/libgdrapi.so.2 $(BENCH_UP_OUT)/aa-ours/libgdrapi.so.2 > $(BENCH_UP_OUT)/apiab4.out
+	@grep -Eq '^get_info +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$$' $(BENCH_UP_OUT)/apiab4.out \
+		|| { cat $(BENCH_UP_OUT)/apiab4.out; echo "test-bench-upstream: apiab with four libraries printed no pooled ratio"; exit 1; }
 	@# The counters' path, with the kernel's software counters (no PMU here); a machine that
 	@# refuses perf_event_open must get the message and exit status 2.
 	@rc=0; APIAB_PMU=sw $(SIM_ENV) $(BENCH_UP_OUT)/apiab 5 $(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 \
@@ -213,16 +220,19 @@ $(BENCH_UP_OUT)/readafter: bench/upstream/readafter.c bench/upstream/timing.h ab
 	$(call bench_program,-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda)
 .PHONY: bench-readafter
 
-# make bench-apiab UPSTREAM_LIB_DIR=<dir>: apiperf's cycle for this library, the other one and a
-#   copy of the other one (the A/A control) in one process, interleaved cycle by cycle
-#   (bench/upstream/apiab.c): what differs between their times is their code, not the run.
+# make bench-apiab UPSTREAM_LIB_DIR=<dir>: apiperf's cycle for this library, the other one, a
+#   copy of the other one (the A/A control) and a copy of this one (loaded last, so that both
+#   libraries average the same place in the load order) in one process, interleaved cycle by
+#   cycle (bench/upstream/apiab.c): what differs between their times is their code, not the run.
 APIAB_ITERS ?= 2000
 bench-apiab: $(BENCH_UP_OUT)/apiab
 	@test -n "$(UPSTREAM_LIB_DIR)" || { echo "bench-apiab: set UPSTREAM_LIB_DIR=<dir of the other libgdrapi.so.2>"; exit 2; }
 	@$(call aa_copy,$(abspath $(UPSTREAM_LIB_DIR)))
+	@$(call aa_copy_ours)
 	$(if $(filter 1,$(BENCH_SIM)),LD_PRELOAD=$(SIM_DIR)/libcuda.so.1) LD_LIBRARY_PATH=$(SIM_DIR) \
 		$(BENCH_TASKSET) $(BENCH_UP_OUT)/apiab $(APIAB_ITERS) \
-		$(LIB_DIR)/libgdrapi.so.2 $(abspath $(UPSTREAM_LIB_DIR))/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2
+		$(LIB_DIR)/libgdrapi.so.2 $(abspath $(UPSTREAM_LIB_DIR))/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 \
+		$(BENCH_UP_OUT)/aa-ours/libgdrapi.so.2
 
 # make bench-copyab UPSTREAM_LIB_DIR=<dir>: copylat's sizes (1 B to 4 KiB) written and read
 #   through this library, the other one and a copy of the other one (the A/A control) in one

@@ -10,12 +10,18 @@
  * is loaded with dlopen(RTLD_LOCAL) and has its own session; the third, optional path is a copy
  * of the second under another name (an A/A control: the same code loaded twice).
  *
- * Usage: apiab ITERATIONS LIB_A LIB_B [LIB_B_COPY]
+ * Where a library is loaded moves its calls' times by a few per cent (the load order decides
+ * its addresses, and so which cache sets and pages its code and data share). The fourth,
+ * optional path, a copy of the first, balances that: loaded A, B, B', A', the two copies of
+ * each library sit on average at the same place in the load order, and the last column
+ * compares the two pairs.
+ *
+ * Usage: apiab ITERATIONS LIB_A LIB_B [LIB_B_COPY [LIB_A_COPY]]
  *   (paths to libgdrapi.so.2 files; ITERATIONS cycles per library). With APIAB_EVICT_MIB=N
  *   in the environment, N MiB are streamed through before each timed call, so that every
  *   call finds the caches cold, as it does after a slow map or unmap over real VRAM.
  * Prints, per call, each library's median and mean in ns, and the median of the per-iteration
- * ratio B/A (and B/B'): above 1 means A is faster.
+ * ratio B/A (and B/B'; with four, (B + B')/(A + A')): above 1 means A is faster.
  *
  * With APIAB_PMU=code or APIAB_PMU=data, it also counts cycles, instructions, branch misses and
  * cache and TLB misses (code: L1i and iTLB; data: L1d and dTLB; both: LLC) around each call
@@ -39,7 +45,7 @@
 #include "timing.h"
 
 #define SIZE 65536
-#define MAX_LIBS 3
+#define MAX_LIBS 4
 
 enum { PIN, MAP, INFO, UNMAP, UNPIN, NCALLS };
 static const char *const names[NCALLS] = {"pin", "map", "get_info", "unmap", "unpin"};
@@ -138,6 +144,15 @@ static int cycle(struct lib *l, unsigned long addr, int i)
     return rc;
 }
 
+/* The median over iterations of (b + b2)'s time / (a + a2)'s time for call k. */
+static double pair_ratio_median(const struct lib *a, const struct lib *a2, const struct lib *b,
+                                const struct lib *b2, int k, int iters, double *tmp)
+{
+    for (int i = 0; i < iters; i++)
+        tmp[i] = (b->t[k][i] + b2->t[k][i]) / (a->t[k][i] + a2->t[k][i]);
+    return median(tmp, (size_t)iters);
+}
+
 /* The median over iterations of b's time / a's time for call k. */
 static double ratio_median(const struct lib *a, const struct lib *b, int k, int iters, double *tmp)
 {
@@ -149,7 +164,7 @@ static double ratio_median(const struct lib *a, const struct lib *b, int k, int 
 int main(int argc, char **argv)
 {
     if (argc < 4 || argc > 3 + MAX_LIBS - 1) {
-        printf("usage: apiab ITERATIONS LIB_A LIB_B [LIB_B_COPY]\n");
+        printf("usage: apiab ITERATIONS LIB_A LIB_B [LIB_B_COPY [LIB_A_COPY]]\n");
         return 2;
     }
     int iters = atoi(argv[1]);
@@ -193,11 +208,12 @@ int main(int argc, char **argv)
     if (!tmp)
         return 2;
     printf("apiab: %d interleaved cycles per library, %d bytes, %zu MiB evicted before each "
-           "call; A %s, B %s%s%s\n",
+           "call; A %s, B %s%s%s%s%s\n",
            iters, SIZE, evict_words * sizeof(uint64_t) >> 20, argv[2], argv[3],
-           nlibs > 2 ? ", B' " : "", nlibs > 2 ? argv[4] : "");
-    printf("%-9s %10s %10s %10s %10s %9s%s\n", "call", "A median", "B median", "A mean",
-           "B mean", "B/A", nlibs > 2 ? "      B/B'" : "");
+           nlibs > 2 ? ", B' " : "", nlibs > 2 ? argv[4] : "", nlibs > 3 ? ", A' " : "",
+           nlibs > 3 ? argv[5] : "");
+    printf("%-9s %10s %10s %10s %10s %9s%s%s\n", "call", "A median", "B median", "A mean",
+           "B mean", "B/A", nlibs > 2 ? "      B/B'" : "", nlibs > 3 ? "  BB'/AA'" : "");
     for (int k = 0; k < NCALLS; k++) {
         double ba = ratio_median(&libs[0], &libs[1], k, iters, tmp);
         double bb = nlibs > 2 ? ratio_median(&libs[2], &libs[1], k, iters, tmp) : 0;
@@ -210,13 +226,16 @@ int main(int argc, char **argv)
         printf("%-9s %10.0f %10.0f %10.0f %10.0f %9.3f", names[k], ma, mb, mean[0], mean[1], ba);
         if (nlibs > 2)
             printf(" %9.3f", bb);
+        if (nlibs > 3)
+            printf(" %9.3f", pair_ratio_median(&libs[0], &libs[3], &libs[1], &libs[2], k, iters, tmp));
         printf("\n");
     }
     if (pmu_on) {
         printf("pmu: %s counters, %s, mean per call%s\n", set,
                pmu_kernel ? "user space and kernel" : "user space",
                pmu_lost ? " (some calls left out: the group was not on the CPU throughout)" : "");
-        printf("%-9s %-12s %10s %10s%s\n", "call", "counter", "A", "B", nlibs > 2 ? "         B'" : "");
+        printf("%-9s %-12s %10s %10s%s%s\n", "call", "counter", "A", "B", nlibs > 2 ? "         B'" : "",
+               nlibs > 3 ? "         A'" : "");
         for (int k2 = 0; k2 < NCALLS; k2++)
             for (int e = 0; e < pmu.n; e++) {
                 printf("%-9s %-12s", names[k2], pmu.names[e]);
