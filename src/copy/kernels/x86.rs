@@ -394,8 +394,9 @@ pub unsafe fn load_avx512(dst: *mut u8, src: *const u8, n: usize) {
     }
 }
 
-/// `MOVDIR64B` stores: one 64-byte direct store per line, at every size, as upstream's
-/// `MOVDIR64B` kernel does; ordinary 16-byte stores for the partial lines.
+/// `MOVDIR64B` stores: one 64-byte direct store per line, at every size, four lines per loop
+/// turn while four remain, as upstream's `MOVDIR64B` kernel does; ordinary 16-byte stores for
+/// the partial lines.
 ///
 /// # Safety
 /// [`super::Bulk`] contract; the CPU must support MOVDIR64B (CPUID.7.0:ECX bit 28) and AVX2.
@@ -403,11 +404,31 @@ pub unsafe fn load_avx512(dst: *mut u8, src: *const u8, n: usize) {
 pub unsafe fn store_movdir64b(dst: *mut u8, src: *const u8, n: usize) {
     let (mut d, mut s, mut n) = (dst, src, n);
     // SAFETY: (whole body) as in `store_sse41`. MOVDIR64B reads 64 bytes at `s` (any
-    // alignment) and writes them to `d`, which is 64-byte aligned here as it requires.
+    // alignment) and writes them to `d`, which is 64-byte aligned here as it requires; in the
+    // four-line turn `t` (an early-clobber output, never one of the inputs) takes `d` plus 64,
+    // 128 and 192, each aligned and inside the `n >= 256` bytes left.
     unsafe {
         units16!(d, s, n, (d as usize) & 63 != 0, {
             _mm_store_si128(d.cast(), _mm_loadu_si128(s.cast()));
         });
+        while n >= 256 {
+            asm!(
+                "movdir64b {d}, zmmword ptr [{s}]",
+                "lea {t}, [{d} + 64]",
+                "movdir64b {t}, zmmword ptr [{s} + 64]",
+                "lea {t}, [{d} + 128]",
+                "movdir64b {t}, zmmword ptr [{s} + 128]",
+                "lea {t}, [{d} + 192]",
+                "movdir64b {t}, zmmword ptr [{s} + 192]",
+                d = in(reg) d,
+                s = in(reg) s,
+                t = out(reg) _,
+                options(nostack, preserves_flags),
+            );
+            d = d.add(256);
+            s = s.add(256);
+            n -= 256;
+        }
         while n >= 64 {
             asm!(
                 "movdir64b {d}, zmmword ptr [{s}]",
