@@ -106,11 +106,10 @@ define bench_compare_against_upstream
 		--upstream $(abspath $(UPSTREAM_LIB_DIR)) $(BENCH_UPSTREAM_ARGS)
 endef
 
-# $(call aa_copy,<folder holding a libgdrapi.so.2>): a copy of that library in
-# $(BENCH_UP_OUT)/aa, a second file that the loader takes for another library (an A/A arm).
-aa_copy = mkdir -p $(BENCH_UP_OUT)/aa && cp -L $(1)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2
-# $(call aa_copy_ours): the same for this library, in $(BENCH_UP_OUT)/aa-ours (apiab's fourth slot).
-aa_copy_ours = mkdir -p $(BENCH_UP_OUT)/aa-ours && cp -L $(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa-ours/libgdrapi.so.2
+# $(call aa_copy,<folder holding a libgdrapi.so.2>[,<name>]): a copy of that library in
+# $(BENCH_UP_OUT)/<name> (default aa), a second file that the loader takes for another library
+# (an A/A arm; aa-ours: this library's copy, apiab's fourth slot).
+aa_copy = mkdir -p $(BENCH_UP_OUT)/$(or $(2),aa) && cp -L $(1)/libgdrapi.so.2 $(BENCH_UP_OUT)/$(or $(2),aa)/libgdrapi.so.2
 
 bench-upstream: lib $(if $(filter 1,$(BENCH_SIM)),sim)
 	$(call bench_compare_against_upstream,$(LIB_DIR))
@@ -139,7 +138,7 @@ test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BEN
 		$(BENCH_UP_OUT)/aa/libgdrapi.so.2 > $(BENCH_UP_OUT)/apiab.out
 	@grep -Eq '^get_info +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+$$' $(BENCH_UP_OUT)/apiab.out \
 		|| { cat $(BENCH_UP_OUT)/apiab.out; echo "test-bench-upstream: apiab printed no get_info row"; exit 1; }
-	@$(call aa_copy_ours)
+	@$(call aa_copy,$(LIB_DIR),aa-ours)
 	$(SIM_ENV) $(BENCH_UP_OUT)/apiab 20 $(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 \
 		$(BENCH_UP_OUT)/aa/libgdrapi.so.2 $(BENCH_UP_OUT)/aa-ours/libgdrapi.so.2 > $(BENCH_UP_OUT)/apiab4.out
 	@grep -Eq '^get_info +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$$' $(BENCH_UP_OUT)/apiab4.out \
@@ -228,7 +227,7 @@ APIAB_ITERS ?= 2000
 bench-apiab: $(BENCH_UP_OUT)/apiab
 	@test -n "$(UPSTREAM_LIB_DIR)" || { echo "bench-apiab: set UPSTREAM_LIB_DIR=<dir of the other libgdrapi.so.2>"; exit 2; }
 	@$(call aa_copy,$(abspath $(UPSTREAM_LIB_DIR)))
-	@$(call aa_copy_ours)
+	@$(call aa_copy,$(LIB_DIR),aa-ours)
 	$(if $(filter 1,$(BENCH_SIM)),LD_PRELOAD=$(SIM_DIR)/libcuda.so.1) LD_LIBRARY_PATH=$(SIM_DIR) \
 		$(BENCH_TASKSET) $(BENCH_UP_OUT)/apiab $(APIAB_ITERS) \
 		$(LIB_DIR)/libgdrapi.so.2 $(abspath $(UPSTREAM_LIB_DIR))/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 \
