@@ -394,6 +394,27 @@ pub unsafe fn load_avx512(dst: *mut u8, src: *const u8, n: usize) {
     }
 }
 
+/// One `MOVDIR64B`: the 64 bytes at `s + OFF` to the line at `d + OFF`, with `OFF` the
+/// instruction's displacement on the source.
+///
+/// # Safety
+/// `d + OFF` 64-byte aligned and writable for 64 bytes, `s + OFF` readable for 64 bytes (any
+/// alignment); the CPU must support MOVDIR64B.
+#[inline(always)]
+unsafe fn movdir64b<const OFF: usize>(d: *mut u8, s: *const u8) {
+    // SAFETY: the caller's contract; the instruction writes only that line and reads only
+    // those 64 bytes.
+    unsafe {
+        asm!(
+            "movdir64b {d}, zmmword ptr [{s} + {off}]",
+            d = in(reg) d.add(OFF),
+            s = in(reg) s,
+            off = const OFF,
+            options(nostack, preserves_flags),
+        )
+    };
+}
+
 /// `MOVDIR64B` stores: one 64-byte direct store per line, at every size, four lines per loop
 /// turn while four remain, as upstream's `MOVDIR64B` kernel does; ordinary 16-byte stores for
 /// the partial lines.
@@ -403,39 +424,23 @@ pub unsafe fn load_avx512(dst: *mut u8, src: *const u8, n: usize) {
 #[target_feature(enable = "avx2")]
 pub unsafe fn store_movdir64b(dst: *mut u8, src: *const u8, n: usize) {
     let (mut d, mut s, mut n) = (dst, src, n);
-    // SAFETY: (whole body) as in `store_sse41`. MOVDIR64B reads 64 bytes at `s` (any
-    // alignment) and writes them to `d`, which is 64-byte aligned here as it requires; in the
-    // four-line turn `t` (an early-clobber output, never one of the inputs) takes `d` plus 64,
-    // 128 and 192, each aligned and inside the `n >= 256` bytes left.
+    // SAFETY: (whole body) as in `store_sse41`. After the 16-byte units `d` is 64-byte
+    // aligned, and every line stored lies inside the `n` bytes left, as `movdir64b` requires.
     unsafe {
         units16!(d, s, n, (d as usize) & 63 != 0, {
             _mm_store_si128(d.cast(), _mm_loadu_si128(s.cast()));
         });
         while n >= 256 {
-            asm!(
-                "movdir64b {d}, zmmword ptr [{s}]",
-                "lea {t}, [{d} + 64]",
-                "movdir64b {t}, zmmword ptr [{s} + 64]",
-                "lea {t}, [{d} + 128]",
-                "movdir64b {t}, zmmword ptr [{s} + 128]",
-                "lea {t}, [{d} + 192]",
-                "movdir64b {t}, zmmword ptr [{s} + 192]",
-                d = in(reg) d,
-                s = in(reg) s,
-                t = out(reg) _,
-                options(nostack, preserves_flags),
-            );
+            movdir64b::<0>(d, s);
+            movdir64b::<64>(d, s);
+            movdir64b::<128>(d, s);
+            movdir64b::<192>(d, s);
             d = d.add(256);
             s = s.add(256);
             n -= 256;
         }
         while n >= 64 {
-            asm!(
-                "movdir64b {d}, zmmword ptr [{s}]",
-                d = in(reg) d,
-                s = in(reg) s,
-                options(nostack, preserves_flags),
-            );
+            movdir64b::<0>(d, s);
             d = d.add(64);
             s = s.add(64);
             n -= 64;
