@@ -13,8 +13,8 @@
 
 use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
-/// The smallest store that is timed. Below it, copied back to back, `MOVDIR64B` is as fast
-/// as vector stores through every BAR measured or faster, while a single copy timed to a full
+/// The smallest store that is timed. Below it, copied back to back, `MOVDIR64B` is as fast as
+/// vector stores or faster through every BAR measured, while a single copy timed to a full
 /// fence (a trial) can say otherwise; from here on `MOVDIR64B` is behind through some BARs,
 /// and a trial's error costs less than a fixed choice's (PERFORMANCE.md).
 pub(crate) const TIMED_MIN: usize = 8 << 10;
