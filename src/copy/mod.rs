@@ -176,7 +176,7 @@ unsafe fn to_mapping_via(
 }
 
 /// The host-bound copy; `load` gives the write-combining copy, `inline` says whether the
-/// inline streaming-load path may be used for small sizes (both asked only when needed).
+/// streaming-load path without the table may be used for small sizes (both asked only when needed).
 #[inline(always)]
 unsafe fn from_mapping_via(
     load: impl FnOnce() -> CopyFn,
@@ -195,7 +195,7 @@ unsafe fn from_mapping_via(
             if n < 16 {
                 wc::load_small(host, dev, n)
             } else if n <= wc::SMALL_LOAD && inline() {
-                wc::load_inline(host, dev, n)
+                wc::load_streaming(host, dev, n)
             } else {
                 load()(dev.cast_mut(), host, n)
             }

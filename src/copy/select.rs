@@ -184,7 +184,7 @@ impl Impl {
     }
 
     /// True when loads of this family may take the inline path of VEX streaming loads
-    /// ([`wc::load_inline`]): the AVX2 and AVX-512 families, whose kernels use those same
+    /// ([`wc::load_streaming`]): the AVX2 and AVX-512 families, whose kernels use those same
     /// instructions for 16-byte units. Forced `sse41` and `portable` keep their own accesses.
     pub fn inline_loads(self) -> bool {
         matches!(self, Impl::Avx2 | Impl::Avx512)
@@ -482,7 +482,8 @@ pub fn chosen() -> &'static Kernels {
 
 static STORE: AtomicPtr<()> = AtomicPtr::new(resolve_store as CopyFn as *mut ());
 static LOAD: AtomicPtr<()> = AtomicPtr::new(resolve_load as CopyFn as *mut ());
-/// Whether the chosen load family allows the inline load path; false until installed.
+/// Whether the chosen load family allows the table-free load path (`wc::load_streaming`);
+/// false until installed.
 static INLINE_LOADS: AtomicBool = AtomicBool::new(false);
 /// Whether [`install`] has run.
 static INSTALLED: AtomicBool = AtomicBool::new(false);
@@ -497,7 +498,7 @@ fn install() -> &'static Kernels {
 }
 
 /// Makes the process-wide choice now (at the first mapping) rather than at the first copy
-/// that needs the table, so that the inline load path applies from the first small read,
+/// that needs the table, so that the table-free load path applies from the first small read,
 /// and runs the chosen load kernel once on host memory (see [`warm_load`]).
 #[inline]
 pub(crate) fn prepare() {
@@ -523,7 +524,7 @@ fn warm_load(load: CopyFn) {
     std::hint::black_box(&mut dst);
 }
 
-/// True when the installed load family allows the inline load path.
+/// True when the installed load family allows the table-free load path.
 #[inline(always)]
 pub(crate) fn inline_loads() -> bool {
     INLINE_LOADS.load(Ordering::Relaxed)

@@ -6,8 +6,9 @@
 //! Stores of at most [`SMALL`] bytes take an inline path with 16-byte SSE2/NEON stores and no
 //! indirect call at all; so do loads below 16 bytes (scalar accesses only), and, when the
 //! chosen load family is AVX2 or wider, loads of at most [`SMALL_LOAD`] bytes
-//! ([`load_inline`]: 16- and 32-byte VEX streaming loads written as inline assembly, which the
-//! compiler needs no target feature for; the caller's flag is what proves the CPU has them).
+//! ([`load_streaming`]: 16- and 32-byte VEX streaming loads written as inline assembly, which
+//! the compiler needs no target feature for; the caller's flag is what proves the CPU has
+//! them), inline below [`CALLED_LOAD`] bytes and through a direct call from there.
 
 use super::access::{head, tail, Cursor, Direction, FromMapping, ToMapping};
 use super::kernels::Bulk;
@@ -15,9 +16,13 @@ use super::kernels::Bulk;
 /// Largest store handled inline, without going through the dispatch table.
 pub(crate) const SMALL: usize = 64;
 
-/// Largest load handled inline (with [`load_inline`]), without going through the table: just
-/// below the size where the AVX-512 family switches to `VMOVNTDQA zmm`.
+/// Largest load handled by [`load_streaming`], without going through the table: just below
+/// the size where the AVX-512 family switches to `VMOVNTDQA zmm`.
 pub(crate) const SMALL_LOAD: usize = 1023;
+
+/// Smallest load that [`load_streaming`] makes in a function of its own ([`load_called`])
+/// rather than inline in the entry: one whole line.
+pub(crate) const CALLED_LOAD: usize = 64;
 
 /// A complete write-combining copy in one direction, `fn(dev, host, n)`; what the dispatch
 /// table holds.
@@ -227,6 +232,35 @@ unsafe fn stream_load128(host: *mut u8, dev: *const u8) {
 unsafe fn vzeroupper() {
     // SAFETY: caller contract.
     unsafe { core::arch::asm!("vzeroupper", options(nostack, preserves_flags, nomem)) };
+}
+
+/// The streaming-load path for `16 <= n <= SMALL_LOAD`, without the table: below
+/// [`CALLED_LOAD`] bytes inline ([`load_inline`]), from there the same accesses through a
+/// direct call ([`load_called`]). Over the BAR, back-to-back reads of whole lines ran as
+/// gdrcopy's only with the call (PERFORMANCE.md, "Loads of 64 bytes and more are called").
+///
+/// # Safety
+/// As for [`load_inline`].
+#[inline(always)]
+pub(crate) unsafe fn load_streaming(host: *mut u8, dev: *const u8, n: usize) {
+    // SAFETY: forwarded.
+    unsafe {
+        if n < CALLED_LOAD {
+            load_inline(host, dev, n)
+        } else {
+            load_called(host, dev, n)
+        }
+    }
+}
+
+/// [`load_inline`] in a function of its own (see [`load_streaming`]).
+///
+/// # Safety
+/// As for [`load_inline`].
+#[inline(never)]
+unsafe fn load_called(host: *mut u8, dev: *const u8, n: usize) {
+    // SAFETY: forwarded.
+    unsafe { load_inline(host, dev, n) }
 }
 
 /// Inline load path for `16 <= n <= SMALL_LOAD`: scalar head up to 16-byte alignment, one
