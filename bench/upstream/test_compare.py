@@ -34,6 +34,12 @@ class Verdict(unittest.TestCase):
         self.assertFalse(compare.below_every_round(row(0.90, 0.95, ratio_max=1.01)))
         self.assertFalse(compare.below_every_round(row(0.5)))
 
+    def test_ahead_of_the_other_library_is_never_behind_in_every_round(self):
+        # Every round faster than the other library, but slower than its A/A run.
+        self.assertFalse(compare.below_every_round(row(1.14, 1.23, ratio_max=1.22)))
+        self.assertFalse(compare.below_every_round(row(0.98, 1.01, ratio_max=1.0)))
+        self.assertTrue(compare.below_every_round(row(0.98, 1.01, ratio_max=0.99)))
+
     def test_chance_of_every_round_for_identical_code(self):
         self.assertAlmostEqual(compare.chance_every_round(5), 1 / 252)
         self.assertAlmostEqual(compare.chance_every_round(1), 1 / 2)
