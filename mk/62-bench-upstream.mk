@@ -124,7 +124,8 @@ bench-drivercalls: $(BENCH_UP_OUT)/drivercalls
 	$(call each_library,$(BENCH_UP_OUT)/drivercalls,exit 1)
 
 test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BENCH_UP_OUT)/apicost \
-		$(BENCH_UP_OUT)/footprint $(BENCH_UP_OUT)/apiab $(BENCH_UP_OUT)/copyab $(BENCH_UP_OUT)/readafter tools
+		$(BENCH_UP_OUT)/footprint $(BENCH_UP_OUT)/apiab $(BENCH_UP_OUT)/ioctlstamp.so $(BENCH_UP_OUT)/copyab \
+		$(BENCH_UP_OUT)/readafter tools
 	@if command -v valgrind >/dev/null; then \
 		$(FOOTPRINT) --check bench/upstream/footprint.expected $(LIB_DIR); \
 	else $(call skip_or_fail,test-bench-upstream footprint,valgrind (Debian package valgrind)); fi
@@ -143,6 +144,11 @@ test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BEN
 		$(BENCH_UP_OUT)/aa/libgdrapi.so.2 $(BENCH_UP_OUT)/aa-ours/libgdrapi.so.2 > $(BENCH_UP_OUT)/apiab4.out
 	@grep -Eq '^get_info +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$$' $(BENCH_UP_OUT)/apiab4.out \
 		|| { cat $(BENCH_UP_OUT)/apiab4.out; echo "test-bench-upstream: apiab with four libraries printed no pooled ratio"; exit 1; }
+	@# The split: three rows per library for pin, get_info and unpin, the driver's time positive.
+	LD_PRELOAD="$(BENCH_UP_OUT)/ioctlstamp.so $(SIM_DIR)/libcuda.so.1" LD_LIBRARY_PATH=$(SIM_DIR):$(LIB_DIR) \
+		$(BENCH_UP_OUT)/apiab 20 $(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 > $(BENCH_UP_OUT)/apiab-split.out
+	@test "$$(grep -Ec '^(pin|get_info|unpin) +(A|B) +[0-9]+ +[1-9][0-9]* +[0-9]+$$' $(BENCH_UP_OUT)/apiab-split.out)" = 6 \
+		|| { cat $(BENCH_UP_OUT)/apiab-split.out; echo "test-bench-upstream: apiab with ioctlstamp.so printed no split rows"; exit 1; }
 	@# The counters' path, with the kernel's software counters (no PMU here); a machine that
 	@# refuses perf_event_open must get the message and exit status 2.
 	@rc=0; APIAB_PMU=sw $(SIM_ENV) $(BENCH_UP_OUT)/apiab 5 $(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 \
@@ -223,12 +229,17 @@ $(BENCH_UP_OUT)/readafter: bench/upstream/readafter.c bench/upstream/timing.h ab
 #   copy of the other one (the A/A control) and a copy of this one (loaded last, so that both
 #   libraries average the same place in the load order) in one process, interleaved cycle by
 #   cycle (bench/upstream/apiab.c): what differs between their times is their code, not the run.
+#   APIAB_SPLIT=1 preloads ioctlstamp.so (bench/upstream/ioctlstamp.c) and adds, for pin,
+#   get_info and unpin, each library's time before its ioctl, in it and after it.
 APIAB_ITERS ?= 2000
-bench-apiab: $(BENCH_UP_OUT)/apiab
+APIAB_SPLIT ?=
+APIAB_PRELOAD = $(if $(filter 1,$(APIAB_SPLIT)),$(BENCH_UP_OUT)/ioctlstamp.so) \
+	$(if $(filter 1,$(BENCH_SIM)),$(SIM_DIR)/libcuda.so.1)
+bench-apiab: $(BENCH_UP_OUT)/apiab $(BENCH_UP_OUT)/ioctlstamp.so
 	@test -n "$(UPSTREAM_LIB_DIR)" || { echo "bench-apiab: set UPSTREAM_LIB_DIR=<dir of the other libgdrapi.so.2>"; exit 2; }
 	@$(call aa_copy,$(abspath $(UPSTREAM_LIB_DIR)))
 	@$(call aa_copy,$(LIB_DIR),aa-ours)
-	$(if $(filter 1,$(BENCH_SIM)),LD_PRELOAD=$(SIM_DIR)/libcuda.so.1) LD_LIBRARY_PATH=$(SIM_DIR) \
+	LD_PRELOAD="$(strip $(APIAB_PRELOAD))" LD_LIBRARY_PATH=$(SIM_DIR) \
 		$(BENCH_TASKSET) $(BENCH_UP_OUT)/apiab $(APIAB_ITERS) \
 		$(LIB_DIR)/libgdrapi.so.2 $(abspath $(UPSTREAM_LIB_DIR))/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 \
 		$(BENCH_UP_OUT)/aa-ours/libgdrapi.so.2
@@ -248,6 +259,10 @@ bench-copyab: $(BENCH_UP_OUT)/copyab
 $(BENCH_UP_OUT)/copyab: bench/upstream/copyab.c bench/upstream/timing.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
 	$(call bench_program,-L$(SIM_DIR) -lcuda -ldl)
 .PHONY: bench-copyab
+
+$(BENCH_UP_OUT)/ioctlstamp.so: bench/upstream/ioctlstamp.c bench/upstream/timing.h
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -Wall -Wextra -Werror -shared -fPIC $< -o $@ -ldl
 
 $(BENCH_UP_OUT)/apiab: bench/upstream/apiab.c bench/upstream/timing.h bench/upstream/evict.h bench/upstream/pmu.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
 	$(call bench_program,-L$(SIM_DIR) -lcuda -ldl)

@@ -23,6 +23,11 @@
  * Prints, per call, each library's median and mean in ns, and the median of the per-iteration
  * ratio B/A (and B/B'; with four, (B + B')/(A + A')): above 1 means A is faster.
  *
+ * With ioctlstamp.so preloaded ahead of the emulator (make bench-apiab APIAB_SPLIT=1), it also
+ * splits pin, get_info and unpin, which make one driver call each, into the time before the
+ * ioctl, in it and after it, and prints each library's medians: whether a difference lies in
+ * the library's own code or in the driver's work.
+ *
  * With APIAB_PMU=code or APIAB_PMU=data, it also counts cycles, instructions, branch misses and
  * cache and TLB misses (code: L1i and iTLB; data: L1d and dTLB; both: LLC) around each call
  * (user space, and the kernel too with APIAB_PMU_KERNEL=1; bench/upstream/pmu.h), and prints
@@ -62,11 +67,18 @@ struct lib {
     int (*info)(gdr_t, gdr_mh_t, gdr_info_v2_t *);
     gdr_t g;
     double *t[NCALLS];
+    /* With ioctlstamp.so: for each call that makes one ioctl, ns before it, in it and after
+     * it, per iteration (NULL for the other calls). */
+    double *split[NCALLS][3];
     /* With APIAB_PMU: each counter's count summed over the calls both of whose reads
      * succeeded, and how many calls those were. */
     double counts[NCALLS][PMU_EVENTS];
     int counted[NCALLS];
 };
+
+/* The one-ioctl calls (split when ioctlstamp.so is preloaded), and the stamps it exports. */
+static const int one_ioctl[NCALLS] = {[PIN] = 1, [INFO] = 1, [UNPIN] = 1};
+static const double *stamp_enter, *stamp_exit;
 
 static struct pmu pmu;
 static int pmu_on, pmu_kernel;
@@ -96,9 +108,13 @@ static int load(struct lib *l, const char *path, int iters)
     SYM(unmap, "gdr_unmap");
     SYM(info, "gdr_get_info_v2");
 #undef SYM
-    for (int k = 0; k < NCALLS; k++)
+    for (int k = 0; k < NCALLS; k++) {
         if (!(l->t[k] = malloc(sizeof(double) * (size_t)iters)))
             return -1;
+        for (int p = 0; p < 3; p++)
+            if (stamp_enter && one_ioctl[k] && !(l->split[k][p] = malloc(sizeof(double) * (size_t)iters)))
+                return -1;
+    }
     l->g = l->open();
     if (!l->g) {
         printf("apiab: gdr_open of %s failed\n", path);
@@ -122,7 +138,13 @@ static int cycle(struct lib *l, unsigned long addr, int i)
         int before = pmu_on && pmu_read(&pmu, c0) == 0;                                            \
         t0 = now_ns();                                                                             \
         rc |= (call);                                                                              \
-        l->t[k][i] = now_ns() - t0;                                                                \
+        double t1 = now_ns();                                                                      \
+        l->t[k][i] = t1 - t0;                                                                      \
+        if (l->split[k][0]) {                                                                      \
+            l->split[k][0][i] = *stamp_enter - t0;                                                 \
+            l->split[k][1][i] = *stamp_exit - *stamp_enter;                                        \
+            l->split[k][2][i] = t1 - *stamp_exit;                                                  \
+        }                                                                                          \
         if (pmu_on) {                                                                              \
             if (before && pmu_read(&pmu, c1) == 0) {                                               \
                 for (int e = 0; e < pmu.n; e++)                                                    \
@@ -187,6 +209,10 @@ int main(int argc, char **argv)
         }
         pmu_on = 1;
     }
+    stamp_enter = dlsym(RTLD_DEFAULT, "ioctlstamp_enter");
+    stamp_exit = dlsym(RTLD_DEFAULT, "ioctlstamp_exit");
+    if (!stamp_exit)
+        stamp_enter = NULL;
     gpu_init();
     CUdeviceptr raw = gpu_alloc(SIZE);
     unsigned long addr = gpu_aligned(raw);
@@ -229,6 +255,17 @@ int main(int argc, char **argv)
         if (nlibs > 3)
             printf(" %9.3f", pair_ratio_median(&libs[0], &libs[3], &libs[1], &libs[2], k, iters, tmp));
         printf("\n");
+    }
+    if (stamp_enter) {
+        printf("split: ns before the ioctl, in it and after it (medians)\n");
+        printf("%-9s %-3s %10s %10s %10s\n", "call", "lib", "before", "ioctl", "after");
+        for (int k = 0; k < NCALLS; k++)
+            for (int j = 0; one_ioctl[k] && j < nlibs; j++) {
+                printf("%-9s %-3s", names[k], (const char *[]){"A", "B", "B'", "A'"}[j]);
+                for (int p = 0; p < 3; p++)
+                    printf(" %10.0f", median(libs[j].split[k][p], (size_t)iters));
+                printf("\n");
+            }
     }
     if (pmu_on) {
         printf("pmu: %s counters, %s, mean per call%s\n", set,
