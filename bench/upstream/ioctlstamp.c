@@ -17,14 +17,21 @@
 /* CLOCK_MONOTONIC ns at the entry to and the return from the last ioctl. */
 double ioctlstamp_enter, ioctlstamp_exit;
 
+/* The next `ioctl` in the search order, found once, before the program runs. */
+static int (*next)(int, unsigned long, void *);
+
+__attribute__((constructor)) static void find_next(void)
+{
+    *(void **)&next = dlsym(RTLD_NEXT, "ioctl");
+}
+
 int ioctl(int fd, unsigned long request, ...)
 {
-    static int (*next)(int, unsigned long, void *);
     va_list ap;
     va_start(ap, request);
     void *arg = va_arg(ap, void *);
     va_end(ap);
-    if (!next && !(*(void **)&next = dlsym(RTLD_NEXT, "ioctl"))) {
+    if (!next) {
         errno = ENOSYS;
         return -1;
     }

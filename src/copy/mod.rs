@@ -176,7 +176,8 @@ unsafe fn to_mapping_via(
 }
 
 /// The host-bound copy; `load` gives the write-combining copy, `inline` says whether the
-/// streaming-load path without the table may be used for small sizes (both asked only when needed).
+/// streaming-load path without the table may be used for small sizes (both asked only when
+/// needed).
 #[inline(always)]
 unsafe fn from_mapping_via(
     load: impl FnOnce() -> CopyFn,
