@@ -6,6 +6,9 @@ fn main() {
     // Upstream links with -z defs: every symbol must resolve at link time (libc only).
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,defs");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,relro,-z,now");
+    // The library's calls of its own entries (`gdr_map` asks through `gdr_get_info_v2`, as
+    // upstream's does) bind to its own code, never to another library's symbol of that name.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-Bsymbolic-functions");
     println!("cargo:rerun-if-changed=build.rs");
     // `std::hint::cold_path` (Rust 1.95): see `src/hint.rs`.
     println!("cargo::rustc-check-cfg=cfg(has_cold_path)");

@@ -3,8 +3,8 @@
 # The shared library's ELF facts: exported symbols are exactly the allowlist
 # (the 17 functions of gdrcopy 2.6 plus the two copy aliases), none carries a
 # symbol version, SONAME is libgdrapi.so.2, DT_NEEDED names only the C runtime
-# (never libcuda), the two links exist, and every function the header
-# declares is exported.
+# (never libcuda), calls of its own entries bind locally, the two links exist,
+# and every function the header declares is exported.
 # CHECK_ELF_GLIBC_SPLIT=1 also allows libpthread.so.0 and libdl.so.2: a library
 # linked against a glibc older than 2.34 (the manylinux wheels, glibc 2.17)
 # names them, as they were not yet merged into libc.so.6.
@@ -52,6 +52,12 @@ if echo "$needed" | grep -q libcuda; then bad "DT_NEEDED on libcuda"; else ok; f
 foreign=$(nm -D --undefined-only "$lib" | awk '$1 != "w" { print $NF }' | grep -v '@GLIBC_' || true)
 if [ -z "$foreign" ]; then ok; else bad "imports from outside the C library: $foreign"; fi
 if echo "$needed" | grep -qx libc.so.6; then ok; else bad "no DT_NEEDED on libc.so.6"; fi
+
+# The library's calls of its own entries (gdr_map asks through gdr_get_info_v2) bind to its
+# own code (-Bsymbolic-functions): no dynamic relocation names an exported symbol, so no
+# other library's function of that name (another libgdrapi, a preloaded shim) can answer them.
+bound=$(readelf -rW "$lib" | awk '$5 ~ /^gdr_/ { print $3, $5 }' | sort -u)
+if [ -z "$bound" ]; then ok; else bad "calls of the library's own entries bind at run time: $bound"; fi
 
 if [ "$(readlink "$lib_dir/libgdrapi.so.2")" = "libgdrapi.so.2.6" ]; then ok; else
     bad "$lib_dir/libgdrapi.so.2 is not a link to libgdrapi.so.2.6"; fi

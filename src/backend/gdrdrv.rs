@@ -392,6 +392,19 @@ impl Driver {
     /// at the pin's offset, and checks the type the driver granted; unmaps again on failure.
     #[inline(always)]
     pub fn map(self, handle: u64, size: usize, request: MappingType) -> Result<Mapping> {
+        self.map_asking(handle, size, request, || Ok(self.info(handle)?.mapping_type))
+    }
+
+    /// [`Driver::map`] with the granted mapping type (a raw `gdr_mapping_type_t`) asked of
+    /// the driver by `granted`, after the mmap.
+    #[inline(always)]
+    pub fn map_asking(
+        self,
+        handle: u64,
+        size: usize,
+        request: MappingType,
+        granted: impl FnOnce() -> Result<u32>,
+    ) -> Result<Mapping> {
         if self.version >= VERSION_WITH_V2_API {
             let p = ReqMappingTypeParams {
                 handle,
@@ -424,8 +437,8 @@ impl Driver {
             // SAFETY: `addr..addr+size` was mapped just above and has not been handed out.
             let _ = unsafe { sys::munmap(addr, size) };
         };
-        let info = match self.info(handle) {
-            Ok(i) => i,
+        let granted = match granted() {
+            Ok(t) => t,
             Err(e) => {
                 gdr_err!(
                     "error {} from get_info, munmapping before exiting",
@@ -435,7 +448,7 @@ impl Driver {
                 return Err(e);
             }
         };
-        let kind = match MappingType::from_raw(info.mapping_type) {
+        let kind = match MappingType::from_raw(granted) {
             Some(MappingType::None) | None => {
                 gdr_err!("mh is not mapped");
                 unmap();

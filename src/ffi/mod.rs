@@ -294,9 +294,28 @@ unsafe fn map(
 ) -> c_int {
     // SAFETY: the caller's contract.
     match unsafe { out(func, ptr_va, "ptr_va") } {
-        Ok(ptr_va) => ptr_va
-            .fill(session::map(g as usize, handle.h, size, flags).map(|addr| addr as *mut c_void)),
+        Ok(ptr_va) => ptr_va.fill(
+            session::map(g as usize, handle.h, size, flags, || granted_type(g, handle))
+                .map(|addr| addr as *mut c_void),
+        ),
         Err(e) => e,
+    }
+}
+
+/// The mapping type the driver granted `handle`, asked through this library's own
+/// [`gdr_get_info_v2`] as upstream's `gdr_map` asks (the library links with
+/// `-Bsymbolic-functions`, so the call cannot reach another library's symbol). One path
+/// answers both, and the caller's next query, which UCX and `gdrcopy_apiperf` make right
+/// after a map, finds its code warm (PERFORMANCE.md, "get_info after a map").
+fn granted_type(g: gdr_t, handle: gdr_mh_t) -> crate::error::Result<u32> {
+    let mut info = std::mem::MaybeUninit::<gdr_info_v2_t>::uninit();
+    // SAFETY: `info` is valid for writes of a gdr_info_v2_t, which a return of 0 filled.
+    match unsafe { gdr_get_info_v2(g, handle, info.as_mut_ptr()) } {
+        0 => Ok(unsafe { info.assume_init() }.mapping_type),
+        errno => Err(crate::error::Error::Sys {
+            call: "gdr_get_info_v2",
+            errno,
+        }),
     }
 }
 

@@ -11,10 +11,19 @@ use crate::sys;
 use std::sync::atomic::Ordering;
 
 /// `gdr_map_v2`: maps `size` bytes (rounded up to the host page) of the pinned buffer with
-/// the mapping type `flags` asks for; returns the mapping's address.
+/// the mapping type `flags` asks for; returns the mapping's address. On the quick path,
+/// `granted` asks the driver after the mmap which mapping type (a raw `gdr_mapping_type_t`)
+/// it granted, as upstream's `gdr_map` asks its own `gdr_get_info_v2` (the C entries pass
+/// theirs); the path through the session asks its backend.
 #[inline(always)]
-pub fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
-    match quick_map(g, mh, size, flags) {
+pub fn map(
+    g: usize,
+    mh: u64,
+    size: usize,
+    flags: i32,
+    granted: impl FnOnce() -> Result<u32>,
+) -> Result<usize> {
+    match quick_map(g, mh, size, flags, granted) {
         Some(r) => r,
         None => map_through_session(g, mh, size, flags),
     }
@@ -98,13 +107,19 @@ impl MapRefusal {
 /// [`accept_map`] accepts of a PINNED handle, the state it then holds the handle from. `None`
 /// for anything else, valid or not.
 #[inline(always)]
-fn quick_map(g: usize, mh: u64, size: usize, flags: i32) -> Option<Result<usize>> {
+fn quick_map(
+    g: usize,
+    mh: u64,
+    size: usize,
+    flags: i32,
+    granted: impl FnOnce() -> Result<u32>,
+) -> Option<Result<usize>> {
     let (h, page_size) = quick_handle(g, mh)?;
     let (request, rounded) = accept_map(state::PINNED, flags, size, page_size).ok()?;
     let d = hold(h, g, state::PINNED, state::MAPPING)?;
     let busy = Transition::mapping(h);
     Some(
-        d.map(h.pin_handle.load(Ordering::Acquire), rounded, request)
+        d.map_asking(h.pin_handle.load(Ordering::Acquire), rounded, request, granted)
             .map(|m| busy.mapped(&m, BackendKind::Gdrdrv)),
     )
 }
@@ -141,6 +156,7 @@ fn map_through_session(g: usize, mh: u64, size: usize, flags: i32) -> Result<usi
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::session::testing::map;
     use crate::session::testing::*;
 
     /// Every refusal of a map on `path`, and a map it accepts; what came out wrong.

@@ -5,7 +5,7 @@ pub(super) use super::copy::copy_target;
 pub(super) use super::open::open_with;
 pub(super) use super::records::HandleRecord;
 use super::refuse::Mutant;
-pub(super) use super::{callback_flag, close, map, pin, unmap, unpin, HANDLES, SESSIONS};
+pub(super) use super::{callback_flag, close, pin, unmap, unpin, HANDLES, SESSIONS};
 use crate::backend::gdrdrv;
 pub(super) use crate::backend::{
     Attr, Backend, BackendKind, Info, Mapping, MappingType, Opened, Pin, PinRequest,
@@ -14,6 +14,16 @@ pub(super) use crate::error::{Error, Result};
 pub(super) use crate::registry::Record;
 pub(super) use crate::sys;
 use std::cell::Cell;
+
+/// [`super::map()`] as the C entries call it, the granted mapping type asked through the
+/// session's own query (the C entries ask through `gdr_get_info_v2`, which makes that query).
+pub(super) fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
+    super::map::map(g, mh, size, flags, || {
+        let mut granted = 0;
+        super::info(g, mh, false, |i| granted = i.mapping_type)?;
+        Ok(granted)
+    })
+}
 pub(super) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 pub(super) use std::sync::Arc;
 
