@@ -1,6 +1,13 @@
 //! Queries on a handle (`gdr_get_info_v2`, the legacy `gdr_get_info`,
-//! `gdr_get_callback_flag`), which hold it by counting themselves in its `users`, and the
-//! session's own queries (`gdr_get_attribute`, `gdr_driver_get_version`).
+//! `gdr_get_callback_flag`) and the session's own queries (`gdr_get_attribute`,
+//! `gdr_driver_get_version`).
+//!
+//! A query never returns an answer about a buffer its handle no longer names. The quick case
+//! (a gdrdrv handle) holds nothing: it asks the driver with what it read of the handle record
+//! and then confirms that the record still names that pin ([`Asked::confirmed`]); an unpin
+//! moves the handle's state before it asks the driver, so a query whose answer came after
+//! it sees that and starts again through the session. That path counts itself in the handle's
+//! `users` ([`InUse`]) before it reads the state, and an unpin waits for the count to drop.
 
 use super::lookup::{
     already_closed, check_opener, not_issued, open_unlocked, session, session_record,
@@ -15,12 +22,11 @@ use crate::hint::cold_path;
 use std::sync::atomic::Ordering;
 
 /// Validates `g` and `mh` for a query (get_info, callback flag) in the quick case, without
-/// the session's lock: `Ok` when the decision on a handle ([`accept_handle`]) takes `mh` as a
-/// handle of `g` (by the session it recorded) and its queries go to gdrdrv, with what the
-/// query needs of the driver and the handle held against an unpin for as long as the guard
-/// lives. That also holds the session open, because `gdr_close` unpins every handle of the
-/// session (waiting for their queries) before it takes the open state out of the record.
-/// `Err` passes what was found to [`query_through_session`].
+/// the session's lock and without holding the handle: `Ok` when the decision on a handle
+/// ([`accept_handle`]) takes `mh` as a handle of `g` (by the session it recorded) and its
+/// queries go to gdrdrv, with what the query needs of the driver and what it asks about,
+/// which the caller confirms once the driver answered ([`Asked::confirmed`]). `Err` passes the
+/// record found, if any, to [`query_through_session`].
 ///
 /// The quick case reads the handle record only: a pinned handle whose recorded session is
 /// `g` proves that `g` is an open session (one that closed released its handles first), and,
@@ -29,9 +35,12 @@ use std::sync::atomic::Ordering;
 /// gdrdrv backend, which a pin stores only in wipe-on-fork memory. Every other case is cold,
 /// so that the quick one is laid out as one straight run of code.
 #[inline(always)]
-fn quick_query(g: usize, mh: u64) -> std::result::Result<(gdrdrv::Driver, InUse), Option<InUse>> {
+fn quick_query(g: usize, mh: u64) -> std::result::Result<(gdrdrv::Driver, Asked), Candidate> {
     quick_query_with(g, mh, HandleRecord::driver)
 }
+
+/// The record a query found at `mh`, if any, when the quick case does not apply.
+type Candidate = Option<&'static HandleRecord>;
 
 /// [`quick_query`] with the handle's driver taken by `driver` (`None`: not the quick case).
 #[inline(always)]
@@ -39,34 +48,56 @@ fn quick_query_with(
     g: usize,
     mh: u64,
     driver: impl FnOnce(&HandleRecord) -> Option<gdrdrv::Driver>,
-) -> std::result::Result<(gdrdrv::Driver, InUse), Option<InUse>> {
+) -> std::result::Result<(gdrdrv::Driver, Asked), Candidate> {
     let Some(h) = usize::try_from(mh).ok().and_then(|a| HANDLES.lookup(a)) else {
         cold_path();
         return Err(None);
     };
-    // Counted before the state is read (both SeqCst), so that an unpin that moved the state
-    // on after this read sees the count and waits (see `Open::release`).
-    h.users.fetch_add(1, Ordering::SeqCst);
-    let held = InUse(h);
     let mine = || h.session.load(Ordering::Acquire) == g;
     if accept_handle(h.state.load(Ordering::SeqCst), mine).is_ok() {
         if let Some(q) = driver(h) {
             #[cfg(test)]
             super::testing::took(super::testing::Path::Quick);
-            return Ok((q, held));
+            let pin_handle = h.pin_handle.load(Ordering::Acquire);
+            return Ok((q, Asked { h, g, pin_handle }));
         }
     }
     cold_path();
-    Err(Some(held))
+    Err(Some(h))
 }
 
-/// A query that [`quick_query`] did not accept: a handle whose queries go through the session
-/// (DMA-BUF), or anything to refuse, with the checks and errors of
+/// What a quick query asked the driver about: the pin `pin_handle` of the handle `h` of the
+/// session `g`.
+pub(super) struct Asked {
+    h: &'static HandleRecord,
+    g: usize,
+    pin_handle: u64,
+}
+
+impl Asked {
+    /// Whether, after the driver answered, the handle still names the pin it was asked about:
+    /// pinned, in the session `g`, with the same driver handle. An unpin moves the state
+    /// before it asks the driver to unpin, so an answer that came after that (perhaps about a
+    /// buffer pinned since under the same driver handle) fails this check; a record is reused
+    /// only after 1024 later frees, so it cannot name another pin of `g` in between.
+    #[inline(always)]
+    fn confirmed(&self) -> bool {
+        let h = self.h;
+        state::is_pinned(h.state.load(Ordering::SeqCst))
+            && h.session.load(Ordering::Acquire) == self.g
+            && h.pin_handle.load(Ordering::Acquire) == self.pin_handle
+    }
+}
+
+/// A query that [`quick_query`] did not accept or could not confirm: a handle whose queries
+/// go through the session (DMA-BUF), or anything to refuse, with the checks and errors of
 /// [`super::lookup::session_and_handle`] (the same decision, [`accept_handle`], on the
-/// handle's owner). `held` is the record at `mh`, already counted in its `users`.
+/// handle's owner). `found` is the record at `mh`, which this path counts in its `users`
+/// before it reads the state (see [`Open::release`]).
 #[cold]
 #[inline(never)]
-fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(&'static Open, InUse)> {
+fn query_through_session(g: usize, mh: u64, found: Candidate) -> Result<(&'static Open, InUse)> {
+    let held = found.map(InUse::count);
     let rec = session_record(g)?;
     let serial = rec.serial.load(Ordering::Acquire);
     if rec.opener.load(Ordering::Acquire) == 0 || serial == 0 {
@@ -98,24 +129,31 @@ fn query_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<(&'st
 #[inline(always)]
 pub fn callback_flag(g: usize, mh: u64) -> Result<bool> {
     match quick_query(g, mh) {
-        Ok((q, h)) => q.callback_flag(h.pin_handle.load(Ordering::Acquire)),
-        Err(held) => callback_flag_through_session(g, mh, held),
+        Ok((q, asked)) => {
+            let flag = q.callback_flag(asked.pin_handle);
+            if asked.confirmed() {
+                return flag;
+            }
+            cold_path();
+            callback_flag_through_session(g, mh, Some(asked.h))
+        }
+        Err(found) => callback_flag_through_session(g, mh, found),
     }
 }
 
 /// [`callback_flag`] outside the quick case (see [`query_through_session`]).
 #[cold]
 #[inline(never)]
-fn callback_flag_through_session(g: usize, mh: u64, held: Option<InUse>) -> Result<bool> {
-    let (open, h) = query_through_session(g, mh, held)?;
+fn callback_flag_through_session(g: usize, mh: u64, found: Candidate) -> Result<bool> {
+    let (open, h) = query_through_session(g, mh, found)?;
     open.backend.callback_flag(&h.pin())
 }
 
 /// `gdr_get_info_v2`'s quick case alone, for the C entry, which runs it outside the panic
-/// guard: `None` when it does not apply (nothing held, nothing asked of the driver; [`info`]
-/// then decides from the start), else what `store` made of the driver's answer, or what
-/// `failed` made of its error (after the handle's release). It applies to [`quick_query`]'s
-/// case when the driver has the v2 query; the legacy query and older drivers take [`info`].
+/// guard: `None` when it does not apply or its answer is not confirmed (nothing held;
+/// [`info`] then decides from the start), else what `store` made of the driver's answer, or
+/// what `failed` made of its error. It applies to [`quick_query`]'s case when the driver has
+/// the v2 query; the legacy query and older drivers take [`info`].
 /// Nothing on it can panic: atomics, compares, the driver's `ioctl` (a C function), `store`
 /// and `failed`, which must not panic either. (Taking the two closures keeps the result a
 /// register, not an `Error` to move.)
@@ -126,51 +164,47 @@ pub fn info_v2_quick<R>(
     store: impl FnOnce(&Info) -> R,
     failed: impl FnOnce(Error) -> R,
 ) -> Option<R> {
-    let Ok((q, h)) = quick_query_with(g, mh, HandleRecord::driver_with_info_v2) else {
+    let Ok((q, asked)) = quick_query_with(g, mh, HandleRecord::driver_with_info_v2) else {
         cold_path();
         return None;
     };
-    Some(
-        match q.info_v2_with(h.pin_handle.load(Ordering::Acquire), store) {
-            Ok(r) => r,
-            Err(e) => failed(release_failed(h, e)),
-        },
-    )
+    let answer = q.info_v2_with(asked.pin_handle, |i| *i);
+    if !asked.confirmed() {
+        cold_path();
+        return None;
+    }
+    Some(match answer {
+        Ok(i) => store(&i),
+        Err(e) => failed(e),
+    })
 }
 
 /// `gdr_get_info_v2` (`legacy` = false) or the legacy v1 `gdr_get_info` (`legacy` = true):
-/// what the driver reports for `mh`, passed to `store`. (Storing here rather than returning
-/// the `Info` keeps the quick case's result in registers, apart from the cold one's.)
+/// what the driver reports for `mh`, passed to `store` once confirmed. (Storing here rather
+/// than returning the `Info` keeps the quick case's result apart from the cold one's.)
 #[inline(always)]
 pub fn info(g: usize, mh: u64, legacy: bool, store: impl FnOnce(&Info)) -> Result<()> {
-    match quick_query(g, mh) {
-        Ok((q, h)) => match q.info_with(h.pin_handle.load(Ordering::Acquire), legacy, store) {
-            Ok(()) => Ok(()),
-            Err(e) => Err(release_failed(h, e)),
-        },
-        Err(held) => {
-            cold_path();
-            let i = info_through_session(g, mh, held, legacy)?;
-            store(&i);
-            Ok(())
+    let found = match quick_query(g, mh) {
+        Ok((q, asked)) => {
+            let answer = q.info_with(asked.pin_handle, legacy, |i| *i);
+            if asked.confirmed() {
+                return answer.map(|i| store(&i));
+            }
+            Some(asked.h)
         }
-    }
-}
-
-/// Releases a query that the driver refused and returns its error. Out of line, so that
-/// the quick case's release is not shared with it.
-#[cold]
-#[inline(never)]
-fn release_failed(h: InUse, e: Error) -> Error {
-    drop(h);
-    e
+        Err(found) => found,
+    };
+    cold_path();
+    let i = info_through_session(g, mh, found, legacy)?;
+    store(&i);
+    Ok(())
 }
 
 /// [`info`] outside the quick case (see [`query_through_session`]).
 #[cold]
 #[inline(never)]
-fn info_through_session(g: usize, mh: u64, held: Option<InUse>, legacy: bool) -> Result<Info> {
-    let (open, h) = query_through_session(g, mh, held)?;
+fn info_through_session(g: usize, mh: u64, found: Candidate, legacy: bool) -> Result<Info> {
+    let (open, h) = query_through_session(g, mh, found)?;
     let m = (h.state.load(Ordering::Acquire) == state::MAPPED).then(|| h.mapping());
     if legacy {
         open.backend.info_v1(&h.pin(), m.as_ref())
@@ -326,6 +360,35 @@ pub(super) mod tests {
         );
         let _ = unpin(on.g, mh);
         assert_eq!(quick(on.g, mh), (None, 0));
+    }
+
+    #[test]
+    fn a_quick_answer_is_confirmed_only_while_the_handle_names_the_pin_asked_about() {
+        let on = On::open(Path::Quick);
+        let mh = on.pin(0x7670_0000, 0x10000).expect("pin");
+        let Ok((_, asked)) = quick_query(on.g, mh) else {
+            panic!("the quick case did not apply");
+        };
+        assert!(asked.confirmed());
+        let h = asked.h;
+        // Mapped meanwhile: still the same pin.
+        h.state.store(state::MAPPED, Ordering::SeqCst);
+        assert!(asked.confirmed());
+        h.state.store(state::PINNED, Ordering::SeqCst);
+        // Another driver handle in the record: the driver was asked about another pin.
+        let pin_handle = h.pin_handle.load(Ordering::SeqCst);
+        h.pin_handle.store(pin_handle + 1, Ordering::SeqCst);
+        assert!(!asked.confirmed());
+        h.pin_handle.store(pin_handle, Ordering::SeqCst);
+        // Being unpinned, or unpinned: the answer may describe another buffer.
+        h.state.store(state::UNPINNING, Ordering::SeqCst);
+        assert!(!asked.confirmed());
+        h.state.store(state::PINNED, Ordering::SeqCst);
+        assert!(asked.confirmed());
+        let _ = unpin(on.g, mh);
+        assert!(!asked.confirmed());
+        // Unconfirmed, a query starts again through the session, which refuses the handle.
+        assert_eq!(info(on.g, mh, false), Err(Error::InvalidHandle));
     }
 
     #[test]

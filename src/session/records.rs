@@ -108,7 +108,8 @@ pub struct HandleRecord {
     // `copy_target_accepted`) read, so that each reads one line of the record.
     /// One of [`state`].
     pub(super) state: AtomicU32,
-    /// Queries reading this handle right now; an unpin waits for them to leave.
+    /// Queries on the path through the session reading this handle right now; an unpin waits
+    /// for them to leave.
     pub(super) users: AtomicU32,
     /// The address (`gdr_t`) of the owning session.
     pub(super) session: AtomicUsize,

@@ -1,6 +1,7 @@
 //! The states of a [`HandleRecord`], and the holds a call takes on a handle: a map, an unmap
-//! or an unpin moves it into a transient state ([`hold`], [`Transition`]), a query counts
-//! itself in its `users` ([`InUse`]), a pin keeps the record it reserved ([`Reserved`]).
+//! or an unpin moves it into a transient state ([`hold`], [`Transition`]), a query outside
+//! the quick case counts itself in its `users` ([`InUse`]; the quick case confirms its
+//! answer instead), a pin keeps the record it reserved ([`Reserved`]).
 //!
 //! ```text
 //! FREE -> RESERVED -> PINNED <-> MAPPING -> MAPPED <-> UNMAPPING
@@ -40,8 +41,19 @@ pub(super) fn is_pinned(s: u32) -> bool {
     s.wrapping_sub(PINNED) <= UNMAPPING - PINNED
 }
 
-/// A query's hold on a handle (see [`super::query`]); released on drop.
+/// A query's hold on a handle outside the quick case (see [`super::query`]); released on
+/// drop.
 pub(super) struct InUse(pub(super) &'static HandleRecord);
+
+impl InUse {
+    /// Counts a query in `h`'s `users`, before it reads the state (both SeqCst), so that an
+    /// unpin that moved the state on after that read sees the count and waits (see
+    /// `Open::release`).
+    pub(super) fn count(h: &'static HandleRecord) -> InUse {
+        h.users.fetch_add(1, Ordering::SeqCst);
+        InUse(h)
+    }
+}
 
 impl std::ops::Deref for InUse {
     type Target = HandleRecord;

@@ -42,8 +42,10 @@ impl Open {
     /// The end of [`Open::release`], with `h` held in UNPINNING (`mapped`: it was mapped).
     #[inline(always)]
     fn release_held(&self, h: &'static HandleRecord, mapped: bool, how: Release) -> Result<()> {
-        // Queries that counted themselves in before the state changed finish with the pin
-        // they read; later ones see UNPINNING and refuse (see `quick_query`).
+        // Queries through the session that counted themselves in before the state changed
+        // finish with the pin they read; later ones see UNPINNING and refuse. Quick queries
+        // hold nothing: they see the state change after the driver's answer and start again
+        // through the session (see `query::Asked`).
         if h.users.load(Ordering::SeqCst) != 0 {
             wait_for_queries(h);
         }
