@@ -392,7 +392,9 @@ impl Driver {
     /// at the pin's offset, and checks the type the driver granted; unmaps again on failure.
     #[inline(always)]
     pub fn map(self, handle: u64, size: usize, request: MappingType) -> Result<Mapping> {
-        self.map_asking(handle, size, request, || Ok(self.info(handle)?.mapping_type))
+        self.map_asking(handle, size, request, || {
+            Ok(self.info(handle)?.mapping_type)
+        })
     }
 
     /// [`Driver::map`] with the granted mapping type (a raw `gdr_mapping_type_t`) asked of

@@ -295,8 +295,10 @@ unsafe fn map(
     // SAFETY: the caller's contract.
     match unsafe { out(func, ptr_va, "ptr_va") } {
         Ok(ptr_va) => ptr_va.fill(
-            session::map(g as usize, handle.h, size, flags, || granted_type(g, handle))
-                .map(|addr| addr as *mut c_void),
+            session::map(g as usize, handle.h, size, flags, || {
+                granted_type(g, handle)
+            })
+            .map(|addr| addr as *mut c_void),
         ),
         Err(e) => e,
     }
@@ -308,9 +310,12 @@ unsafe fn map(
 /// answers both, and the caller's next query, which UCX and `gdrcopy_apiperf` make right
 /// after a map, finds its code warm (PERFORMANCE.md, "get_info after a map").
 fn granted_type(g: gdr_t, handle: gdr_mh_t) -> crate::error::Result<u32> {
-    let mut info = std::mem::MaybeUninit::<gdr_info_v2_t>::uninit();
-    // SAFETY: `info` is valid for writes of a gdr_info_v2_t, which a return of 0 filled.
+    // Zeroed, not uninitialised: the entry updates the bitfield word in place, as C code does.
+    let mut info = std::mem::MaybeUninit::<gdr_info_v2_t>::zeroed();
+    // SAFETY: `info` is valid for reads and writes of a gdr_info_v2_t.
     match unsafe { gdr_get_info_v2(g, handle, info.as_mut_ptr()) } {
+        // SAFETY: all-zero bytes are a valid gdr_info_v2_t (integers only), and the entry
+        // wrote only whole values into it.
         0 => Ok(unsafe { info.assume_init() }.mapping_type),
         errno => Err(crate::error::Error::Sys {
             call: "gdr_get_info_v2",

@@ -119,8 +119,13 @@ fn quick_map(
     let d = hold(h, g, state::PINNED, state::MAPPING)?;
     let busy = Transition::mapping(h);
     Some(
-        d.map_asking(h.pin_handle.load(Ordering::Acquire), rounded, request, granted)
-            .map(|m| busy.mapped(&m, BackendKind::Gdrdrv)),
+        d.map_asking(
+            h.pin_handle.load(Ordering::Acquire),
+            rounded,
+            request,
+            granted,
+        )
+        .map(|m| busy.mapped(&m, BackendKind::Gdrdrv)),
     )
 }
 
