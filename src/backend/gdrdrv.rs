@@ -301,17 +301,17 @@ impl Driver {
     /// driver has it, else the v1 ioctl.
     #[inline(always)]
     pub fn info(self, handle: u64) -> Result<Info> {
-        self.info_with(handle, false, |i| *i)
+        self.info_for(handle, false)
     }
 
     /// The legacy `gdr_get_info` (the v1 ioctl) of the pin whose driver handle is `handle`.
     #[inline(always)]
     pub fn info_v1(self, handle: u64) -> Result<Info> {
-        self.info_with(handle, true, |i| *i)
+        self.info_for(handle, true)
     }
 
     /// Whether the driver answers the v2 info ioctl (2.4 and later), which
-    /// [`Driver::info_v2_with`] asks.
+    /// [`Driver::info_v2`] asks.
     #[inline(always)]
     pub fn has_info_v2(self) -> bool {
         self.version >= VERSION_WITH_GET_INFO_V2
@@ -324,16 +324,15 @@ impl Driver {
         word >> WORD_VERSION_SHIFT >= u64::from(VERSION_WITH_GET_INFO_V2)
     }
 
-    /// [`Driver::info`] through the v2 ioctl, for a driver that [`Driver::has_info_v2`],
-    /// with the answer passed to `f`.
+    /// [`Driver::info`] through the v2 ioctl, for a driver that [`Driver::has_info_v2`].
     #[inline(always)]
-    pub fn info_v2_with<R>(self, handle: u64, f: impl FnOnce(&Info) -> R) -> Result<R> {
+    pub fn info_v2(self, handle: u64) -> Result<Info> {
         let p = InfoV2Params {
             handle,
             ..Default::default()
         };
         let p = self.ioctl(ioc::GET_INFO_V2, p)?;
-        Ok(f(&Info {
+        Ok(Info {
             va: p.va,
             mapped_size: p.mapped_size,
             page_size: p.page_size,
@@ -342,16 +341,14 @@ impl Driver {
             mapped: p.mapping_type != MappingType::None as u32,
             wc_mapping: p.mapping_type == MappingType::WriteCombining as u32,
             mapping_type: p.mapping_type,
-        }))
+        })
     }
 
-    /// [`Driver::info`] (`legacy` = false) or [`Driver::info_v1`] (`legacy` = true), with
-    /// the answer passed to `f`. (What `f` returns carries no niche of `Info`'s, so a caller
-    /// that stores the answer tells success from failure with one test.)
+    /// [`Driver::info`] (`legacy` = false) or [`Driver::info_v1`] (`legacy` = true).
     #[inline(always)]
-    pub fn info_with<R>(self, handle: u64, legacy: bool, f: impl FnOnce(&Info) -> R) -> Result<R> {
+    pub fn info_for(self, handle: u64, legacy: bool) -> Result<Info> {
         if !legacy && self.has_info_v2() {
-            return self.info_v2_with(handle, f);
+            return self.info_v2(handle);
         }
         // The legacy call, and drivers before 2.4: laid out of the way of current ones.
         crate::hint::cold_path();
@@ -365,7 +362,7 @@ impl Driver {
             (true, true) => MappingType::WriteCombining,
             (true, false) => MappingType::Caching,
         };
-        Ok(f(&Info {
+        Ok(Info {
             va: p.va,
             mapped_size: p.mapped_size,
             page_size: p.page_size,
@@ -374,7 +371,7 @@ impl Driver {
             mapped: p.mapped != 0,
             wc_mapping: p.wc_mapping != 0,
             mapping_type: mapping_type as u32,
-        }))
+        })
     }
 
     /// `gdr_get_callback_flag` of the pin whose driver handle is `handle`.

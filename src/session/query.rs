@@ -168,7 +168,7 @@ pub fn info_v2_quick<R>(
         cold_path();
         return None;
     };
-    let answer = q.info_v2_with(asked.pin_handle, |i| *i);
+    let answer = q.info_v2(asked.pin_handle);
     if !asked.confirmed() {
         cold_path();
         return None;
@@ -186,7 +186,7 @@ pub fn info_v2_quick<R>(
 pub fn info(g: usize, mh: u64, legacy: bool, store: impl FnOnce(&Info)) -> Result<()> {
     let found = match quick_query(g, mh) {
         Ok((q, asked)) => {
-            let answer = q.info_with(asked.pin_handle, legacy, |i| *i);
+            let answer = q.info_for(asked.pin_handle, legacy);
             if asked.confirmed() {
                 return answer.map(|i| store(&i));
             }
