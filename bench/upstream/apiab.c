@@ -166,20 +166,13 @@ static int cycle(struct lib *l, unsigned long addr, int i)
     return rc;
 }
 
-/* The median over iterations of (b + b2)'s time / (a + a2)'s time for call k. */
-static double pair_ratio_median(const struct lib *a, const struct lib *a2, const struct lib *b,
-                                const struct lib *b2, int k, int iters, double *tmp)
+/* The median over iterations of (b + b2)'s time / (a + a2)'s time for call k; with a2 = a and
+ * b2 = b, of b's time / a's time (doubling is exact). */
+static double ratio_median(const struct lib *a, const struct lib *a2, const struct lib *b,
+                           const struct lib *b2, int k, int iters, double *tmp)
 {
     for (int i = 0; i < iters; i++)
         tmp[i] = (b->t[k][i] + b2->t[k][i]) / (a->t[k][i] + a2->t[k][i]);
-    return median(tmp, (size_t)iters);
-}
-
-/* The median over iterations of b's time / a's time for call k. */
-static double ratio_median(const struct lib *a, const struct lib *b, int k, int iters, double *tmp)
-{
-    for (int i = 0; i < iters; i++)
-        tmp[i] = b->t[k][i] / a->t[k][i];
     return median(tmp, (size_t)iters);
 }
 
@@ -241,8 +234,11 @@ int main(int argc, char **argv)
     printf("%-9s %10s %10s %10s %10s %9s%s%s\n", "call", "A median", "B median", "A mean",
            "B mean", "B/A", nlibs > 2 ? "      B/B'" : "", nlibs > 3 ? "  BB'/AA'" : "");
     for (int k = 0; k < NCALLS; k++) {
-        double ba = ratio_median(&libs[0], &libs[1], k, iters, tmp);
-        double bb = nlibs > 2 ? ratio_median(&libs[2], &libs[1], k, iters, tmp) : 0;
+        double ba = ratio_median(&libs[0], &libs[0], &libs[1], &libs[1], k, iters, tmp);
+        double bb = nlibs > 2 ? ratio_median(&libs[2], &libs[2], &libs[1], &libs[1], k, iters, tmp) : 0;
+        /* Before the medians below, which sort the arrays they are given. */
+        double pooled =
+            nlibs > 3 ? ratio_median(&libs[0], &libs[3], &libs[1], &libs[2], k, iters, tmp) : 0;
         double mean[2] = {0, 0};
         for (int j = 0; j < 2; j++)
             for (int i = 0; i < iters; i++)
@@ -253,7 +249,7 @@ int main(int argc, char **argv)
         if (nlibs > 2)
             printf(" %9.3f", bb);
         if (nlibs > 3)
-            printf(" %9.3f", pair_ratio_median(&libs[0], &libs[3], &libs[1], &libs[2], k, iters, tmp));
+            printf(" %9.3f", pooled);
         printf("\n");
     }
     if (stamp_enter) {
