@@ -8,7 +8,9 @@ fn main() {
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,relro,-z,now");
     // The library's calls of its own entries (`gdr_map` asks through `gdr_get_info_v2`, as
     // upstream's does) bind to its own code, never to another library's symbol of that name.
-    println!("cargo:rustc-cdylib-link-arg=-Wl,-Bsymbolic-functions");
+    // `-Bsymbolic` rather than `-Bsymbolic-functions`, which zig's linker (the wheels') lacks:
+    // the library exports functions only, so the two bind the same references.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-Bsymbolic");
     println!("cargo:rerun-if-changed=build.rs");
     // `std::hint::cold_path` (Rust 1.95): see `src/hint.rs`.
     println!("cargo::rustc-check-cfg=cfg(has_cold_path)");

@@ -54,7 +54,7 @@ if [ -z "$foreign" ]; then ok; else bad "imports from outside the C library: $fo
 if echo "$needed" | grep -qx libc.so.6; then ok; else bad "no DT_NEEDED on libc.so.6"; fi
 
 # The library's calls of its own entries (gdr_map asks through gdr_get_info_v2) bind to its
-# own code (-Bsymbolic-functions): no dynamic relocation names an exported symbol, so no
+# own code (-Bsymbolic): no dynamic relocation names an exported symbol, so no
 # other library's function of that name (another libgdrapi, a preloaded shim) can answer them.
 bound=$(readelf -rW "$lib" | awk '$5 ~ /^gdr_/ { print $3, $5 }' | sort -u)
 if [ -z "$bound" ]; then ok; else bad "calls of the library's own entries bind at run time: $bound"; fi

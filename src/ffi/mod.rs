@@ -306,7 +306,7 @@ unsafe fn map(
 
 /// The mapping type the driver granted `handle`, asked through this library's own
 /// [`gdr_get_info_v2`] as upstream's `gdr_map` asks (the library links with
-/// `-Bsymbolic-functions`, so the call cannot reach another library's symbol). One path
+/// `-Bsymbolic`, so the call cannot reach another library's symbol). One path
 /// answers both, and the caller's next query, which UCX and `gdrcopy_apiperf` make right
 /// after a map, finds its code warm (PERFORMANCE.md, "get_info after a map").
 fn granted_type(g: gdr_t, handle: gdr_mh_t) -> crate::error::Result<u32> {
