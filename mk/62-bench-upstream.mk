@@ -31,10 +31,12 @@
 #   tools given arguments here). Without a GPU (no /dev/nvidia0 and no working nvidia-smi) it
 #   says so and passes. PREBUILT=1 builds nothing, for a GPU machine without the Rust
 #   toolchain that is given the build/ folder made elsewhere.
-# make test-bench-upstream: compare.py's unit tests (bench/upstream/test_compare.py); the
-#   harness itself on the emulator, with this project's tools (they take upstream's flags and
-#   print its result lines) as the test programs and this library on both arms, one quick
-#   round, its verdicts and direction checks read back from its JSON file; the driver-call
+# make test-bench-upstream: compare.py's and apiab_orders.py's unit tests (test_compare.py,
+#   test_apiab_orders.py in bench/upstream); the harness itself on the emulator, with this
+#   project's tools (they take upstream's flags and print its result lines) as the test
+#   programs and this library on both arms, one quick round, its verdicts and direction checks
+#   read back from its JSON file; apiab (split, four slots, counters) and apiab_orders.py's
+#   summary on the emulator; the driver-call
 #   counts of this library against bench/upstream/drivercalls.expected, so that an extra
 #   driver call fails the suite; the freshness check (bench-freshness), the API cost program
 #   (bench-apicost) and the reads after writes (bench-readafter) on the emulator; and the
@@ -149,6 +151,12 @@ test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BEN
 		$(BENCH_UP_OUT)/aa/libgdrapi.so.2 $(BENCH_UP_OUT)/aa-ours/libgdrapi.so.2 > $(BENCH_UP_OUT)/apiab4.out
 	@grep -Eq '^get_info +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$$' $(BENCH_UP_OUT)/apiab4.out \
 		|| { cat $(BENCH_UP_OUT)/apiab4.out; echo "test-bench-upstream: apiab with four libraries printed no pooled ratio"; exit 1; }
+	python3 bench/upstream/apiab_orders.py 2 10 $(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa-ours/libgdrapi.so.2 \
+		$(BENCH_UP_OUT)/aa/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 -- env $(SIM_ENV) $(BENCH_UP_OUT)/apiab \
+		> $(BENCH_UP_OUT)/apiab-orders.out
+	@test "$$(grep -c '^== run [12] of 2' $(BENCH_UP_OUT)/apiab-orders.out)" = 2 \
+		&& test "$$(grep -Ec '^(pin|map|get_info|unmap|unpin) +[0-9.]+ +[0-9.]+-[0-9.]+ +[0-9.]+-[0-9.]+$$' $(BENCH_UP_OUT)/apiab-orders.out)" = 5 \
+		|| { cat $(BENCH_UP_OUT)/apiab-orders.out; echo "test-bench-upstream: apiab_orders.py printed no summary"; exit 1; }
 	@# The counters' path, with the kernel's software counters (no PMU here); a machine that
 	@# refuses perf_event_open must get the message and exit status 2.
 	@rc=0; APIAB_PMU=sw $(SIM_ENV) $(BENCH_UP_OUT)/apiab 5 $(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 \
@@ -168,7 +176,7 @@ test-bench-upstream: $(BENCH_UP_OUT)/drivercalls $(BENCH_UP_OUT)/freshness $(BEN
 		|| { cat $(BENCH_UP_OUT)/copyab.out; echo "test-bench-upstream: copyab printed no 4 KiB rows or direction lines"; exit 1; }
 	$(SIM_ENV) $(BENCH_UP_OUT)/drivercalls > $(BENCH_UP_OUT)/drivercalls.out
 	diff -u bench/upstream/drivercalls.expected $(BENCH_UP_OUT)/drivercalls.out
-	cd bench/upstream && python3 -m unittest -q test_compare
+	cd bench/upstream && python3 -m unittest -q test_compare test_apiab_orders
 	python3 bench/upstream/compare.py --rounds 1 --quick --cpu auto --sim $(SIM_DIR) --control \
 		--tests $(BIN_DIR) --ours $(LIB_DIR) --upstream $(LIB_DIR) --direction-max-size 4096 \
 		--json $(BENCH_UP_OUT)/smoke.json
@@ -231,18 +239,25 @@ $(BENCH_UP_OUT)/readafter: bench/upstream/readafter.c bench/upstream/timing.h ab
 #   cycle (bench/upstream/apiab.c): what differs between their times is their code, not the run.
 #   APIAB_SPLIT=1 preloads ioctlstamp.so (bench/upstream/ioctlstamp.c) and adds, for pin,
 #   get_info and unpin, each library's time before its ioctl, in it and after it.
+#   APIAB_RUNS=N runs it N times, the two libraries' load order alternating, and summarises the
+#   other library's time / ours per call over the runs (bench/upstream/apiab_orders.py).
 APIAB_ITERS ?= 2000
 APIAB_SPLIT ?=
+APIAB_RUNS ?=
 APIAB_PRELOAD = $(if $(filter 1,$(APIAB_SPLIT)),$(BENCH_UP_OUT)/ioctlstamp.so) \
 	$(if $(filter 1,$(BENCH_SIM)),$(SIM_DIR)/libcuda.so.1)
+APIAB_RUN = env LD_PRELOAD="$(strip $(APIAB_PRELOAD))" LD_LIBRARY_PATH=$(SIM_DIR) \
+	$(BENCH_TASKSET) $(BENCH_UP_OUT)/apiab
 bench-apiab: $(BENCH_UP_OUT)/apiab $(BENCH_UP_OUT)/ioctlstamp.so
 	@test -n "$(UPSTREAM_LIB_DIR)" || { echo "bench-apiab: set UPSTREAM_LIB_DIR=<dir of the other libgdrapi.so.2>"; exit 2; }
 	@$(call aa_copy,$(abspath $(UPSTREAM_LIB_DIR)))
 	@$(call aa_copy,$(LIB_DIR),aa-ours)
-	LD_PRELOAD="$(strip $(APIAB_PRELOAD))" LD_LIBRARY_PATH=$(SIM_DIR) \
-		$(BENCH_TASKSET) $(BENCH_UP_OUT)/apiab $(APIAB_ITERS) \
+	$(if $(APIAB_RUNS),python3 bench/upstream/apiab_orders.py $(APIAB_RUNS) $(APIAB_ITERS) \
+		$(LIB_DIR)/libgdrapi.so.2 $(BENCH_UP_OUT)/aa-ours/libgdrapi.so.2 \
+		$(abspath $(UPSTREAM_LIB_DIR))/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 -- $(APIAB_RUN), \
+		$(APIAB_RUN) $(APIAB_ITERS) \
 		$(LIB_DIR)/libgdrapi.so.2 $(abspath $(UPSTREAM_LIB_DIR))/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2 \
-		$(BENCH_UP_OUT)/aa-ours/libgdrapi.so.2
+		$(BENCH_UP_OUT)/aa-ours/libgdrapi.so.2)
 
 # make bench-copyab UPSTREAM_LIB_DIR=<dir>: copylat's sizes (1 B to 4 KiB) written and read
 #   through this library, the other one and a copy of the other one (the A/A control) in one

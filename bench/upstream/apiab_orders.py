@@ -1,0 +1,83 @@
+"""Run apiab several times, the two libraries' load order alternating, and summarise.
+
+apiab (apiab.c) times apiperf's cycle for several libgdrapi.so.2 builds in one process. Where a
+library is loaded moves its calls by a few per cent, so one order is not enough: run 1 loads
+this library first (this library, the other, the other's copy, this library's copy), run 2 the
+other first, and so on. Each run gives, per call, the median of the per-cycle ratio of the
+first two libraries' times (apiab's `B/A`), which this script turns into the other library's
+time / ours (above 1: this library faster), and the A/A ratio of the run (`B/B'`: two copies of
+the same library). It prints every run's output, then one line per call: the median and the
+range over runs, and the A/A range.
+
+Usage: apiab_orders.py RUNS ITERS OURS OURS_COPY OTHER OTHER_COPY -- APIAB [PREFIX...]
+  (the command after `--` is apiab, with any prefix such as `taskset -c 1`, as its argv; the
+  environment, LD_PRELOAD included, passes through).
+"""
+
+import statistics
+import subprocess
+import sys
+
+CALLS = ("pin", "map", "get_info", "unmap", "unpin")
+
+
+def parse(text):
+    """apiab's ratio rows: {call: (B/A, B/B')}, for the calls it printed with both ratios."""
+    rows = {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) >= 7 and f[0] in CALLS:
+            try:
+                rows[f[0]] = (float(f[5]), float(f[6]))
+            except ValueError:
+                continue
+    return rows
+
+
+def ratio(ba, ours_first):
+    """The other library's time / ours from a run's B/A: A is ours when ours came first."""
+    return ba if ours_first else 1.0 / ba
+
+
+def summarise(runs):
+    """runs: [(ours_first, {call: (B/A, B/B')})]; per call (median, min, max, aa_min, aa_max)."""
+    out = {}
+    for call in CALLS:
+        got = [(ratio(r[call][0], first), r[call][1]) for first, r in runs if call in r]
+        if not got:
+            continue
+        ratios = [g[0] for g in got]
+        aa = [g[1] for g in got]
+        out[call] = (statistics.median(ratios), min(ratios), max(ratios), min(aa), max(aa))
+    return out
+
+
+def main(argv):
+    if "--" not in argv or argv.index("--") != 7 or len(argv) < 9:
+        print(__doc__.strip().splitlines()[-3], file=sys.stderr)
+        return 2
+    runs, iters = int(argv[1]), argv[2]
+    ours, ours_copy, other, other_copy = argv[3:7]
+    command = argv[8:]
+    results = []
+    for i in range(runs):
+        ours_first = i % 2 == 0
+        libs = [ours, other, other_copy, ours_copy] if ours_first else [other, ours, ours_copy, other_copy]
+        p = subprocess.run(command + [iters] + libs, capture_output=True, text=True)
+        print(f"== run {i + 1} of {runs}: {'this library' if ours_first else 'the other library'} first")
+        print(p.stdout, end="")
+        if p.returncode != 0:
+            print(p.stderr, end="", file=sys.stderr)
+            print(f"apiab_orders: apiab exited with {p.returncode}", file=sys.stderr)
+            return 1
+        results.append((ours_first, parse(p.stdout)))
+    print(f"apiab over {runs} runs, the load order alternating: the other library's time / ours "
+          "(above 1: this library faster), from each run's B/A; A/A: each run's B/B'")
+    print(f"{'call':<9} {'median':>8} {'min-max':>13} {'A/A min-max':>13}")
+    for call, (med, lo, hi, aa_lo, aa_hi) in summarise(results).items():
+        print(f"{call:<9} {med:8.3f} {lo:6.3f}-{hi:.3f} {aa_lo:6.3f}-{aa_hi:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
