@@ -75,16 +75,27 @@ pub(super) struct Asked {
 }
 
 impl Asked {
+    /// What `driver` answers about the pin asked about, given its driver handle, when the
+    /// handle still names that pin once it answered ([`Asked::confirmed`]); `None` otherwise.
+    #[inline(always)]
+    fn ask<T>(&self, driver: impl FnOnce(u64) -> T) -> Option<T> {
+        let answer = driver(self.pin_handle);
+        self.confirmed().then_some(answer)
+    }
+
     /// Whether, after the driver answered, the handle still names the pin it was asked about:
     /// pinned, in the session `g`, with the same driver handle. An unpin moves the state
     /// before it asks the driver to unpin, so an answer that came after that (perhaps about a
     /// buffer pinned since under the same driver handle) fails this check; a record is reused
-    /// only after 1024 later frees, so it cannot name another pin of `g` in between.
+    /// only after 1024 later frees, so it cannot name another pin of `g` in between. The same
+    /// decision as the query's first ([`accept_handle`]), and the same driver handle.
     #[inline(always)]
     fn confirmed(&self) -> bool {
         let h = self.h;
-        state::is_pinned(h.state.load(Ordering::SeqCst))
-            && h.session.load(Ordering::Acquire) == self.g
+        accept_handle(h.state.load(Ordering::SeqCst), || {
+            h.session.load(Ordering::Acquire) == self.g
+        })
+        .is_ok()
             && h.pin_handle.load(Ordering::Acquire) == self.pin_handle
     }
 }
@@ -129,14 +140,13 @@ fn query_through_session(g: usize, mh: u64, found: Candidate) -> Result<(&'stati
 #[inline(always)]
 pub fn callback_flag(g: usize, mh: u64) -> Result<bool> {
     match quick_query(g, mh) {
-        Ok((q, asked)) => {
-            let flag = q.callback_flag(asked.pin_handle);
-            if asked.confirmed() {
-                return flag;
+        Ok((q, asked)) => match asked.ask(|p| q.callback_flag(p)) {
+            Some(flag) => flag,
+            None => {
+                cold_path();
+                callback_flag_through_session(g, mh, Some(asked.h))
             }
-            cold_path();
-            callback_flag_through_session(g, mh, Some(asked.h))
-        }
+        },
         Err(found) => callback_flag_through_session(g, mh, found),
     }
 }
@@ -168,11 +178,10 @@ pub fn info_v2_quick<R>(
         cold_path();
         return None;
     };
-    let answer = q.info_v2(asked.pin_handle);
-    if !asked.confirmed() {
+    let Some(answer) = asked.ask(|p| q.info_v2(p)) else {
         cold_path();
         return None;
-    }
+    };
     Some(match answer {
         Ok(i) => store(&i),
         Err(e) => failed(e),
@@ -185,13 +194,10 @@ pub fn info_v2_quick<R>(
 #[inline(always)]
 pub fn info(g: usize, mh: u64, legacy: bool, store: impl FnOnce(&Info)) -> Result<()> {
     let found = match quick_query(g, mh) {
-        Ok((q, asked)) => {
-            let answer = q.info_for(asked.pin_handle, legacy);
-            if asked.confirmed() {
-                return answer.map(|i| store(&i));
-            }
-            Some(asked.h)
-        }
+        Ok((q, asked)) => match asked.ask(|p| q.info_for(p, legacy)) {
+            Some(answer) => return answer.map(|i| store(&i)),
+            None => Some(asked.h),
+        },
         Err(found) => found,
     };
     cold_path();
