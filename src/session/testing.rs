@@ -14,6 +14,8 @@ pub(super) use crate::error::{Error, Result};
 pub(super) use crate::registry::Record;
 pub(super) use crate::sys;
 use std::cell::Cell;
+pub(super) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+pub(super) use std::sync::Arc;
 
 /// [`super::map()`] as the C entries call it, the granted mapping type asked through the
 /// session's own query (the C entries ask through `gdr_get_info_v2`, which makes that query).
@@ -24,8 +26,6 @@ pub(super) fn map(g: usize, mh: u64, size: usize, flags: i32) -> Result<usize> {
         Ok(granted)
     })
 }
-pub(super) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-pub(super) use std::sync::Arc;
 
 /// Counts what reached the "driver".
 #[derive(Default)]
