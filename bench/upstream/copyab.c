@@ -11,12 +11,20 @@
  * is loaded with dlopen(RTLD_LOCAL); the third, optional path is a copy of the second under
  * another name (the A/A control: the same code loaded twice).
  *
+ * The floor (x86-64) is the same copy made by straight code in this program, without a library
+ * call: 16-byte MOVNTDQ stores or MOVNTDQA loads (one naturally aligned scalar access below 16
+ * bytes; the device pointer is page-aligned and every size a power of two), then SFENCE, which
+ * both libraries also end a copy with. It runs as one more participant in the rotation; what a
+ * library costs above it is its own code and its choice of instructions.
+ *
  * Usage: copyab ROUNDS LIB_A LIB_B [LIB_B_COPY]
  *   ROUNDS batches per library, size and direction; a write batch is COPYAB_WRITES calls
- *   (default 100), a read batch COPYAB_READS (default 10).
+ *   (default 100), a read batch COPYAB_READS (default 10); COPYAB_FLOOR=0 leaves the floor
+ *   out (the rotation of the runs before it had).
  * Prints, per direction and size, each library's median time per call in ns and the median of
- * the per-round ratio B/A (and B/B'): above 1 means A is faster. Then, per direction, how many
- * sizes have B/A below 1.0, and as many for the control B/B'.
+ * the per-round ratio B/A (and B/B'): above 1 means A is faster; with the floor, its median
+ * time and the median per-round ratios A/floor and B/floor (1.0: at the floor). Then, per
+ * direction, how many sizes have B/A below 1.0, and as many for the control B/B'.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -28,6 +36,13 @@
 #include "gdrapi.h"
 #include "gpu.h"
 #include "timing.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_FLOOR 1
+#else
+#define HAVE_FLOOR 0
+#endif
 
 #define SIZE 65536
 #define MAX_LIBS 3
@@ -108,6 +123,46 @@ static double batch(const struct lib *l, int d, char *host, size_t size, int n)
     return (now_ns() - t0) / n;
 }
 
+#if HAVE_FLOOR
+/* One naturally aligned access of n (1, 2, 4 or 8) bytes in direction d. */
+static void floor_scalar(int d, char *dev, char *host, size_t n)
+{
+#define ACCESS(type)                                                                               \
+    do {                                                                                           \
+        if (d == WRITE)                                                                            \
+            *(volatile type *)dev = *(const type *)host;                                           \
+        else                                                                                       \
+            *(type *)host = *(volatile const type *)dev;                                           \
+    } while (0)
+    switch (n) {
+    case 1: ACCESS(uint8_t); break;
+    case 2: ACCESS(uint16_t); break;
+    case 4: ACCESS(uint32_t); break;
+    default: ACCESS(uint64_t); break;
+    }
+#undef ACCESS
+}
+
+/* One timed batch of n floor copies (see the header); the time per call in ns. */
+__attribute__((target("sse4.1"))) static double floor_batch(int d, char *dev, char *host,
+                                                             size_t size, int n)
+{
+    double t0 = now_ns();
+    for (int k = 0; k < n; k++) {
+        if (size < 16)
+            floor_scalar(d, dev, host, size);
+        else if (d == WRITE)
+            for (size_t i = 0; i < size; i += 16)
+                _mm_stream_si128((__m128i *)(dev + i), _mm_load_si128((const __m128i *)(host + i)));
+        else
+            for (size_t i = 0; i < size; i += 16)
+                _mm_store_si128((__m128i *)(host + i), _mm_stream_load_si128((__m128i *)(dev + i)));
+        _mm_sfence();
+    }
+    return (now_ns() - t0) / n;
+}
+#endif
+
 /* The median over rounds of b's time / a's time. */
 static double ratio_median(double *a, double *b, int rounds, double *tmp)
 {
@@ -147,13 +202,32 @@ int main(int argc, char **argv)
     for (int j = 0; j < nlibs; j++)
         if (load(&libs[j], argv[2 + j], addr, rounds))
             return 2;
+    /* The floor takes the slot after the libraries in the rotation, on A's mapping. */
+    int with_floor = HAVE_FLOOR && env_int("COPYAB_FLOOR", 1) != 0;
+    double *floor_t[NDIRS][NSIZES];
+    for (int d = 0; d < NDIRS; d++)
+        for (int s = 0; s < NSIZES; s++)
+            if (!(floor_t[d][s] = malloc(sizeof(double) * (size_t)rounds)))
+                return 2;
+    int slots = nlibs + with_floor;
     /* One unmeasured round first: lazy binding, the copy kernels' selection, the TLB. */
     for (int i = -1; i < rounds; i++)
         for (int d = 0; d < NDIRS; d++)
             for (int s = 0; s < NSIZES; s++)
-                for (int k = 0; k < nlibs; k++) {
-                    int j = (i + 1 + k + s) % nlibs;
-                    double t = batch(&libs[j], d, host, (size_t)1 << s, per_batch[d]);
+                for (int k = 0; k < slots; k++) {
+                    int j = (i + 1 + k + s) % slots;
+                    double t;
+                    if (j == nlibs) {
+#if HAVE_FLOOR
+                        t = floor_batch(d, libs[0].dev, host, (size_t)1 << s, per_batch[d]);
+#else
+                        t = 0;
+#endif
+                        if (i >= 0)
+                            floor_t[d][s][i] = t;
+                        continue;
+                    }
+                    t = batch(&libs[j], d, host, (size_t)1 << s, per_batch[d]);
                     if (i >= 0)
                         libs[j].t[d][s][i] = t;
                 }
@@ -166,11 +240,14 @@ int main(int argc, char **argv)
            nlibs > 2 ? argv[4] : "");
     int below[NDIRS][2] = {{0, 0}, {0, 0}};
     for (int d = 0; d < NDIRS; d++) {
-        printf("%s\n%-6s %10s %10s %9s%s\n", dir_names[d], "size", "A ns", "B ns", "B/A",
-               nlibs > 2 ? "      B/B'" : "");
+        printf("%s\n%-6s %10s %10s %9s%s%s\n", dir_names[d], "size", "A ns", "B ns", "B/A",
+               nlibs > 2 ? "      B/B'" : "", with_floor ? "   floor ns   A/floor   B/floor" : "");
         for (int s = 0; s < NSIZES; s++) {
+            /* The per-round ratios first: median() sorts the times it is given. */
             double ba = ratio_median(libs[0].t[d][s], libs[1].t[d][s], rounds, tmp);
             double bb = nlibs > 2 ? ratio_median(libs[2].t[d][s], libs[1].t[d][s], rounds, tmp) : 1;
+            double af = with_floor ? ratio_median(floor_t[d][s], libs[0].t[d][s], rounds, tmp) : 0;
+            double bf = with_floor ? ratio_median(floor_t[d][s], libs[1].t[d][s], rounds, tmp) : 0;
             double ma = median(libs[0].t[d][s], (size_t)rounds);
             double mb = median(libs[1].t[d][s], (size_t)rounds);
             below[d][0] += ba < 1.0;
@@ -178,6 +255,8 @@ int main(int argc, char **argv)
             printf("%-6d %10.1f %10.1f %9.3f", 1 << s, ma, mb, ba);
             if (nlibs > 2)
                 printf(" %9.3f", bb);
+            if (with_floor)
+                printf(" %10.1f %9.3f %9.3f", median(floor_t[d][s], (size_t)rounds), af, bf);
             printf("\n");
         }
     }
