@@ -53,8 +53,7 @@ fn quick_query_with(
         cold_path();
         return Err(None);
     };
-    let mine = || h.session.load(Ordering::Acquire) == g;
-    if accept_handle(h.state.load(Ordering::SeqCst), mine).is_ok() {
+    if accepted_as_mine(h, g) {
         if let Some(q) = driver(h) {
             #[cfg(test)]
             super::testing::took(super::testing::Path::Quick);
@@ -88,16 +87,22 @@ impl Asked {
     /// before it asks the driver to unpin, so an answer that came after that (perhaps about a
     /// buffer pinned since under the same driver handle) fails this check; a record is reused
     /// only after 1024 later frees, so it cannot name another pin of `g` in between. The same
-    /// decision as the query's first ([`accept_handle`]), and the same driver handle.
+    /// decision as the query's first ([`accepted_as_mine`]), and the same driver handle.
     #[inline(always)]
     fn confirmed(&self) -> bool {
-        let h = self.h;
-        accept_handle(h.state.load(Ordering::SeqCst), || {
-            h.session.load(Ordering::Acquire) == self.g
-        })
-        .is_ok()
-            && h.pin_handle.load(Ordering::Acquire) == self.pin_handle
+        accepted_as_mine(self.h, self.g)
+            && self.h.pin_handle.load(Ordering::Acquire) == self.pin_handle
     }
+}
+
+/// Whether the decision on a handle ([`accept_handle`]) takes `h`, as it stands now, as a
+/// handle of the session `g` (by the session it recorded).
+#[inline(always)]
+fn accepted_as_mine(h: &HandleRecord, g: usize) -> bool {
+    accept_handle(h.state.load(Ordering::SeqCst), || {
+        h.session.load(Ordering::Acquire) == g
+    })
+    .is_ok()
 }
 
 /// A query that [`quick_query`] did not accept or could not confirm: a handle whose queries
