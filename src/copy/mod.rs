@@ -10,9 +10,10 @@
 //!   [`kernels::STREAM_MIN`] bytes on and with ordinary stores below, which is the same thing
 //!   on write-combining memory and faster for small copies on cached memory (see there), or
 //!   with `MOVDIR64B` (see below).
-//!   Stores of at most 64 bytes, loads below 16 bytes and, with the AVX2 and AVX-512
-//!   families, loads of at most 1023 bytes (16- and 32-byte streaming loads) are done
-//!   inline, without any indirect call.
+//!   Stores of at most 64 bytes, loads below 16 bytes, with the AVX2 and AVX-512
+//!   families loads of at most 1023 bytes (16- and 32-byte streaming loads), and, where the
+//!   stores below 8 KiB are `MOVDIR64B`, stores of at most 1 KiB are done inline, without any
+//!   indirect call.
 //! - **Device** (`GDR_MAPPING_TYPE_DEVICE`): naturally aligned device accesses, never wider
 //!   than 8 bytes, in both directions.
 //! - **Caching** (and anything else): plain `memcpy`.
@@ -48,7 +49,8 @@
 //! automatic choice. A value
 //! that is unknown or that this CPU cannot run falls back to the automatic choice with a WARN
 //! log line (visible with `GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=3`). The variable is read
-//! once. It does not affect the inline path for stores of at most 64 bytes.
+//! once. It does not affect the inline path for stores of at most 64 bytes; the inline
+//! `MOVDIR64B` path applies with `movdir64b` only.
 //!
 //! [`Engine`] gives the same copies with a family chosen by the caller (tests, benchmarks).
 
@@ -134,18 +136,27 @@ pub(crate) unsafe fn copy<D: Direction>(kind: MappingType, dev: *mut u8, host: *
     // this CPU runs.
     unsafe {
         if D::TO_DEVICE {
-            to_mapping_via(select::store_fn, kind, dev, host, n)
+            to_mapping_via(
+                select::store_fn,
+                select::inline_direct_stores,
+                kind,
+                dev,
+                host,
+                n,
+            )
         } else {
             from_mapping_via(select::load_fn, select::inline_loads, kind, host, dev, n)
         }
     }
 }
 
-/// The device-bound copy; `store` gives the write-combining copy, asked only when the inline
-/// small path does not apply.
+/// The device-bound copy; `store` gives the write-combining copy, asked only when no inline
+/// path applies, and `direct` whether the inline `MOVDIR64B` path may be used (asked only for
+/// its sizes).
 #[inline(always)]
 unsafe fn to_mapping_via(
     store: impl FnOnce() -> CopyFn,
+    direct: impl FnOnce() -> bool,
     kind: MappingType,
     dev: *mut u8,
     host: *const u8,
@@ -155,12 +166,15 @@ unsafe fn to_mapping_via(
         return;
     }
     // SAFETY: the caller guarantees both ranges; they cannot overlap (one is a device mapping,
-    // the other host memory). `store` is a supported write-combining copy.
+    // the other host memory). `store` is a supported write-combining copy; `direct` is true
+    // only where the CPU has MOVDIR64B.
     unsafe {
         // Tested first and apart: the common case costs a compare, not a jump table.
         if kind == MappingType::WriteCombining {
             if n <= wc::SMALL {
                 wc::store_small(dev, host, n)
+            } else if n <= wc::DIRECT_MAX && direct() {
+                wc::store_direct(dev, host, n)
             } else {
                 store()(dev, host.cast_mut(), n)
             }
@@ -241,8 +255,10 @@ impl Engine {
     /// As [`to_mapping`].
     #[inline(never)]
     pub unsafe fn to_mapping(&self, kind: MappingType, dev: *mut u8, host: *const u8, n: usize) {
-        // SAFETY: forwarded; the kernels were checked supported in `Engine::new`.
-        unsafe { to_mapping_via(|| self.kernels.store, kind, dev, host, n) }
+        let direct = || self.kernels.inline_direct_stores();
+        // SAFETY: forwarded; the kernels were checked supported in `Engine::new`, and `direct`
+        // holds only for a family whose stores are MOVDIR64B, which the CPU then has.
+        unsafe { to_mapping_via(|| self.kernels.store, direct, kind, dev, host, n) }
     }
 
     /// As [`from_mapping`], with this engine's kernels.

@@ -223,6 +223,13 @@ pub struct Kernels {
 }
 
 impl Kernels {
+    /// True when this pair's stores below `TIMED_MIN` are `MOVDIR64B` (forced, or timed
+    /// against it), so that stores above [`wc::SMALL`] up to [`wc::DIRECT_MAX`] bytes may take
+    /// the inline path of the same accesses ([`wc::store_direct`]).
+    pub fn inline_direct_stores(&self) -> bool {
+        self.store_impl == Impl::Movdir64b || self.timed_against == Some(Impl::Movdir64b)
+    }
+
     /// The stores' families as benchmarks print them: `avx512`, or
     /// `movdir64b, avx512|movdir64b (timed) from 8 KiB` where stores are timed (from
     /// `TIMED_MIN`).
@@ -485,6 +492,9 @@ static LOAD: AtomicPtr<()> = AtomicPtr::new(resolve_load as CopyFn as *mut ());
 /// Whether the chosen load family allows the table-free load path (`wc::load_streaming`);
 /// false until installed.
 static INLINE_LOADS: AtomicBool = AtomicBool::new(false);
+/// Whether the chosen stores allow the table-free `MOVDIR64B` path (`wc::store_direct`);
+/// false until installed.
+static INLINE_DIRECT: AtomicBool = AtomicBool::new(false);
 /// Whether [`install`] has run.
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
@@ -493,6 +503,7 @@ fn install() -> &'static Kernels {
     STORE.store(k.store as *mut (), Ordering::Release);
     LOAD.store(k.load as *mut (), Ordering::Release);
     INLINE_LOADS.store(k.load_impl.inline_loads(), Ordering::Release);
+    INLINE_DIRECT.store(k.inline_direct_stores(), Ordering::Release);
     INSTALLED.store(true, Ordering::Release);
     k
 }
@@ -528,6 +539,12 @@ fn warm_load(load: CopyFn) {
 #[inline(always)]
 pub(crate) fn inline_loads() -> bool {
     INLINE_LOADS.load(Ordering::Relaxed)
+}
+
+/// True when the installed stores allow the table-free `MOVDIR64B` path.
+#[inline(always)]
+pub(crate) fn inline_direct_stores() -> bool {
+    INLINE_DIRECT.load(Ordering::Relaxed)
 }
 
 /// [`install`], for the resolvers: never panics. Should the choice panic (it reads the
@@ -610,6 +627,26 @@ mod tests {
         for i in Impl::ALL {
             if let Some(k) = i.kernels() {
                 assert_eq!(k.timed_against, None, "{i:?} forced");
+            }
+        }
+    }
+
+    /// The inline `MOVDIR64B` store path applies exactly where stores below `TIMED_MIN` are
+    /// `MOVDIR64B`: the automatic choice when timed against it, and the forced family.
+    #[test]
+    fn inline_direct_stores_only_where_small_stores_are_movdir64b() {
+        let (k, _) = choose(None);
+        assert_eq!(
+            k.inline_direct_stores(),
+            k.timed_against == Some(Impl::Movdir64b)
+        );
+        for i in Impl::ALL {
+            if let Some(k) = i.kernels() {
+                assert_eq!(
+                    k.inline_direct_stores(),
+                    i == Impl::Movdir64b,
+                    "{i:?} forced"
+                );
             }
         }
     }

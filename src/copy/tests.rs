@@ -381,8 +381,11 @@ fn wc_path_accesses_are_naturally_aligned() {
                     // everything else outside a bulk range is at most 8 bytes wide.
                     let inline_load =
                         e.kernels().load_impl.inline_loads() && (16..=wc::SMALL_LOAD).contains(&n);
+                    let inline_direct = e.kernels().inline_direct_stores()
+                        && (wc::SMALL + 1..=wc::DIRECT_MAX).contains(&n);
                     let max = match dir {
                         Direction::ToDevice if n <= wc::SMALL => 16,
+                        Direction::ToDevice if inline_direct => 64,
                         Direction::FromDevice if inline_load => 32,
                         _ => 8,
                     };
@@ -390,6 +393,12 @@ fn wc_path_accesses_are_naturally_aligned() {
                     assert_accesses(&log, dev as usize, n, max, &what);
                     if n < 16 {
                         assert!(log.iter().all(|a| a.len <= 8), "{what}: {log:?}");
+                    }
+                    if inline_direct && dir == Direction::ToDevice {
+                        // No call: whole lines as single 64-byte stores, the rest as in `copy`.
+                        assert!(log.iter().all(|a| !a.bulk), "{what}: {log:?}");
+                        let lines = log.iter().filter(|a| a.len == 64).count();
+                        assert_eq!(lines, whole_lines(dev as usize, n), "{what}: {log:?}");
                     }
                     if inline_load && dir == Direction::FromDevice {
                         // No indirect call: the whole copy is individual accesses.
@@ -402,6 +411,58 @@ fn wc_path_accesses_are_naturally_aligned() {
                     }
                 }
             }
+        }
+    }
+}
+
+/// How many whole 64-byte lines `[dev, dev + n)` holds.
+fn whole_lines(dev: usize, n: usize) -> usize {
+    ((dev + n) / 64).saturating_sub(dev.div_ceil(64))
+}
+
+/// The inline `MOVDIR64B` path's walk (`wc::store_lines`), with a line store that any CPU
+/// runs in its place: every size it takes at every device offset copies exactly its range and
+/// stores every whole line as one 64-byte access, the rest as the other paths do.
+#[test]
+fn direct_store_walk_copies_every_line_whole() {
+    let b = Bench::new(wc::DIRECT_MAX, 31);
+    for n in wc::SMALL + 1..=wc::DIRECT_MAX {
+        for d_o in 0..64 {
+            let so = (n * 5 + d_o) % 64;
+            let (dev, host) = (
+                b.dst.start().wrapping_add(PAD + d_o),
+                b.src.start().wrapping_add(PAD + so),
+            );
+            let log = trace::capture(|| {
+                // SAFETY: both ranges inside their regions; the line store copies the 64
+                // bytes it is given, which `store_lines` keeps inside the range.
+                unsafe {
+                    wc::store_lines(dev, host, n, |d, s| {
+                        assert_eq!(d as usize % 64, 0, "line at {d:?}");
+                        trace::record(d, 64, false);
+                        core::ptr::copy_nonoverlapping(s, d, 64);
+                    })
+                }
+            });
+            let what = format!("direct walk n={n} dev+{d_o} host+{so}");
+            assert_accesses(&log, dev as usize, n, 64, &what);
+            let lines = log.iter().filter(|a| a.len == 64).count();
+            assert_eq!(lines, whole_lines(dev as usize, n), "{what}: {log:?}");
+            let d = b.dst.bytes();
+            assert_eq!(
+                d[PAD + d_o..PAD + d_o + n],
+                b.src.bytes()[PAD + so..PAD + so + n],
+                "{what}"
+            );
+            assert!(
+                d[..PAD + d_o].iter().all(|&x| x == CANARY),
+                "{what}: before"
+            );
+            assert!(
+                d[PAD + d_o + n..].iter().all(|&x| x == CANARY),
+                "{what}: after"
+            );
+            b.dst.fill(PAD + d_o..PAD + d_o + n, CANARY);
         }
     }
 }

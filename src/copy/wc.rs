@@ -8,13 +8,18 @@
 //! chosen load family is AVX2 or wider, loads of at most [`SMALL_LOAD`] bytes
 //! ([`load_streaming`]: 16- and 32-byte VEX streaming loads written as inline assembly, which
 //! the compiler needs no target feature for; the caller's flag is what proves the CPU has
-//! them), inline below [`CALLED_LOAD`] bytes and through a direct call from there.
+//! them), inline below [`CALLED_LOAD`] bytes and through a direct call from there. Where the
+//! chosen stores are `MOVDIR64B`, stores above [`SMALL`] up to [`DIRECT_MAX`] bytes make the
+//! same accesses inline too ([`store_direct`]).
 
 use super::access::{head, tail, Cursor, Direction, FromMapping, ToMapping};
 use super::kernels::Bulk;
 
 /// Largest store handled inline, without going through the dispatch table.
 pub(crate) const SMALL: usize = 64;
+
+/// Largest store handled by [`store_direct`], without going through the dispatch table.
+pub(crate) const DIRECT_MAX: usize = 1024;
 
 /// Largest load handled by [`load_streaming`], without going through the table: just below
 /// the size where the AVX-512 family switches to `VMOVNTDQA zmm`.
@@ -114,6 +119,67 @@ pub(crate) unsafe fn store_small(dev: *mut u8, host: *const u8, n: usize) {
             }
         }
         if c.n >= 16 {
+            store16(c.dev, c.host);
+            c.advance(16);
+        }
+        tail::<ToMapping>(&mut c);
+    }
+}
+
+/// Inline store path for `SMALL < n <= DIRECT_MAX` where the chosen stores are `MOVDIR64B`:
+/// the accesses of [`copy`] with the `MOVDIR64B` kernel (scalar head, 16-byte stores up to a
+/// line, one `MOVDIR64B` per whole line, 16-byte stores, scalar tail), with no call.
+///
+/// # Safety
+/// As for [`copy`] with `D = ToMapping`; the CPU must support MOVDIR64B (the caller's flag,
+/// set only for such stores, proves it).
+#[inline(always)]
+pub(crate) unsafe fn store_direct(dev: *mut u8, host: *const u8, n: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: forwarded; `direct_line` gets what `store_lines` promises its `line`.
+    unsafe {
+        store_lines(dev, host, n, |d, s| {
+            super::access::trace::record(d, 64, false);
+            super::kernels::x86::direct_line(d, s)
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: forwarded; elsewhere the flag is never set, and this is the portable copy.
+    unsafe {
+        copy::<ToMapping>(super::kernels::portable::store, dev, host.cast_mut(), n)
+    }
+}
+
+/// [`store_direct`]'s walk with `line` storing each whole line: `line(d, s)` gets a 64-aligned
+/// device address with 64 bytes left to store and their source.
+///
+/// # Safety
+/// As for [`copy`] with `D = ToMapping`; `line` stores exactly the 64 bytes it is given.
+#[inline(always)]
+pub(super) unsafe fn store_lines(
+    dev: *mut u8,
+    host: *const u8,
+    n: usize,
+    line: impl Fn(*mut u8, *const u8),
+) {
+    let mut c = Cursor {
+        dev,
+        host: host.cast_mut(),
+        n,
+    };
+    // SAFETY: as in `copy`: after `head` the device cursor is 16-aligned (or `n < 16`); the
+    // 16-byte stores climb to a line boundary, and each line lies inside the `n` bytes left.
+    unsafe {
+        head::<ToMapping, true>(&mut c);
+        while c.dev as usize & 63 != 0 && c.n >= 16 {
+            store16(c.dev, c.host);
+            c.advance(16);
+        }
+        while c.n >= 64 {
+            line(c.dev, c.host);
+            c.advance(64);
+        }
+        while c.n >= 16 {
             store16(c.dev, c.host);
             c.advance(16);
         }

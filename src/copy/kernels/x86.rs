@@ -451,6 +451,18 @@ pub unsafe fn store_movdir64b(dst: *mut u8, src: *const u8, n: usize) {
     }
 }
 
+/// One `MOVDIR64B` of the 64 bytes at `s` to the line at `d`: the inline store path's line
+/// ([`super::super::wc::store_direct`]).
+///
+/// # Safety
+/// `d` 64-byte aligned and writable for 64 bytes, `s` readable for 64 bytes; the CPU must
+/// support MOVDIR64B.
+#[inline(always)]
+pub(crate) unsafe fn direct_line(d: *mut u8, s: *const u8) {
+    // SAFETY: the caller's contract.
+    unsafe { movdir64b::<0>(d, s) }
+}
+
 /// True when the CPU has `MOVDIR64B` (CPUID leaf 7, subleaf 0, ECX bit 28). The instruction
 /// needs no operating-system state, so CPUID alone decides.
 pub fn has_movdir64b() -> bool {
