@@ -160,21 +160,29 @@ impl Bench {
                 Direction::FromDevice => engine.from_mapping(kind, dst, src, n),
             }
         }
+        self.verify(
+            so,
+            d_o,
+            n,
+            &format!("{kind:?} {dir:?} {:?}", engine.kernels()),
+        );
+    }
+
+    /// Checks that the `n` bytes at destination offset `d_o` equal those at source offset `so`
+    /// and that the rest of the destination region still holds the canary, then restores it;
+    /// `what` names the copy in a failure.
+    fn verify(&self, so: usize, d_o: usize, n: usize, what: &str) {
         let s = &self.src.bytes()[so..so + n];
         let d = self.dst.bytes();
         if d[d_o..d_o + n] != *s {
             let i = (0..n).find(|&i| d[d_o + i] != s[i]).unwrap_or(0);
-            panic!(
-                "{kind:?} {dir:?} {:?} n={n} src+{so} dst+{d_o}: first wrong byte at {i}",
-                engine.kernels()
-            );
+            panic!("{what} n={n} src+{so} dst+{d_o}: first wrong byte at {i}");
         }
         let before_ok = d[..d_o] == self.canary[..d_o];
         let after_ok = d[d_o + n..] == self.canary[d_o + n..];
         assert!(
             before_ok && after_ok,
-            "{kind:?} {dir:?} {:?} n={n} src+{so} dst+{d_o}: wrote outside the range (before: {}, after: {})",
-            engine.kernels(),
+            "{what} n={n} src+{so} dst+{d_o}: wrote outside the range (before: {}, after: {})",
             !before_ok,
             !after_ok
         );
@@ -448,21 +456,7 @@ fn direct_store_walk_copies_every_line_whole() {
             assert_accesses(&log, dev as usize, n, 64, &what);
             let lines = log.iter().filter(|a| a.len == 64).count();
             assert_eq!(lines, whole_lines(dev as usize, n), "{what}: {log:?}");
-            let d = b.dst.bytes();
-            assert_eq!(
-                d[PAD + d_o..PAD + d_o + n],
-                b.src.bytes()[PAD + so..PAD + so + n],
-                "{what}"
-            );
-            assert!(
-                d[..PAD + d_o].iter().all(|&x| x == CANARY),
-                "{what}: before"
-            );
-            assert!(
-                d[PAD + d_o + n..].iter().all(|&x| x == CANARY),
-                "{what}: after"
-            );
-            b.dst.fill(PAD + d_o..PAD + d_o + n, CANARY);
+            b.verify(PAD + so, PAD + d_o, n, "direct walk");
         }
     }
 }
