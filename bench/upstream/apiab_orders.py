@@ -7,13 +7,19 @@ other first, and so on. Each run gives, per call, the median of the per-cycle ra
 first two libraries' times (apiab's `B/A`), which this script turns into the other library's
 time / ours (above 1: this library faster), and the A/A ratio of the run (`B/B'`: two copies of
 the same library). It prints every run's output, then one line per call: the median and the
-range over runs, and the A/A range.
+range over runs, the A/A range, how many runs had this library faster, and an interval that
+holds the median of the ratio with 95 % confidence whatever its distribution (two order
+statistics of the runs, from the binomial law of a run's ratio falling above the median; six
+runs at least), with its verdict: ahead (the interval lies above 1.0), behind (below it) or
+level (it holds 1.0). A difference inside the run-to-run spread is level, however the median
+falls.
 
 Usage: apiab_orders.py RUNS ITERS OURS OURS_COPY OTHER OTHER_COPY -- APIAB [PREFIX...]
   (the command after `--` is apiab, with any prefix such as `taskset -c 1`, as its argv; the
   environment, LD_PRELOAD included, passes through).
 """
 
+import math
 import statistics
 import subprocess
 import sys
@@ -39,8 +45,39 @@ def ratio(ba, ours_first):
     return ba if ours_first else 1.0 / ba
 
 
+def median_interval(values, confidence=0.95):
+    """(low, high): order statistics of `values` that hold their distribution's median with at
+    least `confidence`, the narrowest such pair; None when there are too few values for it."""
+    n = len(values)
+    tail = (1.0 - confidence) / 2
+    # P(at most k - 1 of n values fall below the median) for a fair coin, k = 1, 2, ...
+    k, below = 0, 0.0
+    while True:
+        below_next = below + math.comb(n, k) / 2**n
+        if below_next > tail:
+            break
+        below, k = below_next, k + 1
+    if k == 0:
+        return None
+    ordered = sorted(values)
+    return ordered[k - 1], ordered[n - k]
+
+
+def verdict(interval):
+    """ahead, behind or level for a median interval of ratios (above 1: this library faster)."""
+    if interval is None:
+        return "too few runs"
+    low, high = interval
+    if low > 1.0:
+        return "ahead"
+    if high < 1.0:
+        return "behind"
+    return "level"
+
+
 def summarise(runs):
-    """runs: [(ours_first, {call: (B/A, B/B')})]; per call (median, min, max, aa_min, aa_max)."""
+    """runs: [(ours_first, {call: (B/A, B/B')})]; per call (median, min, max, aa_min, aa_max,
+    runs with this library faster, runs, median interval or None)."""
     out = {}
     for call in CALLS:
         got = [(ratio(r[call][0], first), r[call][1]) for first, r in runs if call in r]
@@ -48,7 +85,16 @@ def summarise(runs):
             continue
         ratios = [g[0] for g in got]
         aa = [g[1] for g in got]
-        out[call] = (statistics.median(ratios), min(ratios), max(ratios), min(aa), max(aa))
+        out[call] = (
+            statistics.median(ratios),
+            min(ratios),
+            max(ratios),
+            min(aa),
+            max(aa),
+            sum(r > 1.0 for r in ratios),
+            len(ratios),
+            median_interval(ratios),
+        )
     return out
 
 
@@ -73,9 +119,12 @@ def main(argv):
         results.append((ours_first, parse(p.stdout)))
     print(f"apiab over {runs} runs, the load order alternating: the other library's time / ours "
           "(above 1: this library faster), from each run's B/A; A/A: each run's B/B'")
-    print(f"{'call':<9} {'median':>8} {'min-max':>13} {'A/A min-max':>13}")
-    for call, (med, lo, hi, aa_lo, aa_hi) in summarise(results).items():
-        print(f"{call:<9} {med:8.3f} {lo:6.3f}-{hi:.3f} {aa_lo:6.3f}-{aa_hi:.3f}")
+    print(f"{'call':<9} {'median':>8} {'min-max':>13} {'A/A min-max':>13} {'faster':>8} "
+          f"{'median, 95 %':>13}  verdict")
+    for call, (med, lo, hi, aa_lo, aa_hi, faster, n, interval) in summarise(results).items():
+        within = "-" if interval is None else f"{interval[0]:.3f}-{interval[1]:.3f}"
+        print(f"{call:<9} {med:8.3f} {lo:6.3f}-{hi:.3f} {aa_lo:6.3f}-{aa_hi:.3f} "
+              f"{faster:>3} of {n:<2} {within:>13}  {verdict(interval)}")
     return 0
 
 
