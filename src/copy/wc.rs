@@ -155,6 +155,7 @@ pub(crate) unsafe fn store_direct(dev: *mut u8, host: *const u8, n: usize) {
 ///
 /// # Safety
 /// As for [`copy`] with `D = ToMapping`; `line` stores exactly the 64 bytes it is given.
+#[cfg(any(target_arch = "x86_64", test))]
 #[inline(always)]
 pub(super) unsafe fn store_lines(
     dev: *mut u8,
