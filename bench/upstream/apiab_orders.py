@@ -19,10 +19,11 @@ Usage: apiab_orders.py RUNS ITERS OURS OURS_COPY OTHER OTHER_COPY -- APIAB [PREF
   environment, LD_PRELOAD included, passes through).
 """
 
-import math
 import statistics
 import subprocess
 import sys
+
+from compare import binomial_tail
 
 CALLS = ("pin", "map", "get_info", "unmap", "unpin")
 
@@ -50,13 +51,12 @@ def median_interval(values, confidence=0.95):
     least `confidence`, the narrowest such pair; None when there are too few values for it."""
     n = len(values)
     tail = (1.0 - confidence) / 2
-    # P(at most k - 1 of n values fall below the median) for a fair coin, k = 1, 2, ...
-    k, below = 0, 0.0
-    while True:
-        below_next = below + math.comb(n, k) / 2**n
-        if below_next > tail:
-            break
-        below, k = below_next, k + 1
+    # The k-th smallest value lies above the median when n - k + 1 or more of the n fall above
+    # it, each with chance 1/2; the k-th largest below it likewise. Take the largest k for
+    # which that chance is within the tail.
+    k = 0
+    while binomial_tail(n - k, n, 0.5) <= tail:
+        k += 1
     if k == 0:
         return None
     ordered = sorted(values)
