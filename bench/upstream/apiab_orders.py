@@ -22,6 +22,7 @@ Usage: apiab_orders.py RUNS ITERS OURS OURS_COPY OTHER OTHER_COPY -- APIAB [PREF
 import statistics
 import subprocess
 import sys
+from typing import NamedTuple, Optional, Tuple
 
 from compare import binomial_tail
 
@@ -75,9 +76,23 @@ def verdict(interval):
     return "level"
 
 
+class Summary(NamedTuple):
+    """One call over the runs, as the other library's time / ours."""
+
+    median: float
+    low: float
+    high: float
+    aa_low: float
+    aa_high: float
+    # Runs in which this library was faster, and runs in all.
+    faster: int
+    runs: int
+    # Holds the median with 95 % confidence (`median_interval`); None below six runs.
+    interval: Optional[Tuple[float, float]]
+
+
 def summarise(runs):
-    """runs: [(ours_first, {call: (B/A, B/B')})]; per call (median, min, max, aa_min, aa_max,
-    runs with this library faster, runs, median interval or None)."""
+    """runs: [(ours_first, {call: (B/A, B/B')})]; a `Summary` per call that the runs timed."""
     out = {}
     for call in CALLS:
         got = [(ratio(r[call][0], first), r[call][1]) for first, r in runs if call in r]
@@ -85,7 +100,7 @@ def summarise(runs):
             continue
         ratios = [g[0] for g in got]
         aa = [g[1] for g in got]
-        out[call] = (
+        out[call] = Summary(
             statistics.median(ratios),
             min(ratios),
             max(ratios),
@@ -121,10 +136,10 @@ def main(argv):
           "(above 1: this library faster), from each run's B/A; A/A: each run's B/B'")
     print(f"{'call':<9} {'median':>8} {'min-max':>13} {'A/A min-max':>13} {'faster':>8} "
           f"{'median, 95 %':>13}  verdict")
-    for call, (med, lo, hi, aa_lo, aa_hi, faster, n, interval) in summarise(results).items():
-        within = "-" if interval is None else f"{interval[0]:.3f}-{interval[1]:.3f}"
-        print(f"{call:<9} {med:8.3f} {lo:6.3f}-{hi:.3f} {aa_lo:6.3f}-{aa_hi:.3f} "
-              f"{faster:>3} of {n:<2} {within:>13}  {verdict(interval)}")
+    for call, c in summarise(results).items():
+        within = "-" if c.interval is None else f"{c.interval[0]:.3f}-{c.interval[1]:.3f}"
+        print(f"{call:<9} {c.median:8.3f} {c.low:6.3f}-{c.high:.3f} {c.aa_low:6.3f}-{c.aa_high:.3f} "
+              f"{c.faster:>3} of {c.runs:<2} {within:>13}  {verdict(c.interval)}")
     return 0
 
 

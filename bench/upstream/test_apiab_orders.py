@@ -30,18 +30,18 @@ class ApiabOrders(unittest.TestCase):
         rows = parse(RUN)
         # Ours first: B/A is the other's time / ours as printed; other first, its inverse.
         s = summarise([(True, rows), (False, rows)])
-        med, lo, hi, aa_lo, aa_hi, faster, n, interval = s["get_info"]
-        self.assertAlmostEqual(lo, 0.925)
-        self.assertAlmostEqual(hi, 1 / 0.925)
-        self.assertAlmostEqual(med, (0.925 + 1 / 0.925) / 2)
-        self.assertEqual((aa_lo, aa_hi), (1.001, 1.001))
+        c = s["get_info"]
+        self.assertAlmostEqual(c.low, 0.925)
+        self.assertAlmostEqual(c.high, 1 / 0.925)
+        self.assertAlmostEqual(c.median, (0.925 + 1 / 0.925) / 2)
+        self.assertEqual((c.aa_low, c.aa_high), (1.001, 1.001))
         # One run each way: this library faster in the second only; two runs give no interval.
-        self.assertEqual((faster, n, interval), (1, 2, None))
+        self.assertEqual((c.faster, c.runs, c.interval), (1, 2, None))
 
     def test_a_call_missing_from_every_run_is_left_out(self):
         s = summarise([(True, {"pin": (1.1, 1.0)})])
         self.assertEqual(list(s), ["pin"])
-        self.assertAlmostEqual(s["pin"][0], 1.1)
+        self.assertAlmostEqual(s["pin"].median, 1.1)
 
 
 class MedianInterval(unittest.TestCase):
@@ -72,10 +72,10 @@ class MedianInterval(unittest.TestCase):
 
     def test_summarise_counts_the_runs_this_library_won(self):
         runs = [(True, {"unpin": (r, 1.0)}) for r in (0.99, 1.01, 1.02, 0.98, 1.03, 1.04)]
-        *_, faster, n, interval = summarise(runs)["unpin"]
-        self.assertEqual((faster, n), (4, 6))
-        self.assertEqual(interval, (0.98, 1.04))
-        self.assertEqual(verdict(interval), "level")
+        c = summarise(runs)["unpin"]
+        self.assertEqual((c.faster, c.runs), (4, 6))
+        self.assertEqual(c.interval, (0.98, 1.04))
+        self.assertEqual(verdict(c.interval), "level")
 
 
 if __name__ == "__main__":
