@@ -151,8 +151,7 @@ impl GdrDrv {
     /// [`Backend::unpin`] of the pin whose driver handle is `handle`.
     #[inline(always)]
     pub fn unpin_handle(&self, handle: u64) -> Result<()> {
-        self.ioctl(ioc::UNPIN_BUFFER, UnpinParams { handle })
-            .map(drop)
+        self.driver().unpin(handle)
     }
 
     /// Opens `/dev/gdrdrv` with `O_RDWR|O_CLOEXEC` and checks the driver version, logging
@@ -372,6 +371,13 @@ impl Driver {
             wc_mapping: p.wc_mapping != 0,
             mapping_type: mapping_type as u32,
         })
+    }
+
+    /// The unpin of the pin whose driver handle is `handle`.
+    #[inline(always)]
+    pub fn unpin(self, handle: u64) -> Result<()> {
+        self.ioctl(ioc::UNPIN_BUFFER, UnpinParams { handle })
+            .map(drop)
     }
 
     /// `gdr_get_callback_flag` of the pin whose driver handle is `handle`.
