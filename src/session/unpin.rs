@@ -86,18 +86,23 @@ impl Open {
         r.and(unpinned)
     }
 
-    /// The end of [`Open::release`]: unpins and frees the record whatever the driver said;
-    /// `pin` gives the whole pin, for the backends other than gdrdrv. The session stops
-    /// counting the handle first: the count goes down whatever the driver says, and a locked
-    /// access before the driver's call waits for fewer stores than one after it.
+    /// The end of [`Open::release`]: unpins, then forgets the handle whatever the driver
+    /// said; `pin` gives the whole pin, for the backends other than gdrdrv.
     #[inline(always)]
     fn unpin_and_free(&self, h: &'static HandleRecord, pin: impl FnOnce() -> Pin) -> Result<()> {
-        self.live.fetch_sub(1, Ordering::Relaxed);
         let r = self
             .backend
             .unpin_with(h.pin_handle.load(Ordering::Acquire), pin);
-        h.free();
+        self.forget(h);
         r
+    }
+
+    /// The end of every release, once the driver has answered, whatever it said: the session
+    /// stops counting `h` and its record is freed.
+    #[inline(always)]
+    fn forget(&self, h: &'static HandleRecord) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
+        h.free();
     }
 }
 
@@ -267,10 +272,14 @@ fn quick_unpin<R, F: FnOnce(Result<()>) -> R>(
     let r = driver.unpin(h.pin_handle.load(Ordering::Acquire));
     // SAFETY: `h`, a handle of the session `g` (its `session`), is held in UNPINNING, so
     // the session is open and stays so until `h` is freed.
-    if let Some(open) = unsafe { open_unlocked(held_session(g)) } {
-        open.live.fetch_sub(1, Ordering::Relaxed);
+    match unsafe { open_unlocked(held_session(g)) } {
+        Some(open) => open.forget(h),
+        // Not reached (see `open_unlocked`); a session that is not open counts nothing.
+        None => {
+            cold_path();
+            h.free();
+        }
     }
-    h.free();
     Ok(done(r))
 }
 
