@@ -1,8 +1,7 @@
 """Unit tests of apiab_orders.py: the rows it reads and the ratio it derives from each order."""
 
-import unittest
-
 import random
+import unittest
 
 from apiab_orders import median_interval, parse, summarise, verdict
 
