@@ -21,7 +21,14 @@ $(VULKAN_OUT)/nccl_pattern: $(VULKAN_SRC)/nccl_pattern.c abi-tests/c/check.h | s
 	@mkdir -p $(@D)
 	$(CC) $(VULKAN_CFLAGS) -I$(CUDA_INCLUDE) $< -o $@ -L$(SIM_DIR) -lcuda -lpthread -ldl
 
-vulkan-programs: $(VULKAN_OUT)/vulkan_test $(VULKAN_OUT)/nccl_pattern
+# Many pins inside one allocation, and many allocations (the scale of memory pools).
+$(VULKAN_OUT)/pools: $(VULKAN_SRC)/pools.c abi-tests/c/check.h abi-tests/c/gpu.h \
+		include/gdrapi.h gdrsim/include/gdrsim.h | lib sim
+	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
+	@mkdir -p $(@D)
+	$(CC) $(VULKAN_CFLAGS) -I$(CUDA_INCLUDE) $< -o $@ -L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda -ldl
+
+vulkan-programs: $(VULKAN_OUT)/vulkan_test $(VULKAN_OUT)/nccl_pattern $(VULKAN_OUT)/pools
 
 test-vulkan: lib sim vulkan-programs
 	$(VULKAN_SRC)/run.sh $(VULKAN_OUT) $(LIB_DIR) $(SIM_DIR)

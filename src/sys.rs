@@ -141,6 +141,28 @@ pub fn dont_fork(addr: usize, len: usize) -> Result<()> {
     }
 }
 
+/// `mprotect(addr, len, ...)`: `[addr, addr+len)` readable and writable when `open`, else no
+/// access at all (an access faults with SIGSEGV), as after gdrdrv's `munmap`.
+///
+/// # Safety
+/// The range lies inside one mapping this library made and owns; when `open` is false nothing
+/// may still access it.
+pub unsafe fn protect(addr: usize, len: usize, open: bool) -> Result<()> {
+    let prot = if open {
+        libc::PROT_READ | libc::PROT_WRITE
+    } else {
+        libc::PROT_NONE
+    };
+    // SAFETY: the caller's contract: the range is ours, and nothing relies on access to it
+    // when it is closed.
+    let rc = unsafe { libc::mprotect(addr as *mut c_void, len, prot) };
+    if rc < 0 {
+        Err(Error::last_os("mprotect"))
+    } else {
+        Ok(())
+    }
+}
+
 /// New, never-unmapped, zero-filled anonymous memory of at least `len` bytes (page aligned),
 /// apart from the process's heap.
 pub fn anonymous_pages(len: usize) -> Result<*mut u8> {

@@ -15,6 +15,10 @@
  *       use), not an assertion: one that holds counts nothing. One that fails prints and
  *       counts a failure as CHECK does, and ends the case it is in (check_cases.h), or outside
  *       a case the program, which prints its summary and exits with status 1.
+ *   check_read_faults(addr)
+ *       The signal a one-byte read of addr raises (SIGSEGV, SIGBUS), or 0 when it reads:
+ *       whether a mapping is still there. One thread at a time; in programs that define
+ *       _GNU_SOURCE.
  *   check_done(name)
  *       Prints NAME and the summary line "N passed, N failed" (the line run-all.sh, the
  *       suites' scripts, vm/tests.sh and CI read); returns the exit status, 0 when nothing
@@ -234,5 +238,33 @@ static inline int check_done(const char *name)
     fflush(stdout);
     return __atomic_load_n(&c->failed, __ATOMIC_RELAXED) ? 1 : 0;
 }
+
+#ifdef _GNU_SOURCE /* sigsetjmp and sigaction */
+#include <setjmp.h>
+#include <signal.h>
+
+static sigjmp_buf check_fault_env;
+
+static inline void check_on_fault(int sig)
+{
+    siglongjmp(check_fault_env, sig);
+}
+
+static inline int check_read_faults(volatile const unsigned char *addr)
+{
+    struct sigaction sa, old_segv, old_bus;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = check_on_fault;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &old_segv);
+    sigaction(SIGBUS, &sa, &old_bus);
+    int sig = sigsetjmp(check_fault_env, 1);
+    if (sig == 0)
+        (void)*addr;
+    sigaction(SIGSEGV, &old_segv, NULL);
+    sigaction(SIGBUS, &old_bus, NULL);
+    return sig;
+}
+#endif
 
 #endif

@@ -40,7 +40,7 @@ static inline int gpu_vmm(void)
 }
 
 /* The VMM allocations gpu_alloc() made and gpu_free() has not released. */
-#define GPU_VMM_MAX 64
+#define GPU_VMM_MAX 4096
 static struct gpu_vmm_block {
     CUdeviceptr va;
     size_t size;

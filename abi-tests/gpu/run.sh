@@ -2,7 +2,9 @@
 # make test-gpu: the library over a real GPU's CUDA and Vulkan drivers, with no emulator.
 # Which backend gdr_open picks is the machine's (gdrdrv, DMA-BUF mmap, or, with
 # GDRAPI_USE_VULKAN=1 set here, the Vulkan import); the Vulkan scenarios run where it is the
-# Vulkan import. Runs: the backend scenarios (abi-tests/vulkan), NCCL's allocation pattern,
+# Vulkan import. Runs: the backend scenarios (abi-tests/vulkan) and its pools (8192 ranges of
+# one 1 GiB allocation, 2048 allocations of 2 MiB, the first pin by allocation size, with
+# median and worst pin+map and unmap+unpin), NCCL's allocation pattern,
 # host-written memory (abi-tests/ext: its api, threads and fork scenarios, and 1000 flags
 # checked by both sides with the time of a flag write and of a read round trip), the C ABI
 # suite's threads and fork programs, the byte-exact copy sweep, the three tools and the
@@ -27,7 +29,7 @@ RUN=(env -u LD_PRELOAD -u GDRCOPY_USE_DMABUF_MMAP LD_LIBRARY_PATH="$B/lib"
 if [ -n "$sim" ]; then
     sim=$(cd "$sim" && pwd)
     RUN+=(LD_PRELOAD="$sim/libcuda.so.1" LD_LIBRARY_PATH="$sim/vulkan:$sim:$B/lib"
-          GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000)
+          GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRSIM_VRAM_SIZE=10G)
     echo "test-gpu: on the emulator ($sim), not a GPU"
 fi
 total_passed=0 total_failed=0 broken=()
@@ -82,6 +84,13 @@ if [ "$backend" = vulkan ]; then
     prog "vulkan: api" "$B/vulkan/vulkan_test" api
     prog "vulkan: lifetime" "$B/vulkan/vulkan_test" lifetime
     grep '^lifetime:' "$LOGS/vulkan__lifetime.log"
+    # Pools: 8192 ranges of one 1 GiB allocation (one import), 2048 allocations of 2 MiB (one
+    # each), and the first pin of an allocation (its import) by size.
+    prog "vulkan: 8192 ranges of one 1 GiB allocation" "$B/vulkan/pools" ranges 1024 8192
+    prog "vulkan: 2048 allocations of 2 MiB" "$B/vulkan/pools" allocations 2048 2
+    prog "vulkan: first pin by allocation size" "$B/vulkan/pools" firstpin 5 2 64 1024
+    grep -h '^pools:' "$LOGS"/vulkan__8192_ranges*.log "$LOGS"/vulkan__2048_alloc*.log \
+        "$LOGS"/vulkan__first_pin*.log | tee "$B/gpu/pools.txt"
 else
     echo "test-gpu: the Vulkan scenarios need the Vulkan import (here: ${backend:-none})"
 fi

@@ -8,6 +8,7 @@ set -u
 OUT=$1 LIB=$2 SIM=$3
 T=$OUT/vulkan_test
 NCCL=$OUT/nccl_pattern
+POOLS=$OUT/pools
 LOGS=$OUT/logs
 mkdir -p "$LOGS"
 . "$(dirname "$0")/../suite.sh"
@@ -66,7 +67,16 @@ also api 'vulkan backend cannot fulfill the requested mapping type \(requested=3
 case_ lifetime 'lifetime: free VRAM' $ON -- "$T" lifetime
 case_ faults '' $ON -- "$T" faults
 also faults 'vulkan backend cannot import the allocation .*"vkAllocateMemory" failed \(-2: VK_ERROR_OUT_OF_DEVICE_MEMORY\)'
-also faults 'vulkan backend cannot map 65536 bytes of va 0x[0-9a-f]+: "vkMapMemory" failed \(-5: VK_ERROR_MEMORY_MAP_FAILED\)'
+also faults 'vulkan backend cannot map the allocation of 2097152 bytes holding va 0x[0-9a-f]+: "vkMapMemory" failed \(-5: VK_ERROR_MEMORY_MAP_FAILED\)'
 case_ nccl-pattern 'gdrcopy runtime 2\.6, driver 2\.6' $ON -- "$NCCL"
+
+# Pools: 8192 ranges of one 1 GiB allocation share its one import; 2048 allocations of 2 MiB
+# get one each; the first pin of an allocation imports it, its last unpin frees it.
+case_ pool-ranges '^pools: live imports with every range pinned: 1$' $ON GDRSIM_VRAM_SIZE=2G -- \
+    "$POOLS" ranges 1024 8192
+case_ pool-allocations '^pools: 2048 of 2048 allocations of 2 MiB pinned and mapped$' $ON \
+    GDRSIM_VRAM_SIZE=10G -- "$POOLS" allocations 2048 2
+case_ pool-first-pin '^pools: first pin\+map of a 64 MiB allocation: median' $ON -- \
+    "$POOLS" firstpin 3 2 64
 
 suite_done vulkan

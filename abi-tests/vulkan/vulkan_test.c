@@ -291,6 +291,57 @@ static void test_inner_pin(gdr_t g, CUdeviceptr d, size_t alloc_size)
     CHECK_EQ(mh.h, 0);
 }
 
+/* Live Vulkan imports on the emulator; -1 on a GPU. */
+static long live_imports(void)
+{
+    struct gdrsim_counters c;
+    if (!sim_counters)
+        return -1;
+    memset(&c, 0, sizeof c);
+    return sim_counters(&c, sizeof c) == 0 ? (long)c.live_vk_imports : -2;
+}
+
+/* Pins in one allocation share its import: two overlapping pins map the same bytes, and once
+ * one is unmapped its bytes fault unless the other still maps them. */
+static void test_shared_import(gdr_t g, CUdeviceptr d)
+{
+    gdr_mh_t a, b;
+    gdr_info_t ia, ib;
+    unsigned char *pa = pin_map(g, d, 2 * GPU_PAGE, &a, &ia);
+    unsigned char *pb = pin_map(g, d + GPU_PAGE, 2 * GPU_PAGE, &b, &ib);
+    if (!pa || !pb)
+        return;
+    if (sim_counters)
+        CHECK_EQ(live_imports(), 1);
+    uint64_t v = 0x0123456789abcdefULL, back = 0;
+    CHECK_EQ(gdr_copy_to_mapping(b, pb, &v, sizeof v), 0);
+    CHECK_EQ(gdr_copy_from_mapping(a, &back, pa + GPU_PAGE, sizeof back), 0);
+    CHECK_EQ(back, v);
+    CHECK_EQ(gdr_unmap(g, a, pa, ia.mapped_size), 0);
+    CHECK(check_read_faults(pa) != 0);
+    CHECK(check_read_faults(pa + GPU_PAGE - 1) != 0);
+    CHECK_EQ(check_read_faults(pb), 0);
+    CHECK_EQ(check_read_faults(pb + 2 * GPU_PAGE - 1), 0);
+    back = 0;
+    CHECK_EQ(gdr_copy_from_mapping(b, &back, pb, sizeof back), 0);
+    CHECK_EQ(back, v);
+    /* Mapped again, a sees the same bytes. */
+    CHECK_EQ(gdr_map(g, a, (void **)&pa, ia.mapped_size), 0);
+    back = 0;
+    CHECK_EQ(gdr_copy_from_mapping(a, &back, pa + GPU_PAGE, sizeof back), 0);
+    CHECK_EQ(back, v);
+    CHECK_EQ(gdr_unmap(g, a, pa, ia.mapped_size), 0);
+    CHECK_EQ(gdr_unmap(g, b, pb, ib.mapped_size), 0);
+    CHECK(check_read_faults(pb) != 0);
+    CHECK(check_read_faults(pb + 2 * GPU_PAGE - 1) != 0);
+    CHECK_EQ(gdr_unpin_buffer(g, a), 0);
+    if (sim_counters)
+        CHECK_EQ(live_imports(), 1);
+    CHECK_EQ(gdr_unpin_buffer(g, b), 0);
+    if (sim_counters)
+        CHECK_EQ(live_imports(), 0);
+}
+
 /* Memory the backend cannot map: EINVAL, nothing pinned or left behind. */
 static void test_refused_memory(gdr_t g)
 {
@@ -400,6 +451,7 @@ static int scenario_api(void)
     test_info_and_data(g, d);
     test_unaligned(g, d);
     test_inner_pin(g, d, size);
+    test_shared_import(g, d);
     test_refused_memory(g);
     test_threads(g, d);
 

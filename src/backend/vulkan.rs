@@ -1,10 +1,13 @@
 //! Vulkan-import backend: GPU mappings with no kernel module and a CUDA driver of any version
-//! from 11.4 on, for memory that CUDA can export as a file descriptor. A pin finds the
-//! `cuMemCreate` allocation behind the address (`cuMemRetainAllocationHandle`), exports it
+//! from 11.4 on, for memory that CUDA can export as a file descriptor. The first pin in a
+//! `cuMemCreate` allocation (found with `cuMemRetainAllocationHandle`) exports it
 //! (`cuMemExportToShareableHandle`, `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`) and imports the
 //! fd into the Vulkan device with the same UUID (`VK_KHR_external_memory_fd`) as memory of
-//! the type that maps VRAM through the BAR; a map is `vkMapMemory` of the pinned range. The
-//! import holds the physical memory until the unpin, whatever CUDA does with it meanwhile.
+//! the type that maps VRAM through the BAR. Every later pin in that allocation shares the
+//! import, which is freed with the last of them: an import costs time and BAR1 in proportion
+//! to the whole allocation. The first map of a pin in it maps the whole allocation once
+//! (`vkMapMemory`) with no access, and each map opens its handle's range ([`view`]). The
+//! import holds the physical memory until the last unpin, whatever CUDA does with it meanwhile.
 //!
 //! Selection (in [`super::open`]): opt-in with `GDRAPI_USE_VULKAN=1`, tried when neither
 //! gdrdrv nor DMA-BUF mmap serves. Memory that cannot be exported (`cuMemAlloc`, VMM memory
@@ -15,6 +18,8 @@
 //!   lie inside one allocation; `gdr_get_info` reports them with a 64 KiB `page_size`;
 //! - a pin whose address is not 64 KiB aligned pins but does not map (EINVAL), a shorter
 //!   map maps the first bytes, and a second map of a handle is refused (the session's EAGAIN);
+//! - an access after `gdr_unmap` faults (SIGSEGV) unless another handle's mapping covers the
+//!   same bytes; two handles of the same range map at the same address;
 //! - the mapping type is fixed by the memory type: write-combining (the BAR), or cached where
 //!   the only host-visible device-local type is (coherent platforms); asking for another is
 //!   EINVAL, as on the DMA-BUF backend;
@@ -24,15 +29,22 @@
 //!   are 1, `GDR_ATTR_USING_DMA_BUF_MMAP` 0, and `gdr_driver_get_version` returns 0 with 2.6,
 //!   the gdrdrv interface level the backend provides.
 
+mod view;
+
 use super::{Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
-use crate::cuda::types::{status, CUdevice, CUdeviceptr, MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+use crate::cuda::types::{
+    status, CUdevice, CUdeviceptr, CUmemGenericAllocationHandle,
+    MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+};
 use crate::cuda::{self, Contexts, CuError, Driver};
 use crate::error::{Error, Result};
 use crate::vulkan::{Device, Failure, Instance, PhysicalDevice, VkError};
 use gdrapi_abi::vk::{VkDeviceMemory, MEMORY_PROPERTY_HOST_CACHED};
 use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::OnceLock;
+use view::View;
 
 /// The GPU page: pins cover whole ones, as gdrdrv's do.
 const GPU_PAGE: u64 = gdrapi_abi::gdrdrv::GPU_PAGE_SIZE;
@@ -57,14 +69,93 @@ struct Gpu {
     making: Mutex<()>,
 }
 
-/// A pinned range: the memory imported for it and where the range lies in the allocation.
-#[derive(Debug, Clone, Copy)]
+/// One CUDA allocation imported into one GPU's Vulkan device: shared by every pin inside it,
+/// freed with the last of them. Each of those pins holds one CUDA reference on the allocation
+/// (`cuMemRetainAllocationHandle`), so CUDA cannot reuse its handle value while the import
+/// lives and the handle names the allocation unambiguously.
+#[derive(Debug)]
 struct Import {
     /// Index in [`VulkanImport::gpus`].
     gpu: usize,
+    /// CUDA's handle of the allocation.
+    allocation: CUmemGenericAllocationHandle,
     memory: VkDeviceMemory,
+    /// The allocation's size: what the import holds, in BAR1 too.
+    size: u64,
+    /// Live pins in it.
+    pins: usize,
+    /// The CPU mapping of the whole allocation, made at the first map of a pin in it.
+    view: Option<View>,
+}
+
+/// A pinned range: its import, where it lies in the allocation, and the CUDA reference on the
+/// allocation that the pin holds until its unpin.
+#[derive(Debug, Clone, Copy)]
+struct Pinned {
+    /// Slot of the import in [`Table::imports`].
+    import: usize,
     /// Offset of the pinned range in the allocation.
     offset: u64,
+    /// The retained allocation handle, released at the unpin.
+    allocation: CUmemGenericAllocationHandle,
+    /// The CUDA device, for the context of that release.
+    dev: CUdevice,
+}
+
+/// The session's pins and imports; a pin's driver handle is its slot in `pins`.
+#[derive(Default)]
+struct Table {
+    pins: Slots<Pinned>,
+    imports: Slots<Import>,
+    /// Import slot by (GPU index, allocation handle).
+    by_allocation: HashMap<(usize, CUmemGenericAllocationHandle), usize>,
+}
+
+impl Table {
+    /// Adds a pin at `offset` of the import of `allocation` on `gpu`, if there is one.
+    fn join(
+        &mut self,
+        gpu: usize,
+        allocation: CUmemGenericAllocationHandle,
+        offset: u64,
+        dev: CUdevice,
+    ) -> Option<usize> {
+        let import = *self.by_allocation.get(&(gpu, allocation))?;
+        self.imports.get_mut(import)?.pins += 1;
+        Some(self.pins.insert(Pinned {
+            import,
+            offset,
+            allocation,
+            dev,
+        }))
+    }
+
+    /// Adds `import` with its first pin at `offset`.
+    fn add(&mut self, import: Import, offset: u64, dev: CUdevice) -> usize {
+        let key = (import.gpu, import.allocation);
+        let allocation = import.allocation;
+        let slot = self.imports.insert(Import { pins: 1, ..import });
+        self.by_allocation.insert(key, slot);
+        self.pins.insert(Pinned {
+            import: slot,
+            offset,
+            allocation,
+            dev,
+        })
+    }
+
+    /// Removes pin `handle`; with it its import when it was the import's last pin.
+    fn remove(&mut self, handle: u64) -> Option<(Pinned, Option<Import>)> {
+        let p = self.pins.remove(handle)?;
+        let i = self.imports.get_mut(p.import)?;
+        i.pins -= 1;
+        if i.pins > 0 {
+            return Some((p, None));
+        }
+        let i = self.imports.remove(p.import as u64)?;
+        self.by_allocation.remove(&(i.gpu, i.allocation));
+        Some((p, Some(i)))
+    }
 }
 
 /// The Vulkan-import backend of one session.
@@ -72,46 +163,64 @@ struct Import {
 /// Fields drop in order: the imports are all freed by then (the session unpins every handle
 /// before it closes), then the devices, then the instance that made them.
 pub struct VulkanImport {
-    /// Live imports by slot; a pin's `handle` is its slot.
-    imports: Mutex<Slots>,
+    table: Mutex<Table>,
     gpus: Vec<Gpu>,
     instance: Instance,
     cuda: &'static Driver,
     contexts: Contexts,
 }
 
-/// A slab of imports with a free list.
-#[derive(Default)]
-struct Slots {
-    used: Vec<Option<Import>>,
+/// A slab with a free list: an entry's number stays its own until it is removed.
+struct Slots<T> {
+    used: Vec<Option<T>>,
     free: Vec<usize>,
 }
 
-impl Slots {
-    fn insert(&mut self, i: Import) -> usize {
+impl<T> Default for Slots<T> {
+    fn default() -> Self {
+        Slots {
+            used: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<T> Slots<T> {
+    fn insert(&mut self, v: T) -> usize {
         match self.free.pop() {
             Some(n) => {
-                self.used[n] = Some(i);
+                self.used[n] = Some(v);
                 n
             }
             None => {
-                self.used.push(Some(i));
+                self.used.push(Some(v));
                 self.used.len() - 1
             }
         }
     }
 
-    fn get(&self, n: u64) -> Option<Import> {
+    fn get(&self, n: u64) -> Option<&T> {
         usize::try_from(n)
             .ok()
-            .and_then(|n| self.used.get(n).copied().flatten())
+            .and_then(|n| self.used.get(n))
+            .and_then(Option::as_ref)
     }
 
-    fn remove(&mut self, n: u64) -> Option<Import> {
+    fn get_mut(&mut self, n: usize) -> Option<&mut T> {
+        self.used.get_mut(n).and_then(Option::as_mut)
+    }
+
+    fn remove(&mut self, n: u64) -> Option<T> {
         let n = usize::try_from(n).ok()?;
-        let i = self.used.get_mut(n)?.take()?;
+        let v = self.used.get_mut(n)?.take()?;
         self.free.push(n);
-        Some(i)
+        Some(v)
+    }
+
+    /// Every entry, emptying the slab.
+    fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
+        self.free.clear();
+        self.used.drain(..).flatten()
     }
 }
 
@@ -255,7 +364,7 @@ impl VulkanImport {
             );
         }
         Ok(VulkanImport {
-            imports: Mutex::new(Slots::default()),
+            table: Mutex::new(Table::default()),
             gpus,
             instance,
             cuda,
@@ -289,40 +398,30 @@ impl VulkanImport {
         Ok(gpu.device.get_or_init(|| d))
     }
 
-    /// The allocation behind `req.addr` exported as an fd: `(fd, allocation base, allocation
-    /// size)`, once it is known to hold `[va, va + len)`.
-    fn export(
+    /// The allocation behind `addr`, with one more CUDA reference that the caller owns, once
+    /// it is known to hold `[va, va + len)`: `(handle, allocation base, allocation size)`.
+    fn find(
         &self,
-        req: &PinRequest,
+        addr: u64,
         dev: CUdevice,
         va: u64,
         len: u64,
-    ) -> Result<(OwnedFd, CUdeviceptr, u64)> {
+    ) -> Result<(CUmemGenericAllocationHandle, CUdeviceptr, u64)> {
         let vmm = self.cuda.vmm().map_err(Error::from)?;
-        let addr = req.addr;
-        let exported = self.contexts.with_current(dev, || {
+        let found = self.contexts.with_current(dev, || {
             let handle = vmm.retain_allocation(addr)?;
-            let found = (|| {
-                let props = vmm.properties(handle)?;
-                let range = vmm.address_range(addr)?;
-                let fd =
-                    if props.requested_handle_types & MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR != 0 {
-                        Some(vmm.export_fd(handle)?)
-                    } else {
-                        None
-                    };
-                Ok((props, range, fd))
-            })();
-            // The export (or its failure) no longer needs the reference retained above.
-            if let Err(e) = vmm.release(handle) {
-                crate::gdr_warn!("{}", Described(self.cuda, e));
+            match vmm.address_range(addr) {
+                Ok(range) => Ok((handle, range)),
+                Err(e) => {
+                    self.release(dev, handle);
+                    Err(e)
+                }
             }
-            found
         });
         let not_mapped = |e: &CuError| {
             e.call == "cuMemRetainAllocationHandle" && e.code == status::INVALID_VALUE
         };
-        let exported = exported.map_err(|e| {
+        let (handle, (base, size)) = found.map_err(|e| {
             if !not_mapped(&e) {
                 return self.fail(e);
             }
@@ -333,30 +432,151 @@ impl VulkanImport {
                 Described(self.cuda, e)
             );
             Error::InvalidArgument("not memory from cuMemCreate")
-        });
-        let (props, (base, size), fd) = exported?;
-        // SAFETY: a successful export hands the caller a new descriptor it owns.
-        let fd = fd.map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
-        let Some(fd) = fd else {
-            crate::gdr_err!(
-                "vulkan backend cannot pin {addr:#x}: its allocation was made without \
-                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR (requestedHandleTypes = {:#x}); add it \
-                 to CUmemAllocationProp.requestedHandleTypes at cuMemCreate",
-                props.requested_handle_types
-            );
-            return Err(Error::InvalidArgument(
-                "allocation not exportable as a file descriptor",
-            ));
-        };
+        })?;
         let size = size as u64;
         if va < base || va + len > base + size {
+            self.release(dev, handle);
             crate::gdr_err!(
                 "vulkan backend cannot pin {va:#x}+{len}: its 64 KiB pages run past the \
                  allocation {base:#x}+{size}"
             );
             return Err(Error::InvalidArgument("pin runs past its allocation"));
         }
-        Ok((fd, base, size))
+        Ok((handle, base, size))
+    }
+
+    /// Gives back one CUDA reference on `handle`. A failure is logged and the reference kept:
+    /// the allocation then outlives its last release by CUDA, which is all it costs.
+    fn release(&self, dev: CUdevice, handle: CUmemGenericAllocationHandle) {
+        let Ok(vmm) = self.cuda.vmm() else {
+            return;
+        };
+        if let Err(e) = self.contexts.with_current(dev, || vmm.release(handle)) {
+            crate::gdr_warn!("{}", Described(self.cuda, e));
+        }
+    }
+
+    /// `handle`, the allocation at `base` that holds `addr`, exported as an fd; refused with
+    /// EINVAL when it was made without the POSIX-fd handle type.
+    fn export(
+        &self,
+        dev: CUdevice,
+        handle: CUmemGenericAllocationHandle,
+        addr: u64,
+    ) -> Result<OwnedFd> {
+        let vmm = self.cuda.vmm().map_err(Error::from)?;
+        let exported = self.contexts.with_current(dev, || {
+            let props = vmm.properties(handle)?;
+            if props.requested_handle_types & MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR == 0 {
+                return Ok(Err(props.requested_handle_types));
+            }
+            vmm.export_fd(handle).map(Ok)
+        });
+        match exported.map_err(|e| self.fail(e))? {
+            // SAFETY: a successful export hands the caller a new descriptor it owns.
+            Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
+            Err(types) => {
+                crate::gdr_err!(
+                    "vulkan backend cannot pin {addr:#x}: its allocation was made without \
+                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR (requestedHandleTypes = {types:#x}); \
+                     add it to CUmemAllocationProp.requestedHandleTypes at cuMemCreate"
+                );
+                Err(Error::InvalidArgument(
+                    "allocation not exportable as a file descriptor",
+                ))
+            }
+        }
+    }
+
+    /// Adds a pin at `offset` of the allocation `handle` (base `base`, `size` bytes) on `gpu`:
+    /// to its import if the session has one, else to a new import of it. Returns the pin's
+    /// slot; the pin owns the caller's CUDA reference from then on.
+    #[allow(clippy::too_many_arguments)]
+    fn attach(
+        &self,
+        gpu: usize,
+        dev: CUdevice,
+        handle: CUmemGenericAllocationHandle,
+        base: CUdeviceptr,
+        size: u64,
+        offset: u64,
+        addr: u64,
+    ) -> Result<usize> {
+        if let Some(slot) = self.table.lock().join(gpu, handle, offset, dev) {
+            return Ok(slot);
+        }
+        // The first pin in this allocation: export and import it, without the table's lock.
+        let g = &self.gpus[gpu];
+        let device = self.device(g)?;
+        let t = g
+            .physical
+            .memory_type
+            .ok_or(Error::NotSupported("no BAR memory type"))?;
+        let fd = self.export(dev, handle, addr)?;
+        let memory = device.import(fd, size, t.index).map_err(|e| {
+            crate::gdr_err!(
+                "vulkan backend cannot import the allocation {base:#x}+{size} of {addr:#x}: {e}; \
+                 an import holds BAR1 for its whole allocation ({} MiB) while a pin in it \
+                 lives{}",
+                size >> 20,
+                crate::nvml::note_for_failed_pin(size)
+                    .map(|n| format!("; {n}"))
+                    .unwrap_or_default()
+            );
+            e.to_error()
+        })?;
+        crate::gdr_dbg!("imported the allocation {base:#x}+{size} ({handle:#x})");
+        let mut table = self.table.lock();
+        if let Some(slot) = table.join(gpu, handle, offset, dev) {
+            // Another thread imported it meanwhile: keep that import, free this one.
+            drop(table);
+            // SAFETY: this import was just made and nothing else has seen it.
+            unsafe { device.free(memory) };
+            return Ok(slot);
+        }
+        let import = Import {
+            gpu,
+            allocation: handle,
+            memory,
+            size,
+            pins: 0,
+            view: None,
+        };
+        Ok(table.add(import, offset, dev))
+    }
+
+    /// The CPU view of `import`: the whole allocation mapped once, with no access until a
+    /// handle opens its range.
+    fn view(&self, import: &Import, va: u64) -> Result<View> {
+        let device = self.gpus[import.gpu]
+            .device
+            .get()
+            .ok_or(Error::InvalidHandle)?;
+        // SAFETY: the table's lock is held, so no other call maps, unmaps or frees this
+        // memory; it is imported, not freed, and not mapped (it has no view yet).
+        let p = unsafe { device.map(import.memory, 0, import.size) }.map_err(|e: VkError| {
+            crate::gdr_err!(
+                "vulkan backend cannot map the allocation of {} bytes holding va {va:#x}: {e}",
+                import.size
+            );
+            e.to_error()
+        })?;
+        // SAFETY: the mapping was just made, nothing has seen it, and the view keeps it until
+        // the import is freed.
+        unsafe { View::new(p as usize, import.size as usize) }.inspect_err(|e| {
+            // SAFETY: as above; the view was not made, so nothing uses the mapping.
+            unsafe { device.unmap(import.memory) };
+            crate::gdr_err!("vulkan backend cannot prepare the mapping of an allocation: {e}");
+        })
+    }
+
+    /// Frees an import that no pin uses any more (its view goes with it).
+    fn free(&self, import: Import) {
+        if let Some(d) = self.gpus[import.gpu].device.get() {
+            // SAFETY: the import has left the table, so no call reaches it any more, and its
+            // pins are all unpinned (their mappings gone).
+            unsafe { d.free(import.memory) };
+        }
     }
 }
 
@@ -401,12 +621,7 @@ impl Backend for VulkanImport {
             .cuda
             .pointer_device_ordinal(req.addr)
             .map_err(|e| self.fail(e))?;
-        let Some((index, gpu)) = self
-            .gpus
-            .iter()
-            .enumerate()
-            .find(|(_, g)| g.ordinal == ordinal)
-        else {
+        let Some(gpu) = self.gpus.iter().position(|g| g.ordinal == ordinal) else {
             crate::gdr_err!(
                 "vulkan backend cannot pin {:#x}: CUDA device {ordinal} has no Vulkan device that can map it",
                 req.addr
@@ -414,30 +629,14 @@ impl Backend for VulkanImport {
             return Err(Error::NotSupported("no Vulkan device for this GPU"));
         };
         let dev = self.cuda.device(ordinal).map_err(|e| self.fail(e))?;
-        let device = self.device(gpu)?;
-        let (fd, base, size) = self.export(req, dev, va, len)?;
-        let t = gpu
-            .physical
-            .memory_type
-            .ok_or(Error::NotSupported("no BAR memory type"))?;
-        let memory = device.import(fd, size, t.index).map_err(|e| {
-            crate::gdr_err!(
-                "vulkan backend cannot import the allocation {base:#x}+{size} of {:#x}: {e}{}",
-                req.addr,
-                crate::nvml::note_for_failed_pin(size)
-                    .map(|n| format!("; {n}"))
-                    .unwrap_or_default()
-            );
-            e.to_error()
-        })?;
-        let slot = self.imports.lock().insert(Import {
-            gpu: index,
-            memory,
-            offset: va - base,
-        });
-        let fixed_type = mapping_type_of(t.flags);
+        let (handle, base, size) = self.find(req.addr, dev, va, len)?;
+        let slot = self
+            .attach(gpu, dev, handle, base, size, va - base, req.addr)
+            .inspect_err(|_| self.release(dev, handle))?;
+        let fixed_type =
+            mapping_type_of(self.gpus[gpu].physical.memory_type.map_or(0, |t| t.flags));
         crate::gdr_dbg!(
-            "pinned va={va:#x} size={len} offset={page_offset} import={slot} (allocation {base:#x}+{size}) type={fixed_type:?}"
+            "pinned va={va:#x} size={len} offset={page_offset} pin={slot} (allocation {base:#x}+{size}) type={fixed_type:?}"
         );
         Ok(Pin {
             handle: slot as u64,
@@ -449,14 +648,13 @@ impl Backend for VulkanImport {
     }
 
     fn unpin(&self, pin: &Pin) -> Result<()> {
-        let Some(i) = self.imports.lock().remove(pin.handle) else {
+        let Some((p, gone)) = self.table.lock().remove(pin.handle) else {
             return Err(Error::InvalidHandle);
         };
-        if let Some(d) = self.gpus[i.gpu].device.get() {
-            // SAFETY: the session unpins each pin once, after its mapping is gone; the slot
-            // was taken out above, so no other call reaches this memory.
-            unsafe { d.free(i.memory) };
+        if let Some(import) = gone {
+            self.free(import);
         }
+        self.release(p.dev, p.allocation);
         Ok(())
     }
 
@@ -503,32 +701,35 @@ impl Backend for VulkanImport {
                 "the pinned address is not 64 KiB aligned",
             ));
         }
-        let Some(i) = self.imports.lock().get(pin.handle) else {
+        let mut table = self.table.lock();
+        let Some(&p) = table.pins.get(pin.handle) else {
             return Err(Error::InvalidHandle);
         };
-        let device = self.gpus[i.gpu].device.get().ok_or(Error::InvalidHandle)?;
-        // SAFETY: the session maps a pin only while it holds the handle in MAPPING, and the
-        // pin's memory is unmapped (one mapping per handle) and not freed (still pinned).
-        let p = unsafe { device.map(i.memory, i.offset, size as u64) }.map_err(|e: VkError| {
-            crate::gdr_err!(
-                "vulkan backend cannot map {size} bytes of va {:#x}: {e}{}",
-                pin.va,
-                crate::nvml::note_for_failed_pin(size as u64)
-                    .map(|n| format!("; {n}"))
-                    .unwrap_or_default()
-            );
-            e.to_error()
-        })?;
-        let addr = p as usize;
-        // Like gdrdrv's VM_DONTCOPY: a child process gets no mapping of its parent's memory.
-        let page = crate::sys::page_size();
-        let start = addr & !(page - 1);
-        if let Err(e) = crate::sys::dont_fork(start, addr + size - start) {
-            // SAFETY: the mapping was just made and nothing has seen it.
-            unsafe { device.unmap(i.memory) };
-            crate::gdr_err!("madvise(MADV_DONTFORK) of the mapping failed: {e}");
-            return Err(e);
-        }
+        let import = table
+            .imports
+            .get_mut(p.import)
+            .ok_or(Error::InvalidHandle)?;
+        let view = match &mut import.view {
+            Some(v) => v,
+            None => {
+                let v = self.view(import, pin.va)?;
+                import.view.insert(v)
+            }
+        };
+        let addr = view
+            .open(p.offset..p.offset + size as u64)
+            .inspect_err(|e| {
+                crate::gdr_err!(
+                    "vulkan backend cannot map {size} bytes of va {:#x}: {e}{}",
+                    pin.va,
+                    if e.errno() == libc::ENOMEM {
+                        "; the process may have reached vm.max_map_count (each mapped range \
+                         of an allocation is an area of its own)"
+                    } else {
+                        ""
+                    }
+                );
+            })?;
         Ok(Mapping {
             addr,
             len: size,
@@ -536,14 +737,26 @@ impl Backend for VulkanImport {
         })
     }
 
-    fn unmap(&self, pin: &Pin, _mapping: &Mapping) -> Result<()> {
-        let Some(i) = self.imports.lock().get(pin.handle) else {
+    fn unmap(&self, pin: &Pin, mapping: &Mapping) -> Result<()> {
+        let mut table = self.table.lock();
+        let Some(&p) = table.pins.get(pin.handle) else {
             return Err(Error::InvalidHandle);
         };
-        let device = self.gpus[i.gpu].device.get().ok_or(Error::InvalidHandle)?;
-        // SAFETY: the session unmaps only a mapping this backend made for the pin, once, while
-        // it holds the handle in UNMAPPING (or UNPINNING), so nothing copies through it.
-        unsafe { device.unmap(i.memory) };
+        let view = table
+            .imports
+            .get_mut(p.import)
+            .and_then(|i| i.view.as_mut())
+            .ok_or(Error::InvalidHandle)?;
+        let start = view.offset_of(mapping.addr).ok_or(Error::InvalidHandle)?;
+        // A range that cannot be closed stays accessible until the unpin frees the import;
+        // the unmap itself is done.
+        if let Err(e) = view.close(start..start + mapping.len as u64) {
+            crate::gdr_warn!(
+                "vulkan backend: {} bytes at {:#x} stay accessible until the unpin: {e}",
+                mapping.len,
+                mapping.addr
+            );
+        }
         Ok(())
     }
 
@@ -559,17 +772,17 @@ impl Backend for VulkanImport {
     }
 
     fn close(&self) -> Result<()> {
-        // The session unpinned every handle first; anything left is freed here.
-        let left: Vec<Import> = {
-            let mut slots = self.imports.lock();
-            slots.free.clear();
-            slots.used.drain(..).flatten().collect()
+        // The session unpinned every handle first; anything left is released here.
+        let (pins, imports): (Vec<Pinned>, Vec<Import>) = {
+            let mut t = self.table.lock();
+            t.by_allocation.clear();
+            (t.pins.drain().collect(), t.imports.drain().collect())
         };
-        for i in left {
-            if let Some(d) = self.gpus[i.gpu].device.get() {
-                // SAFETY: no handle refers to this memory any more.
-                unsafe { d.free(i.memory) };
-            }
+        for i in imports {
+            self.free(i);
+        }
+        for p in pins {
+            self.release(p.dev, p.allocation);
         }
         self.contexts.release_all();
         Ok(())
@@ -611,18 +824,54 @@ mod tests {
     #[test]
     fn slots_reuse_freed_entries_and_refuse_unknown_ones() {
         let mut s = Slots::default();
-        let imp = |offset| Import {
-            gpu: 0,
-            memory: 7,
-            offset,
-        };
-        assert_eq!(s.insert(imp(1)), 0);
-        assert_eq!(s.insert(imp(2)), 1);
-        assert_eq!(s.get(1).map(|i| i.offset), Some(2));
-        assert_eq!(s.remove(0).map(|i| i.offset), Some(1));
+        assert_eq!(s.insert(1), 0);
+        assert_eq!(s.insert(2), 1);
+        assert_eq!(s.get(1), Some(&2));
+        assert_eq!(s.remove(0), Some(1));
         assert!(s.get(0).is_none());
         assert!(s.remove(0).is_none(), "removed once");
         assert!(s.get(u64::MAX).is_none());
-        assert_eq!(s.insert(imp(3)), 0, "the freed slot is taken again");
+        assert_eq!(s.insert(3), 0, "the freed slot is taken again");
+        assert_eq!(s.drain().collect::<Vec<_>>(), vec![3, 2]);
+        assert_eq!(s.insert(4), 0, "a drained slab starts again");
+    }
+
+    fn import(gpu: usize, allocation: u64) -> Import {
+        Import {
+            gpu,
+            allocation,
+            memory: 100 + allocation,
+            size: 1 << 30,
+            pins: 0,
+            view: None,
+        }
+    }
+
+    #[test]
+    fn pins_of_one_allocation_share_its_import_until_the_last() {
+        let mut t = Table::default();
+        assert_eq!(t.join(0, 7, 0, 0), None, "nothing imported yet");
+        let a = t.add(import(0, 7), 0, 0);
+        let b = t.join(0, 7, 1 << 16, 0).expect("the second pin joins");
+        assert_eq!(
+            t.join(1, 7, 0, 1),
+            None,
+            "another GPU's handle 7 is another allocation"
+        );
+        let c = t.add(import(0, 8), 0, 0);
+        assert_eq!(t.imports.get(0).map(|i| i.pins), Some(2));
+        let (p, gone) = t.remove(a as u64).unwrap();
+        assert_eq!((p.allocation, p.offset), (7, 0));
+        assert!(gone.is_none(), "pin b still uses the import");
+        let (p, gone) = t.remove(b as u64).unwrap();
+        assert_eq!(p.offset, 1 << 16);
+        assert_eq!(gone.map(|i| i.memory), Some(107), "the last pin frees it");
+        assert_eq!(t.join(0, 7, 0, 0), None, "and a later pin imports again");
+        assert!(t.remove(b as u64).is_none(), "unpinned once");
+        assert_eq!(
+            t.remove(c as u64).and_then(|(_, i)| i).map(|i| i.memory),
+            Some(108)
+        );
+        assert!(t.by_allocation.is_empty());
     }
 }
