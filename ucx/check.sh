@@ -10,7 +10,11 @@
 # 3. gdr_copy's registration cache: UCP tag_lat from host to GPU memory pins once per run;
 # 4. uct_gdr_check (ucx/uct_gdr_check.c): put_short/get_short on the gdr_copy interface, every
 #    byte of the GPU buffer checked, on unaligned offsets;
-# 5. UCX's gtest filtered to gdr_copy, per GDRSIM_PERSISTENT mode: executed/passed/skipped.
+# 5. UCX's gtest filtered to gdr_copy, per GDRSIM_PERSISTENT mode: executed/passed/skipped;
+# 6. the Vulkan import (GDRAPI_USE_VULKAN=1 where there is no gdrdrv and no DMA-BUF mmap):
+#    uct_gdr_check on cuMemCreate memory goes through gdr_copy, and cudaMalloc memory, which
+#    the backend cannot pin, works over cuda_copy the documented way (UCX_TLS=^gdr_copy)
+#    while UCX's default settings fail its registration on gdr_copy.
 set -euo pipefail
 
 DIR=$1 GDR=$2 SIM=$3
@@ -88,6 +92,40 @@ for m in $MODES; do
         echo "FAIL: GDRSIM_PERSISTENT=$m:"; tail -8 <<<"$out"; fail=1
     fi
 done
+
+echo "== the Vulkan import (GDRAPI_USE_VULKAN=1, no gdrdrv, CUDA 13.0, the Vulkan stand-in)"
+VK=(GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRAPI_USE_VULKAN=1
+    LD_LIBRARY_PATH="$SIM/vulkan:$LD_LIBRARY_PATH")
+if out=$(env "${VK[@]}" GDRAPI_TEST_ALLOC=vmm LD_PRELOAD="$LD_PRELOAD $DIR/gdr_count.so" \
+         "$DIR/uct_gdr_check" 2>&1); then
+    count=$(grep '^GDRCOUNT' <<<"$out" | tail -1)
+    pins=$(sed -n 's/.* pin=\([0-9]*\) .*/\1/p' <<<"$count")
+    echo "   uct_gdr_check, cuMemCreate memory: $(grep '^uct_gdr_check:' <<<"$out" | cut -d' ' -f2-);" \
+         "$(grep -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$out" | tail -1); $count"
+    if [ "${pins:-0}" -lt 1 ]; then echo "FAIL: no pin through libgdrapi"; fail=1; fi
+else
+    echo "FAIL: uct_gdr_check on cuMemCreate memory:"; tail -8 <<<"$out"; fail=1
+fi
+# cudaMalloc memory (ucx_perftest -m cuda): UCX registers it on gdr_copy, which this backend
+# cannot pin, and UCX fails the registration; with gdr_copy left out, cuda_copy carries it.
+vkperf() {
+    env "${VK[@]}" "$@" timeout 120 "$INST/bin/ucx_perftest" -l -m cuda -t ucp_put_lat -s 8 \
+        -n 200 -w 10 2>&1
+}
+if out=$(vkperf); then
+    echo "FAIL: ucp_put_lat on cudaMalloc memory with gdr_copy on the Vulkan import passed:" \
+         "UCX no longer fails such a registration; update README's UCX advice"; fail=1
+elif grep -q 'gdr_pin_buffer failed' <<<"$out"; then
+    echo "   ucp_put_lat, cudaMalloc memory, UCX defaults: registration refused on gdr_copy, as documented"
+else
+    echo "FAIL: ucp_put_lat on cudaMalloc memory failed otherwise than documented:"; tail -5 <<<"$out"; fail=1
+fi
+if out=$(vkperf UCX_TLS=^gdr_copy); then
+    echo "   ucp_put_lat, cudaMalloc memory, UCX_TLS=^gdr_copy:" \
+         "$(grep -E '^(Final:)? *[0-9]+ +[0-9.]+ ' <<<"$out" | tail -1 | awk '{print $2 " us"}')"
+else
+    echo "FAIL: ucp_put_lat on cudaMalloc memory with UCX_TLS=^gdr_copy:"; tail -5 <<<"$out"; fail=1
+fi
 
 echo "== UCX gtest, filter *gdr_copy*"
 GT=${UCXCHECK_GTEST:-$DIR/obj/test/gtest/gtest}

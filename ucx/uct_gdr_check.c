@@ -4,7 +4,8 @@
  * including the bytes just outside each target range, for unaligned offsets and lengths.
  *
  * Usage: uct_gdr_check [buffer bytes]   (exit 0: all checks passed; 1: a check failed;
- * 77: no gdr_copy transport). Prints "N passed, N failed" (abi-tests/c/check.h, the harness
+ * 77: no gdr_copy transport). GDRAPI_TEST_ALLOC=vmm allocates the buffer as NCCL's cuMem
+ * allocator does (cuMemCreate with the POSIX-fd handle type: what the Vulkan import maps). Prints "N passed, N failed" (abi-tests/c/check.h, the harness
  * of every C suite: a CHECK counts and the program goes on, a failed REQUIRE ends it).
  */
 #include <cuda.h>
@@ -15,6 +16,7 @@
 #include <uct/api/uct.h>
 
 #include "check.h"
+#include "gpu.h"
 
 /* A UCX call: an assertion of the data path (UCS_CHECK) or a step of the setup (UCS_REQUIRE). */
 #define UCS_SAY(s_, call)                                                                     \
@@ -130,7 +132,7 @@ int main(int argc, char **argv)
     UCS_REQUIRE(uct_ep_create(&ep_params, &ep));
 
     /* The GPU buffer, filled with a known pattern. */
-    CU_REQUIRE(cuMemAlloc(&gpu, buf_len));
+    CU_REQUIRE(gpu_vmm() ? gpu_vmm_alloc(&gpu, buf_len) : cuMemAlloc(&gpu, buf_len));
     shadow = malloc(buf_len);
     uint8_t *host = malloc(buf_len), *back = malloc(buf_len);
     REQUIRE(shadow && host && back);
@@ -191,8 +193,9 @@ int main(int argc, char **argv)
     uct_release_tl_resource_list(tl);
     uct_md_close(md);
     uct_release_component_list(components);
-    CHECK_EQ(cuMemFree(gpu), CUDA_SUCCESS);
-    printf("uct_gdr_check: %u transfers checked over %zu bytes of GPU memory (put_short up to "
-           "%zu B, get_short up to %zu B)\n", checks, buf_len, max_put, max_get);
+    CHECK_EQ(gpu_free(gpu), CUDA_SUCCESS);
+    printf("uct_gdr_check: %u transfers checked over %zu bytes of %s memory (put_short up to "
+           "%zu B, get_short up to %zu B)\n", checks, buf_len, gpu_vmm() ? "cuMemCreate" : "cuMemAlloc",
+           max_put, max_get);
     return check_done("uct_gdr_check");
 }

@@ -131,9 +131,9 @@ static void workload(int rc[S_COUNT])
 }
 
 static struct left before;
-/* On the Vulkan import, libgdrapi's pin releases the reference cuMemRetainAllocationHandle took
- * with a cuMemRelease whose failure it only logs: the allocation then outlives the workload by
- * that reference. Those runs do not count device allocations (the allocator's own cuMemRelease
+/* On the Vulkan import, each of libgdrapi's pins holds the reference cuMemRetainAllocationHandle
+ * took and gives it back at the unpin with a cuMemRelease whose failure it only logs: the
+ * allocation then outlives the workload by that reference. Those runs do not count device allocations (the allocator's own cuMemRelease
  * failures are counted on the other backends, where only it calls cuMemRelease). */
 static int skip_allocations;
 static int vulkan_import; /* the backend is the Vulkan import */

@@ -14,7 +14,8 @@
  *             threads sharing one gdr_t, gdr_close of mapped handles
  *   lifetime  CUDA unmaps and releases an allocation while it is pinned and mapped: copies
  *             through the mapping neither fault nor change, and the memory is freed at the
- *             unpin (cuMemGetInfo before and after; on the emulator also its counters)
+ *             unpin, made with no context current (cuMemGetInfo before and after; on the
+ *             emulator also its counters)
  *   faults    (emulator) injected CUDA and Vulkan failures come back as errno values, and
  *             leave nothing behind
  * On the emulator, every scenario ends with no import, mapping, export or pin left (counters);
@@ -506,7 +507,12 @@ static int scenario_lifetime(void)
     CHECK(memcmp(h, back, size) == 0);
 
     CHECK_EQ(gdr_unmap(g, mh, map, size), 0);
+    /* The unpin gives the allocation back with no CUDA context current on its thread. */
+    CUcontext ctx = NULL;
+    CHECK_EQ(cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
+    CHECK_EQ(cuCtxSetCurrent(NULL), CUDA_SUCCESS);
     CHECK_EQ(gdr_unpin_buffer(g, mh), 0);
+    CHECK_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
     size_t free_after = free_vram();
     printf("lifetime: free VRAM %zu MiB after the unpin\n", free_after >> 20);
     CHECK(free_after >= free_pinned + size); /* freed at the unpin */

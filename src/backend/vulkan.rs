@@ -98,8 +98,6 @@ struct Pinned {
     offset: u64,
     /// The retained allocation handle, released at the unpin.
     allocation: CUmemGenericAllocationHandle,
-    /// The CUDA device, for the context of that release.
-    dev: CUdevice,
 }
 
 /// The session's pins and imports; a pin's driver handle is its slot in `pins`.
@@ -118,7 +116,6 @@ impl Table {
         gpu: usize,
         allocation: CUmemGenericAllocationHandle,
         offset: u64,
-        dev: CUdevice,
     ) -> Option<usize> {
         let import = *self.by_allocation.get(&(gpu, allocation))?;
         self.imports.get_mut(import)?.pins += 1;
@@ -126,12 +123,11 @@ impl Table {
             import,
             offset,
             allocation,
-            dev,
         }))
     }
 
     /// Adds `import` with its first pin at `offset`.
-    fn add(&mut self, import: Import, offset: u64, dev: CUdevice) -> usize {
+    fn add(&mut self, import: Import, offset: u64) -> usize {
         let key = (import.gpu, import.allocation);
         let allocation = import.allocation;
         let slot = self.imports.insert(Import { pins: 1, ..import });
@@ -140,7 +136,6 @@ impl Table {
             import: slot,
             offset,
             allocation,
-            dev,
         })
     }
 
@@ -413,7 +408,7 @@ impl VulkanImport {
             match vmm.address_range(addr) {
                 Ok(range) => Ok((handle, range)),
                 Err(e) => {
-                    self.release(dev, handle);
+                    self.release(handle);
                     Err(e)
                 }
             }
@@ -428,14 +423,16 @@ impl VulkanImport {
             crate::gdr_err!(
                 "vulkan backend cannot pin {addr:#x}: it is not memory from cuMemCreate ({}); \
                  allocate with cuMemCreate and requestedHandleTypes = \
-                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, as NCCL's cuMem allocator does",
+                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, as NCCL's cuMem allocator does \
+                 (UCX programs with cudaMalloc buffers: set UCX_TLS=^gdr_copy, or leave \
+                 GDRAPI_USE_VULKAN unset for them)",
                 Described(self.cuda, e)
             );
             Error::InvalidArgument("not memory from cuMemCreate")
         })?;
         let size = size as u64;
         if va < base || va + len > base + size {
-            self.release(dev, handle);
+            self.release(handle);
             crate::gdr_err!(
                 "vulkan backend cannot pin {va:#x}+{len}: its 64 KiB pages run past the \
                  allocation {base:#x}+{size}"
@@ -445,13 +442,14 @@ impl VulkanImport {
         Ok((handle, base, size))
     }
 
-    /// Gives back one CUDA reference on `handle`. A failure is logged and the reference kept:
-    /// the allocation then outlives its last release by CUDA, which is all it costs.
-    fn release(&self, dev: CUdevice, handle: CUmemGenericAllocationHandle) {
+    /// Gives back one CUDA reference on `handle` (no context needed: allocation handles
+    /// belong to no context). A failure is logged and the reference kept: the allocation then
+    /// outlives its last release by CUDA, which is all it costs.
+    fn release(&self, handle: CUmemGenericAllocationHandle) {
         let Ok(vmm) = self.cuda.vmm() else {
             return;
         };
-        if let Err(e) = self.contexts.with_current(dev, || vmm.release(handle)) {
+        if let Err(e) = vmm.release(handle) {
             crate::gdr_warn!("{}", Described(self.cuda, e));
         }
     }
@@ -502,7 +500,7 @@ impl VulkanImport {
         offset: u64,
         addr: u64,
     ) -> Result<usize> {
-        if let Some(slot) = self.table.lock().join(gpu, handle, offset, dev) {
+        if let Some(slot) = self.table.lock().join(gpu, handle, offset) {
             return Ok(slot);
         }
         // The first pin in this allocation: export and import it, without the table's lock.
@@ -527,7 +525,7 @@ impl VulkanImport {
         })?;
         crate::gdr_dbg!("imported the allocation {base:#x}+{size} ({handle:#x})");
         let mut table = self.table.lock();
-        if let Some(slot) = table.join(gpu, handle, offset, dev) {
+        if let Some(slot) = table.join(gpu, handle, offset) {
             // Another thread imported it meanwhile: keep that import, free this one.
             drop(table);
             // SAFETY: this import was just made and nothing else has seen it.
@@ -542,7 +540,7 @@ impl VulkanImport {
             pins: 0,
             view: None,
         };
-        Ok(table.add(import, offset, dev))
+        Ok(table.add(import, offset))
     }
 
     /// The CPU view of `import`: the whole allocation mapped once, with no access until a
@@ -632,7 +630,7 @@ impl Backend for VulkanImport {
         let (handle, base, size) = self.find(req.addr, dev, va, len)?;
         let slot = self
             .attach(gpu, dev, handle, base, size, va - base, req.addr)
-            .inspect_err(|_| self.release(dev, handle))?;
+            .inspect_err(|_| self.release(handle))?;
         let fixed_type =
             mapping_type_of(self.gpus[gpu].physical.memory_type.map_or(0, |t| t.flags));
         crate::gdr_dbg!(
@@ -654,7 +652,7 @@ impl Backend for VulkanImport {
         if let Some(import) = gone {
             self.free(import);
         }
-        self.release(p.dev, p.allocation);
+        self.release(p.allocation);
         Ok(())
     }
 
@@ -782,7 +780,7 @@ impl Backend for VulkanImport {
             self.free(i);
         }
         for p in pins {
-            self.release(p.dev, p.allocation);
+            self.release(p.allocation);
         }
         self.contexts.release_all();
         Ok(())
@@ -850,15 +848,15 @@ mod tests {
     #[test]
     fn pins_of_one_allocation_share_its_import_until_the_last() {
         let mut t = Table::default();
-        assert_eq!(t.join(0, 7, 0, 0), None, "nothing imported yet");
-        let a = t.add(import(0, 7), 0, 0);
-        let b = t.join(0, 7, 1 << 16, 0).expect("the second pin joins");
+        assert_eq!(t.join(0, 7, 0), None, "nothing imported yet");
+        let a = t.add(import(0, 7), 0);
+        let b = t.join(0, 7, 1 << 16).expect("the second pin joins");
         assert_eq!(
-            t.join(1, 7, 0, 1),
+            t.join(1, 7, 0),
             None,
             "another GPU's handle 7 is another allocation"
         );
-        let c = t.add(import(0, 8), 0, 0);
+        let c = t.add(import(0, 8), 0);
         assert_eq!(t.imports.get(0).map(|i| i.pins), Some(2));
         let (p, gone) = t.remove(a as u64).unwrap();
         assert_eq!((p.allocation, p.offset), (7, 0));
@@ -866,7 +864,7 @@ mod tests {
         let (p, gone) = t.remove(b as u64).unwrap();
         assert_eq!(p.offset, 1 << 16);
         assert_eq!(gone.map(|i| i.memory), Some(107), "the last pin frees it");
-        assert_eq!(t.join(0, 7, 0, 0), None, "and a later pin imports again");
+        assert_eq!(t.join(0, 7, 0), None, "and a later pin imports again");
         assert!(t.remove(b as u64).is_none(), "unpinned once");
         assert_eq!(
             t.remove(c as u64).and_then(|(_, i)| i).map(|i| i.memory),

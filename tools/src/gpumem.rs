@@ -189,6 +189,14 @@ impl<'c> DeviceBuffer<'c> {
     pub fn size(&self) -> usize {
         self.size
     }
+
+    /// The size of the allocation behind it: for VMM memory, rounded up to the granularity.
+    pub fn allocation_size(&self) -> usize {
+        match self.backing {
+            Backing::Plain { .. } => self.size,
+            Backing::Vmm { reserved, .. } => reserved,
+        }
+    }
 }
 
 impl Drop for DeviceBuffer<'_> {

@@ -26,7 +26,10 @@ pub fn bar1() -> Vec<Check> {
         }
     };
     match nvml.gpus() {
-        Ok(gpus) if !gpus.is_empty() => gpus.iter().map(diagnose).collect(),
+        Ok(gpus) if !gpus.is_empty() => {
+            let vulkan = super::vulkan::requested();
+            gpus.iter().map(|g| diagnose(g, vulkan)).collect()
+        }
         Ok(_) => vec![Check::new("bar1", Status::Skip, "NVML reports no GPU")],
         Err(e) => vec![Check::new(
             "bar1",
@@ -36,8 +39,9 @@ pub fn bar1() -> Vec<Check> {
     }
 }
 
-/// The finding for one GPU's figures.
-pub fn diagnose(g: &Gpu) -> Check {
+/// The finding for one GPU's figures; `vulkan`: the Vulkan import was asked for, whose pins
+/// hold BAR1 for their whole allocation.
+pub fn diagnose(g: &Gpu, vulkan: bool) -> Check {
     let free = g.bar1_total.saturating_sub(g.bar1_used);
     let pct = (g.bar1_used as f64 * 100.0 / g.bar1_total.max(1) as f64).round() as u64;
     let mut summary = format!(
@@ -62,8 +66,13 @@ pub fn diagnose(g: &Gpu) -> Check {
         summary,
     );
     if low {
+        let what = if vulkan {
+            "pins in allocations of more than"
+        } else {
+            "pins of more than"
+        };
         k = k.fix(format!(
-            "little BAR1 is left: pins of more than {} MiB will fail (ENOMEM); unpin what is not in use (nvidia-smi -q -d MEMORY shows BAR1 per GPU)",
+            "little BAR1 is left: {what} {} MiB will fail (ENOMEM); unpin what is not in use (nvidia-smi -q -d MEMORY shows BAR1 per GPU)",
             free / MIB
         ));
     }
@@ -118,7 +127,7 @@ mod tests {
 
     #[test]
     fn large_bar_with_room_passes() {
-        let k = diagnose(&gpu(256 << 30, 1 << 30, 141 << 30));
+        let k = diagnose(&gpu(256 << 30, 1 << 30, 141 << 30), false);
         assert_eq!(k.status, Status::Pass);
         assert!(k.fix.is_empty());
         assert!(!k.summary.contains("smaller"), "{}", k.summary);
@@ -127,7 +136,7 @@ mod tests {
     #[test]
     fn h200_figures_pass() {
         // NVML on an H200 (driver 580.159.04): BAR1 262144 MiB, 1 MiB used; 143771 MiB memory.
-        let k = diagnose(&gpu(262144 << 20, 1 << 20, 143771 << 20));
+        let k = diagnose(&gpu(262144 << 20, 1 << 20, 143771 << 20), false);
         assert_eq!(k.status, Status::Pass);
         assert_eq!(
             k.summary,
@@ -137,17 +146,23 @@ mod tests {
 
     #[test]
     fn small_bar_is_said_and_nearly_full_warns() {
-        let k = diagnose(&gpu(256 << 20, 100 << 20, 24 << 30));
+        let k = diagnose(&gpu(256 << 20, 100 << 20, 24 << 30), false);
         assert_eq!(k.status, Status::Pass);
         assert!(
             k.summary.contains("smaller than the GPU's 24576 MiB"),
             "{}",
             k.summary
         );
-        let k = diagnose(&gpu(256 << 20, 220 << 20, 24 << 30));
+        let k = diagnose(&gpu(256 << 20, 220 << 20, 24 << 30), false);
         assert_eq!(k.status, Status::Warn);
         assert!(
-            k.fix[0].contains("more than 36 MiB will fail"),
+            k.fix[0].contains(": pins of more than 36 MiB will fail"),
+            "{:?}",
+            k.fix
+        );
+        let k = diagnose(&gpu(256 << 20, 220 << 20, 24 << 30), true);
+        assert!(
+            k.fix[0].contains("pins in allocations of more than 36 MiB will fail"),
             "{:?}",
             k.fix
         );

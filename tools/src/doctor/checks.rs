@@ -631,8 +631,12 @@ fn roundtrip_inner(
             .wrapping_mul(2_654_435_761)
             .rotate_right(ordinal as u32 + 7) as u8;
     }
+    let bar1_before = bar1_in_use();
     let pin = session.pin(dbuf.ptr(), n).map_err(|e| s(&e))?;
     let map = pin.map(gdr::GDR_MAP_FLAG_DEFAULT).map_err(|e| s(&e))?;
+    let bar1_held = bar1_in_use()
+        .zip(bar1_before)
+        .map(|(now, before)| now.saturating_sub(before));
     let info = pin.info().map_err(|e| s(&e))?;
     let off = dbuf.ptr().wrapping_sub(info.va) as usize;
     map.copy_to(off, src.as_slice()).map_err(|e| s(&e))?;
@@ -664,16 +668,31 @@ fn roundtrip_inner(
     pin.unpin().map_err(|e| s(&e))?;
     session.close().map_err(|e| s(&e))?;
     let name = backend.name();
+    let allocation = dbuf.allocation_size() as u64;
+    // The Vulkan import holds BAR1 for the pinned allocation's whole size.
+    let held = match (backend, bar1_held) {
+        (gdr::Backend::Vulkan, Some(b)) => format!(
+            "; the pin held {} MiB of BAR1 (its whole {} MiB allocation: see the vulkan check)",
+            b >> 20,
+            allocation >> 20
+        ),
+        _ => String::new(),
+    };
     Ok(Check::new(
         "roundtrip",
         Status::Pass,
         format!(
-            "GPU {ordinal}: pin, map ({kind}, {name} backend), copy and verify of {} KiB of {} memory: write {:.0} MiB/s, read {:.0} MiB/s",
+            "GPU {ordinal}: pin, map ({kind}, {name} backend), copy and verify of {} KiB of {} memory: write {:.0} MiB/s, read {:.0} MiB/s{held}",
             n / 1024,
             how.name(),
             write,
             read
         ),
+    )
+    .detail("allocation_bytes", allocation)
+    .detail(
+        "bar1_held_bytes",
+        bar1_held.map_or(serde_json::Value::Null, Into::into),
     )
     .detail("index", ordinal)
     .detail("backend", name)
@@ -683,6 +702,12 @@ fn roundtrip_inner(
     .detail("verified", true)
     .detail("write_mib_s", write)
     .detail("read_mib_s", read))
+}
+
+/// BAR1 bytes in use on all GPUs together, as NVML reports them (`None` without NVML).
+fn bar1_in_use() -> Option<u64> {
+    let gpus = gdrapi_support::nvml::Nvml::init().ok()?.gpus().ok()?;
+    Some(gpus.iter().map(|g| g.bar1_used).sum())
 }
 
 fn first_diff(a: &[u8], b: &[u8]) -> Option<usize> {

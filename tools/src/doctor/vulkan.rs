@@ -26,6 +26,17 @@ pub const MEMORY_RULE: &str = "only memory from cuMemCreate with requestedHandle
     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR maps (NCCL's cuMem allocator allocates it); \
     cuMemAlloc and cudaMalloc memory is refused (EINVAL)";
 
+/// What an import costs in BAR1, for the fix lines.
+pub const BAR1_RULE: &str = "a pin holds BAR1 for its whole allocation while any pin in that \
+    allocation lives (a 64 KiB pin in a 1 GiB allocation holds 1 GiB, as nvidia-smi -q -d MEMORY \
+    shows): pin ranges of a few large allocations rather than one pin each of many";
+
+/// What UCX users must do, for the fix lines.
+pub const UCX_RULE: &str = "UCX programs: UCX's gdr_copy transport registers every CUDA buffer, \
+    and cudaMalloc buffers cannot be pinned here, so their registration fails; run them with \
+    UCX_TLS=^gdr_copy (cuda_copy carries those buffers), or leave GDRAPI_USE_VULKAN unset for \
+    them; buffers from cuMemCreate with the POSIX-fd handle type do go through gdr_copy";
+
 const INSTALL_LOADER: &str = "install the Vulkan loader: sudo apt install libvulkan1 \
     (Fedora/RHEL: sudo dnf install vulkan-loader)";
 const INSTALL_ICD: &str = "install NVIDIA's Vulkan driver, the ICD that comes with the NVIDIA \
@@ -88,6 +99,28 @@ pub struct Facts {
     pub vulkan: Result<Vec<DeviceInfo>, VkFailure>,
     /// The container we run in, if any.
     pub container: Option<String>,
+    /// `UCX_TLS` leaves UCX's gdr_copy transport out.
+    pub ucx_avoids_gdr_copy: bool,
+}
+
+/// Whether a `UCX_TLS` value leaves gdr_copy out: a `^` list that names it, or a list that
+/// does not.
+pub fn ucx_tls_avoids_gdr_copy(tls: Option<&str>) -> bool {
+    let Some(tls) = tls.filter(|t| !t.is_empty()) else {
+        return false;
+    };
+    let (negated, list) = match tls.strip_prefix('^') {
+        Some(rest) => (true, rest),
+        None => (false, tls),
+    };
+    let named = list
+        .split(',')
+        .any(|t| matches!(t.trim(), "gdr_copy" | "cuda" | "all"));
+    if negated {
+        list.split(',').any(|t| t.trim() == "gdr_copy")
+    } else {
+        !named
+    }
 }
 
 /// Gathers the facts (a Vulkan instance is made and destroyed) and diagnoses them.
@@ -102,6 +135,7 @@ pub fn vulkan(st: &State, used: Option<&'static str>) -> Check {
         gpus: st.gpus.iter().map(|&i| cuda_gpu(c, i)).collect(),
         vulkan: bar::survey().map_err(VkFailure::from),
         container: st.container.clone(),
+        ucx_avoids_gdr_copy: ucx_tls_avoids_gdr_copy(std::env::var("UCX_TLS").ok().as_deref()),
     };
     diagnose(&facts)
 }
@@ -325,6 +359,12 @@ pub fn diagnose(f: &Facts) -> Check {
         ));
         k = k.fix(MEMORY_RULE);
     }
+    if usable > 0 {
+        k = k.fix(BAR1_RULE);
+        if !f.ucx_avoids_gdr_copy {
+            k = k.fix(UCX_RULE);
+        }
+    }
     let mut seen: Vec<&str> = Vec::new();
     for x in gpus.iter().flat_map(|g| g.fixes.iter()) {
         if !seen.contains(&x.as_str()) {
@@ -398,6 +438,7 @@ mod tests {
             }],
             vulkan,
             container: None,
+            ucx_avoids_gdr_copy: false,
         }
     }
 
@@ -430,7 +471,9 @@ mod tests {
             "{}",
             k.summary
         );
-        assert!(k.fix.is_empty());
+        assert_eq!(k.fix, [BAR1_RULE, UCX_RULE]);
+        f.ucx_avoids_gdr_copy = true;
+        assert_eq!(diagnose(&f).fix, [BAR1_RULE], "UCX_TLS keeps gdr_copy out");
         f.used = Some("gdrdrv");
         let k = diagnose(&f);
         assert!(
@@ -439,6 +482,23 @@ mod tests {
             "{}",
             k.summary
         );
+    }
+
+    #[test]
+    fn ucx_tls_values_that_leave_gdr_copy_out() {
+        for (tls, out) in [
+            (None, false),
+            (Some(""), false),
+            (Some("^gdr_copy"), true),
+            (Some("^cuda_ipc,gdr_copy"), true),
+            (Some("^cuda_ipc"), false),
+            (Some("rc,cuda_copy"), true),
+            (Some("rc,cuda"), false),
+            (Some("all"), false),
+            (Some("self,gdr_copy,cuda_copy"), false),
+        ] {
+            assert_eq!(ucx_tls_avoids_gdr_copy(tls), out, "{tls:?}");
+        }
     }
 
     #[test]
