@@ -75,6 +75,8 @@ pub struct Objects {
     devices: BTreeMap<usize, Device>,
     memories: BTreeMap<u64, Memory>,
     next_memory: u64,
+    /// Imports made so far by the process named (a forked child starts again from 0).
+    made: (pid_t, u64),
 }
 
 /// A fresh dispatchable handle: the address of a small block of our own.
@@ -98,6 +100,7 @@ impl Objects {
             devices: BTreeMap::new(),
             memories: BTreeMap::new(),
             next_memory: 0,
+            made: (0, 0),
         }
     }
 
@@ -184,8 +187,12 @@ impl Objects {
             .collect()
     }
 
-    /// Records a memory object; returns its handle.
+    /// Records a memory object (an import, counted in `vk_imports_made`); returns its handle.
     pub fn add_memory(&mut self, m: Memory) -> u64 {
+        if self.made.0 != m.pid {
+            self.made = (m.pid, 0);
+        }
+        self.made.1 += 1;
         self.next_memory += 1;
         let h = MEMORY_BASE + self.next_memory;
         self.memories.insert(h, m);
@@ -219,9 +226,11 @@ impl Objects {
         let mems = self.memories.values().filter(|m| m.pid == me);
         Counters {
             live_vk_imports: mems.clone().count() as u64,
-            live_vk_mappings: mems.filter(|m| m.map.is_some()).count() as u64,
+            live_vk_mappings: mems.clone().filter(|m| m.map.is_some()).count() as u64,
             live_vk_devices: self.devices.values().filter(|d| d.pid == me).count() as u64,
             live_vk_instances: self.instances.values().filter(|i| i.pid == me).count() as u64,
+            vk_imports_made: if self.made.0 == me { self.made.1 } else { 0 },
+            live_vk_import_bytes: mems.map(|m| m.size).sum(),
             ..Counters::default()
         }
     }
@@ -280,6 +289,11 @@ mod tests {
             ),
             (1, 1, 2, 1)
         );
+        assert_eq!(
+            (c.vk_imports_made, c.live_vk_import_bytes),
+            (2, 4 << 20),
+            "each import counts at its allocation's size"
+        );
         assert_eq!(o.counters(11), Counters::default());
         assert_eq!(o.bar1_used(7), 1 << 16);
         assert_eq!(o.bar1_used(8), 0);
@@ -295,8 +309,20 @@ mod tests {
             1,
             "the device's last memory object goes with it"
         );
-        assert_eq!(o.counters(10), Counters::default());
+        assert_eq!(
+            o.counters(10),
+            Counters {
+                vk_imports_made: 2,
+                ..Counters::default()
+            },
+            "a running total"
+        );
+        // A forked child (its copy of the tables) counts from 0, then its own imports.
+        assert_eq!(o.counters(11).vk_imports_made, 0);
         assert!(o.device(d, 10).is_none());
+        let child = o.create_device(pd, 11, true);
+        o.add_memory(memory(11, child, false));
+        assert_eq!(o.counters(11).vk_imports_made, 1);
         assert!(!o.physical(pd, 10));
     }
 }

@@ -387,10 +387,15 @@ fn imports_map_the_exported_bytes_until_freed() {
         Err(VK_ERROR_INVALID_EXTERNAL_HANDLE)
     );
     assert!(fd_open(fd1), "a refused import leaves the fd open");
+    let made = counters().vk_imports_made;
     let m = vk.import(size, 1, opaque, fd1).unwrap();
     assert!(!fd_open(fd1), "a successful import owns the fd");
     let c = counters();
     assert_eq!((c.live_vmm_exports, c.live_vk_imports), (0, 1));
+    assert_eq!(
+        (c.vk_imports_made, c.live_vk_import_bytes),
+        (made + 1, size)
+    );
 
     let off = GRAN + 4096 + 12;
     let p = vk.map(m, off, 64).unwrap();
@@ -432,12 +437,15 @@ fn imports_map_the_exported_bytes_until_freed() {
     vk.free(m); // unmaps as well
     let c = counters();
     assert_eq!((c.live_vk_imports, c.live_vk_mappings), (0, 0));
+    assert_eq!((c.vk_imports_made, c.live_vk_import_bytes), (made + 1, 0));
     assert_eq!(mem_free(), free0);
     vk.close();
+    let c = counters();
     assert_eq!(
-        counters(),
+        c,
         crate::counters::Counters {
-            ioctls: counters().ioctls,
+            ioctls: c.ioctls,
+            vk_imports_made: c.vk_imports_made,
             ..Default::default()
         }
     );

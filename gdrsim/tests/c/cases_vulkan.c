@@ -195,6 +195,7 @@ static void check_no_vk_objects(void)
     CHECK_EQ(c.live_vk_mappings, 0);
     CHECK_EQ(c.live_vk_devices, 0);
     CHECK_EQ(c.live_vk_instances, 0);
+    CHECK_EQ(c.live_vk_import_bytes, 0);
 }
 
 /* The CUDA side: handle types, references, properties, export fds. */
@@ -485,10 +486,13 @@ int t_vk_import(void)
         v.free(v.device, m, NULL);
         goto cleanup;
     }
+    uint64_t made0 = counters().vk_imports_made;
     CHECK_EQ(vk_import(&v, size, (uint32_t)bar, OPAQUE, fd, &m), VK_SUCCESS);
     CHECK(!fd_open(fd)); /* the import owns the fd now */
     CHECK_EQ(counters().live_vmm_exports, 0);
     CHECK_EQ(counters().live_vk_imports, 1);
+    CHECK_EQ(counters().vk_imports_made, made0 + 1);
+    CHECK_EQ(counters().live_vk_import_bytes, size);
 
     /* a mapping at an offset shows what the GPU sees, both ways */
     uint64_t bar1_total, bar1_used0, bar1_used, vram;
@@ -541,6 +545,7 @@ int t_vk_import(void)
     /* vkFreeMemory unmaps and lets go: the memory is free now */
     v.free(v.device, m, NULL);
     CHECK_EQ(mem_free(), before + size);
+    CHECK_EQ(counters().vk_imports_made, made0 + 1);
     CHECK_EQ(probe(p + off, 0, NULL), SIGSEGV);
     v.free(v.device, 0, NULL); /* VK_NULL_HANDLE: nothing */
     vk_close(&v);
