@@ -4,7 +4,7 @@
 use super::device::memory_types;
 use super::objects::{Mapping, Memory};
 use super::{call, me, quietly, result};
-use crate::gpu::{self, GPU_PAGE};
+use crate::gpu;
 use crate::intercept::set_kind;
 use crate::real;
 use crate::state::{State, STATE};
@@ -37,9 +37,12 @@ unsafe fn find_import(mut next: *const c_void) -> Option<(u32, c_int)> {
 /// (`VkImportMemoryFdInfoKHR`, `VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT`) on a device
 /// with `VK_KHR_external_memory_fd` enabled, into a device-local memory type, with
 /// `allocationSize` the physical allocation's size. On success the stand-in owns the fd (it is
-/// closed) and the memory object holds the physical allocation until `vkFreeMemory`. Any
-/// other fd, handle type, memory type or size: VK_ERROR_INVALID_EXTERNAL_HANDLE, the fd left
-/// open. An allocation that imports nothing: VK_ERROR_OUT_OF_DEVICE_MEMORY (not offered).
+/// closed) and the memory object holds the physical allocation until `vkFreeMemory`, and
+/// BAR1 for its whole size unless another live import of it already does. Any other fd, handle type,
+/// memory type or size: VK_ERROR_INVALID_EXTERNAL_HANDLE, the fd left open. An import whose
+/// allocation does not fit in what is left of BAR1: VK_ERROR_OUT_OF_DEVICE_MEMORY, the fd
+/// left open. An allocation that imports nothing: VK_ERROR_OUT_OF_DEVICE_MEMORY (not
+/// offered).
 pub(super) unsafe extern "C" fn allocate(
     device: VkDevice,
     info: *const VkMemoryAllocateInfo,
@@ -85,6 +88,9 @@ pub(super) unsafe extern "C" fn allocate(
             if info.allocationSize != size {
                 return Err(INVALID);
             }
+            if !st.vk.holds_bar1(gen, handle) && !crate::bar1::fits(st.bar1_used(gen), size) {
+                return Err(VK_ERROR_OUT_OF_DEVICE_MEMORY);
+            }
             // The fd's hold on the physical allocation becomes the memory object's.
             st.drop_export(fd, true);
             set_kind(fd, 0);
@@ -122,9 +128,9 @@ fn round_up(v: u64, to: u64) -> u64 {
 
 /// `vkMapMemory`: maps bytes `[offset, offset + size)` (`VK_WHOLE_SIZE`: to the end) of a
 /// host-visible memory object; `*data` is the address of byte `offset`, showing the same
-/// bytes as the device. VK_ERROR_MEMORY_MAP_FAILED for a memory type that is not host-visible,
-/// a memory object already mapped, a range outside the allocation (or empty), flags other
-/// than 0, a mapping that does not fit in what is left of BAR1, and unknown objects.
+/// bytes as the device. The mapping holds no BAR1 (the import does). VK_ERROR_MEMORY_MAP_FAILED
+/// for a memory type that is not host-visible, a memory object already mapped, a range
+/// outside the allocation (or empty), flags other than 0, and unknown objects.
 pub(super) unsafe extern "C" fn map(
     device: VkDevice,
     memory: VkDeviceMemory,
@@ -162,10 +168,6 @@ pub(super) unsafe extern "C" fn map(
             let (phys, _) = st.gpu().and_then(|g| g.vmm_range(handle)).ok_or(FAILED)?;
             let page = page_size();
             let (start, end) = (offset & !(page - 1), round_up(offset + len, page));
-            let bar1 = round_up(offset + len, GPU_PAGE) - (offset & !(GPU_PAGE - 1));
-            if !crate::bar1::fits(st.bar1_used(gen), bar1) {
-                return Err(FAILED);
-            }
             // SAFETY: a new shared mapping of our VRAM memfd where the kernel chooses; the
             // range [phys + start, phys + end) lies in the physical allocation.
             let p = unsafe {
@@ -187,7 +189,6 @@ pub(super) unsafe extern "C" fn map(
                 m.map = Some(Mapping {
                     base,
                     len: end - start,
-                    bar1,
                 });
             }
             // SAFETY: non-NULL out-pointer from the caller.
@@ -228,7 +229,8 @@ pub(super) fn release(st: &mut State, m: Memory) {
 }
 
 /// `vkFreeMemory`: unmaps the memory object if it is mapped and lets go of its physical
-/// allocation (freed now if CUDA released and unmapped it and nothing else holds it).
+/// allocation (freed now if CUDA released and unmapped it and nothing else holds it) and, if
+/// it was the allocation's last live import, of its BAR1.
 pub(super) unsafe extern "C" fn free(
     device: VkDevice,
     memory: VkDeviceMemory,

@@ -36,15 +36,13 @@ pub struct Device {
     pub external_fd: bool,
 }
 
-/// A CPU mapping made by `vkMapMemory`.
+/// A CPU mapping made by `vkMapMemory` (it holds no BAR1: the import does).
 #[derive(Clone, Copy, Debug)]
 pub struct Mapping {
     /// Start of the page-aligned mapping.
     pub base: u64,
     /// Its length in bytes.
     pub len: u64,
-    /// BAR1 bytes it uses (the mapped range rounded out to 64 KiB GPU pages).
-    pub bar1: u64,
 }
 
 /// A `VkDeviceMemory`: an import of a VMM export fd, holding its physical allocation.
@@ -212,13 +210,29 @@ impl Objects {
         self.memories.remove(&h)
     }
 
-    /// BAR1 bytes the live mappings of GPU generation `gen` use.
-    pub fn bar1_used(&self, gen: u64) -> u64 {
+    /// The live imports of the physical allocation `handle` of GPU generation `gen`, on every
+    /// device of the process (a generation belongs to one process).
+    fn imports_of(&self, gen: u64, handle: u64) -> impl Iterator<Item = &Memory> {
         self.memories
             .values()
-            .filter(|m| m.gen == gen)
-            .filter_map(|m| m.map.map(|x| x.bar1))
-            .sum()
+            .filter(move |m| m.gen == gen && m.handle == handle)
+    }
+
+    /// Whether the physical allocation `handle` of GPU generation `gen` holds BAR1: it does
+    /// while it has a live import.
+    pub fn holds_bar1(&self, gen: u64, handle: u64) -> bool {
+        self.imports_of(gen, handle).next().is_some()
+    }
+
+    /// BAR1 bytes the imports of GPU generation `gen` hold: each physical allocation with a
+    /// live import, once, at its size, however many imports of it are live (as NVIDIA's
+    /// driver does; mappings hold none).
+    pub fn bar1_used(&self, gen: u64) -> u64 {
+        let mut held = BTreeMap::new();
+        for m in self.memories.values().filter(|m| m.gen == gen) {
+            held.insert(m.handle, m.size);
+        }
+        held.values().sum()
     }
 
     /// The stand-in's counters for process `me` (the other fields zero).
@@ -251,7 +265,6 @@ mod tests {
             map: mapped.then_some(Mapping {
                 base: 0x1000,
                 len: 4096,
-                bar1: 1 << 16,
             }),
         }
     }
@@ -295,7 +308,11 @@ mod tests {
             "each import counts at its allocation's size"
         );
         assert_eq!(o.counters(11), Counters::default());
-        assert_eq!(o.bar1_used(7), 1 << 16);
+        assert_eq!(
+            o.bar1_used(7),
+            2 << 20,
+            "two imports of one allocation: once"
+        );
         assert_eq!(o.bar1_used(8), 0);
         assert!(o.remove_memory(d, m2, 11).is_none());
         assert!(o.remove_memory(d, m2, 10).is_some());
@@ -317,12 +334,45 @@ mod tests {
             },
             "a running total"
         );
+        assert!(o.device(d, 10).is_none());
+        assert!(!o.physical(pd, 10));
+    }
+
+    #[test]
+    fn bar1_is_held_per_allocation() {
+        const MIB: u64 = 1 << 20;
+        let mut o = Objects::new();
+        let i = o.create_instance(10);
+        let pd = o.instance(i, 10).unwrap().physical;
+        let (d1, d2) = (o.create_device(pd, 10, true), o.create_device(pd, 10, true));
+        let import = |device, handle, size| Memory {
+            handle,
+            size,
+            ..memory(10, device, false)
+        };
+        assert!(!o.holds_bar1(7, 1));
+        let a1 = o.add_memory(import(d1, 1, 2 * MIB));
+        assert!(o.holds_bar1(7, 1));
+        assert!(!o.holds_bar1(8, 1), "another GPU generation's allocation");
+        o.add_memory(import(d1, 1, 2 * MIB));
+        o.add_memory(import(d2, 1, 2 * MIB));
+        o.add_memory(import(d2, 2, 4 * MIB));
+        assert_eq!(o.bar1_used(7), 6 * MIB, "each allocation once, at its size");
+        let c = o.counters(10);
+        assert_eq!((c.vk_imports_made, c.live_vk_import_bytes), (4, 10 * MIB));
+        assert!(o.remove_memory(d1, a1, 10).is_some());
+        assert_eq!(o.bar1_used(7), 6 * MIB, "allocation 1 is still imported");
+        o.destroy_device(d2, 10);
+        assert_eq!(o.bar1_used(7), 2 * MIB);
+        o.destroy_device(d1, 10);
+        assert_eq!(o.bar1_used(7), 0, "released with the last import");
+        assert!(!o.holds_bar1(7, 1));
+        let c = o.counters(10);
+        assert_eq!((c.vk_imports_made, c.live_vk_import_bytes), (4, 0));
         // A forked child (its copy of the tables) counts from 0, then its own imports.
         assert_eq!(o.counters(11).vk_imports_made, 0);
-        assert!(o.device(d, 10).is_none());
-        let child = o.create_device(pd, 11, true);
-        o.add_memory(memory(11, child, false));
+        o.add_memory(memory(11, d1, false));
         assert_eq!(o.counters(11).vk_imports_made, 1);
-        assert!(!o.physical(pd, 10));
+        o.destroy_instance(i, 10);
     }
 }

@@ -81,24 +81,14 @@ impl Vk {
     }
 
     fn import(&self, size: u64, type_index: u32, kind: u32, fd: c_int) -> Result<u64, VkResult> {
-        let import = VkImportMemoryFdInfoKHR {
-            sType: STYPE_IMPORT_MEMORY_FD_INFO_KHR,
-            pNext: std::ptr::null(),
-            handleType: kind,
+        import_on(
+            self.allocate,
+            self.device as usize,
+            size,
+            type_index,
+            kind,
             fd,
-        };
-        let info = VkMemoryAllocateInfo {
-            sType: STYPE_MEMORY_ALLOCATE_INFO,
-            pNext: (&import as *const VkImportMemoryFdInfoKHR).cast(),
-            allocationSize: size,
-            memoryTypeIndex: type_index,
-        };
-        let mut m = 0;
-        // SAFETY: valid structures and out-pointer.
-        match unsafe { (self.allocate)(self.device, &info, std::ptr::null(), &mut m) } {
-            VK_SUCCESS => Ok(m),
-            e => Err(e),
-        }
+        )
     }
 
     fn map(&self, m: u64, offset: u64, size: u64) -> Result<*mut u8, VkResult> {
@@ -123,6 +113,36 @@ impl Vk {
             destroy_device(self.device, std::ptr::null());
             destroy(self.instance, std::ptr::null());
         }
+    }
+}
+
+/// `vkAllocateMemory` importing `fd` on `device` (a `VkDevice` as a number, so that another
+/// thread can make the call).
+fn import_on(
+    allocate: PFN_vkAllocateMemory,
+    device: usize,
+    size: u64,
+    type_index: u32,
+    kind: u32,
+    fd: c_int,
+) -> Result<u64, VkResult> {
+    let import = VkImportMemoryFdInfoKHR {
+        sType: STYPE_IMPORT_MEMORY_FD_INFO_KHR,
+        pNext: std::ptr::null(),
+        handleType: kind,
+        fd,
+    };
+    let info = VkMemoryAllocateInfo {
+        sType: STYPE_MEMORY_ALLOCATE_INFO,
+        pNext: (&import as *const VkImportMemoryFdInfoKHR).cast(),
+        allocationSize: size,
+        memoryTypeIndex: type_index,
+    };
+    let mut m = 0;
+    // SAFETY: valid structures and out-pointer; any device value is accepted.
+    match unsafe { allocate(device as VkDevice, &info, std::ptr::null(), &mut m) } {
+        VK_SUCCESS => Ok(m),
+        e => Err(e),
     }
 }
 
@@ -387,15 +407,10 @@ fn imports_map_the_exported_bytes_until_freed() {
         Err(VK_ERROR_INVALID_EXTERNAL_HANDLE)
     );
     assert!(fd_open(fd1), "a refused import leaves the fd open");
-    let made = counters().vk_imports_made;
     let m = vk.import(size, 1, opaque, fd1).unwrap();
     assert!(!fd_open(fd1), "a successful import owns the fd");
     let c = counters();
     assert_eq!((c.live_vmm_exports, c.live_vk_imports), (0, 1));
-    assert_eq!(
-        (c.vk_imports_made, c.live_vk_import_bytes),
-        (made + 1, size)
-    );
 
     let off = GRAN + 4096 + 12;
     let p = vk.map(m, off, 64).unwrap();
@@ -437,7 +452,6 @@ fn imports_map_the_exported_bytes_until_freed() {
     vk.free(m); // unmaps as well
     let c = counters();
     assert_eq!((c.live_vk_imports, c.live_vk_mappings), (0, 0));
-    assert_eq!((c.vk_imports_made, c.live_vk_import_bytes), (made + 1, 0));
     assert_eq!(mem_free(), free0);
     vk.close();
     let c = counters();
@@ -578,4 +592,69 @@ fn fault_injection_and_forbidden_uses() {
         (c.live_vk_imports, c.live_vk_devices, c.live_allocations),
         (0, 0, 0)
     );
+}
+
+#[test]
+fn an_allocation_holds_bar1_while_imported_once_however_many_imports() {
+    let _s = serial();
+    cuda_up();
+    let (size, small) = (2 * GRAN, GRAN);
+    let opaque = EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD;
+    let vk = Vk::new(&[EXT_EXTERNAL_MEMORY_FD]);
+    let other = Vk::new(&[EXT_EXTERNAL_MEMORY_FD]);
+    let (bar0, c0) = (crate::bar1::used(), counters());
+    let h = mem_create(size, 1).unwrap();
+    let (fd1, fd2) = (export(h).unwrap(), export(h).unwrap());
+    assert_eq!(crate::bar1::used(), bar0, "an export holds no BAR1");
+
+    let m1 = vk.import(size, 1, opaque, fd1).unwrap();
+    assert_eq!(
+        crate::bar1::used(),
+        bar0 + size,
+        "the import holds the whole allocation"
+    );
+    let c = counters();
+    assert_eq!(c.vk_imports_made, c0.vk_imports_made + 1);
+    assert_eq!(c.live_vk_import_bytes, c0.live_vk_import_bytes + size);
+    // Mappings hold none: the whole allocation, none, a 64 KiB one.
+    vk.map(m1, 0, VK_WHOLE_SIZE).unwrap();
+    assert_eq!(crate::bar1::used(), bar0 + size);
+    // SAFETY: unmapping our mapping.
+    unsafe { (vk.unmap)(vk.device, m1) };
+    assert_eq!(crate::bar1::used(), bar0 + size);
+    vk.map(m1, GRAN, 1 << 16).unwrap();
+    assert_eq!(crate::bar1::used(), bar0 + size);
+
+    // A second import of the allocation, on another device: BAR1 once, bytes twice.
+    let m2 = other.import(size, 1, opaque, fd2).unwrap();
+    assert_eq!(crate::bar1::used(), bar0 + size);
+    let c = counters();
+    assert_eq!(c.vk_imports_made, c0.vk_imports_made + 2);
+    assert_eq!(c.live_vk_import_bytes, c0.live_vk_import_bytes + 2 * size);
+    // Another allocation adds its own size.
+    let h2 = mem_create(small, 1).unwrap();
+    let m3 = vk.import(small, 1, opaque, export(h2).unwrap()).unwrap();
+    assert_eq!(crate::bar1::used(), bar0 + size + small);
+
+    // BAR1 goes back with the allocation's last import.
+    vk.free(m1);
+    assert_eq!(
+        crate::bar1::used(),
+        bar0 + size + small,
+        "m2 still holds it"
+    );
+    other.free(m2);
+    assert_eq!(crate::bar1::used(), bar0 + small);
+    vk.free(m3);
+    assert_eq!(crate::bar1::used(), bar0);
+    let c = counters();
+    assert_eq!(c.vk_imports_made, c0.vk_imports_made + 3, "a running total");
+    assert_eq!(c.live_vk_import_bytes, c0.live_vk_import_bytes);
+    // SAFETY: no pointer arguments.
+    unsafe {
+        assert_eq!(cuMemRelease(h), 0);
+        assert_eq!(cuMemRelease(h2), 0);
+    }
+    other.close();
+    vk.close();
 }
