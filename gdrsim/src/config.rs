@@ -96,7 +96,14 @@ pub struct Config {
     pub real_libcuda: Option<String>,
     /// `GDRSIM_VULKAN`: the Vulkan stand-in's situation.
     pub vulkan: VkSituation,
+    /// `GDRSIM_VK_IMPORT_LIMIT`: bytes that the live Vulkan imports of one physical
+    /// allocation may hold in all (see `crate::vkstandin`).
+    pub vk_import_limit: u64,
 }
+
+/// The default `GDRSIM_VK_IMPORT_LIMIT`: 888 GiB, where NVIDIA's driver refused the next
+/// import of one allocation on an H200 (see the README's fidelity section).
+pub const VK_IMPORT_LIMIT: u64 = 888 << 30;
 
 impl Default for Config {
     fn default() -> Self {
@@ -118,6 +125,7 @@ impl Default for Config {
             dbg_enabled: false,
             real_libcuda: None,
             vulkan: VkSituation::Ok,
+            vk_import_limit: VK_IMPORT_LIMIT,
         }
     }
 }
@@ -291,6 +299,16 @@ impl Config {
                 ),
             }
         }
+        if let Some(v) = get("GDRSIM_VK_IMPORT_LIMIT") {
+            match parse_size(&v) {
+                Some(n) if (2 << 20..=1 << 46).contains(&n) => c.vk_import_limit = n,
+                _ => bad(
+                    "GDRSIM_VK_IMPORT_LIMIT",
+                    &v,
+                    "expected a size from 2M to 64T (suffix K, M, G or T)",
+                ),
+            }
+        }
         if c.backing != Backing::Host {
             // Device memory is not a file the emulator can hand out as a dma-buf.
             c.dmabuf = false;
@@ -451,6 +469,23 @@ mod tests {
         }
         let (c, w) = cfg(&[("GDRSIM_VULKAN", "none")]);
         assert_eq!((w.len(), c.vulkan), (1, VkSituation::Ok));
+    }
+
+    #[test]
+    fn vulkan_import_limit() {
+        let (c, w) = cfg(&[]);
+        assert!(w.is_empty());
+        assert_eq!(c.vk_import_limit, 888 << 30);
+        for (v, want) in [("6M", 6 << 20), ("7M", 6 << 20), ("2T", 2 << 40)] {
+            let (c, w) = cfg(&[("GDRSIM_VK_IMPORT_LIMIT", v)]);
+            assert!(w.is_empty(), "{v}");
+            assert_eq!(c.vk_import_limit, want, "{v}");
+        }
+        for v in ["1M", "0", "100T", "-1"] {
+            let (c, w) = cfg(&[("GDRSIM_VK_IMPORT_LIMIT", v)]);
+            assert_eq!(w.len(), 1, "{v}");
+            assert_eq!(c, Config::default());
+        }
     }
 
     #[test]

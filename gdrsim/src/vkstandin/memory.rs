@@ -4,6 +4,7 @@
 use super::device::memory_types;
 use super::objects::{Mapping, Memory};
 use super::{call, me, quietly, result};
+use crate::config;
 use crate::gpu;
 use crate::intercept::set_kind;
 use crate::real;
@@ -39,9 +40,10 @@ unsafe fn find_import(mut next: *const c_void) -> Option<(u32, c_int)> {
 /// `allocationSize` the physical allocation's size. On success the stand-in owns the fd (it is
 /// closed) and the memory object holds the physical allocation until `vkFreeMemory`, and
 /// BAR1 for its whole size unless another live import of it already does. Any other fd, handle type,
-/// memory type or size: VK_ERROR_INVALID_EXTERNAL_HANDLE, the fd left open. An import whose
-/// allocation does not fit in what is left of BAR1: VK_ERROR_OUT_OF_DEVICE_MEMORY, the fd
-/// left open. An allocation that imports nothing: VK_ERROR_OUT_OF_DEVICE_MEMORY (not
+/// memory type or size: VK_ERROR_INVALID_EXTERNAL_HANDLE, the fd left open. An import past
+/// `GDRSIM_VK_IMPORT_LIMIT` ([`Objects::import_allowed`](super::Objects::import_allowed)) or
+/// one whose allocation does not fit in what is left of BAR1: VK_ERROR_OUT_OF_DEVICE_MEMORY,
+/// the fd left open. An allocation that imports nothing: VK_ERROR_OUT_OF_DEVICE_MEMORY (not
 /// offered).
 pub(super) unsafe extern "C" fn allocate(
     device: VkDevice,
@@ -87,6 +89,12 @@ pub(super) unsafe extern "C" fn allocate(
                 .ok_or(INVALID)?;
             if info.allocationSize != size {
                 return Err(INVALID);
+            }
+            if !st
+                .vk
+                .import_allowed(gen, handle, size, config::get().vk_import_limit)
+            {
+                return Err(VK_ERROR_OUT_OF_DEVICE_MEMORY);
             }
             if !st.vk.holds_bar1(gen, handle) && !crate::bar1::fits(st.bar1_used(gen), size) {
                 return Err(VK_ERROR_OUT_OF_DEVICE_MEMORY);

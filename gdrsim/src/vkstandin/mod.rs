@@ -10,7 +10,8 @@
 //! through the mapping are what `cuMemcpyDtoH` reads and the other way round.
 //!
 //! As measured on an H200 (see the README's fidelity section): an allocation holds BAR1 for
-//! its whole size while it has a live import, once however many (mappings hold none).
+//! its whole size while it has a live import, once however many (mappings hold none); the
+//! live imports of one allocation may hold `GDRSIM_VK_IMPORT_LIMIT` bytes in all.
 //!
 //! - [`device`]: instances, the physical device and its properties, devices;
 //! - [`memory`]: import, map, unmap, free;

@@ -52,6 +52,7 @@ static const struct check_case cases[] = {
     {"vk_fork", t_vk_fork},
     {"vk_threads", t_vk_threads},
     {"vk_bar1", t_vk_bar1},
+    {"vk_import_limit", t_vk_import_limit},
 };
 
 int main(int argc, char **argv)
