@@ -11,7 +11,9 @@
 //!
 //! As measured on an H200 (see the README's fidelity section): an allocation holds BAR1 for
 //! its whole size while it has a live import, once however many (mappings hold none); the
-//! live imports of one allocation may hold `GDRSIM_VK_IMPORT_LIMIT` bytes in all.
+//! live imports of one allocation may hold `GDRSIM_VK_IMPORT_LIMIT` bytes in all; and an
+//! import, like its free, takes `GDRSIM_VK_IMPORT_NS_PER_MIB` per MiB of the allocation,
+//! spent after the lock is released so that other threads go on.
 //!
 //! - [`device`]: instances, the physical device and its properties, devices;
 //! - [`memory`]: import, map, unmap, free;

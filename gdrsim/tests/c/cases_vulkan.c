@@ -889,3 +889,86 @@ int t_vk_import_limit(void)
     CHECK_EQ(counters().live_allocations, 0);
     return CASE_PASS;
 }
+
+struct slow_call {
+    struct vk *v;
+    size_t size;
+    int fd;
+    VkDeviceMemory m;
+    VkResult r;
+    int done; /* atomic */
+};
+
+static void *slow_import(void *arg)
+{
+    struct slow_call *s = arg;
+    s->r = vk_import(s->v, s->size, 1, OPAQUE, s->fd, &s->m);
+    __atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void *slow_free(void *arg)
+{
+    struct slow_call *s = arg;
+    s->v->free(s->v->device, s->m, NULL);
+    __atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Calls of this thread that take the emulator's lock while another thread's import or free
+ * takes its cost; ends with that thread's call still under way. */
+static void progress_meanwhile(struct vk *v, VkDeviceMemory small, struct slow_call *s)
+{
+    void *p = NULL;
+    CHECK_EQ(v->map(v->device, small, 0, VK_WHOLE_SIZE, 0, &p), VK_SUCCESS);
+    v->unmap(v->device, small);
+    CUdeviceptr d = dalloc(4096);
+    CU(cuMemFree(d));
+    CHECK(bar1_used() > 0);
+    CHECK_EQ(__atomic_load_n(&s->done, __ATOMIC_ACQUIRE), 0);
+}
+
+/* An import and a free take GDRSIM_VK_IMPORT_NS_PER_MIB per MiB of the allocation, with the
+ * emulator's lock released: run.sh sets 10 ms per MiB for this one, so the 256 MiB import and
+ * its free take 2.56 s each, during which this thread's calls go through. */
+int t_vk_import_cost(void)
+{
+    SKIP_IF(!env_is("GDRSIM_VK_IMPORT_NS_PER_MIB", "10000000") || !situation("ok"));
+    cuda_up();
+    struct vk v;
+    REQUIRE_EQ(vk_open(&v), VK_SUCCESS);
+    REQUIRE(vk_physical(&v));
+    REQUIRE_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
+    size_t g = granularity(), big = 256u << 20;
+    CUmemGenericAllocationHandle hs, hb;
+    CU(vmm_create(&hs, g, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    CU(vmm_create(&hb, big, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    VkDeviceMemory small;
+    REQUIRE_EQ(vk_import(&v, g, 1, OPAQUE, vmm_export(hs), &small), VK_SUCCESS); /* 20 ms */
+
+    /* the import is made, then takes its cost: wait for it to be made */
+    struct slow_call s = {&v, big, vmm_export(hb), 0, VK_ERROR_INITIALIZATION_FAILED, 0};
+    pthread_t t;
+    REQUIRE_EQ(pthread_create(&t, NULL, slow_import, &s), 0);
+    while (counters().live_vk_import_bytes != g + big)
+        usleep(1000);
+    progress_meanwhile(&v, small, &s);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    CHECK_EQ(s.r, VK_SUCCESS);
+
+    /* the free lets go, then takes its cost */
+    s.done = 0;
+    REQUIRE_EQ(pthread_create(&t, NULL, slow_free, &s), 0);
+    while (counters().live_vk_import_bytes != g)
+        usleep(1000);
+    progress_meanwhile(&v, small, &s);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    CHECK_EQ(counters().vk_imports_made, 2);
+
+    v.free(v.device, small, NULL);
+    CU(cuMemRelease(hs));
+    CU(cuMemRelease(hb));
+    vk_close(&v);
+    check_no_vk_objects();
+    return CASE_PASS;
+}

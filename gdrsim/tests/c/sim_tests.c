@@ -53,6 +53,7 @@ static const struct check_case cases[] = {
     {"vk_threads", t_vk_threads},
     {"vk_bar1", t_vk_bar1},
     {"vk_import_limit", t_vk_import_limit},
+    {"vk_import_cost", t_vk_import_cost},
 };
 
 int main(int argc, char **argv)
