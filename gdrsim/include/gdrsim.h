@@ -29,6 +29,8 @@ struct gdrsim_counters {
     uint64_t live_vk_mappings;  /* Vulkan stand-in vkMapMemory mappings not unmapped */
     uint64_t live_vk_devices;   /* Vulkan stand-in VkDevices not destroyed */
     uint64_t live_vk_instances; /* Vulkan stand-in VkInstances not destroyed */
+    uint64_t vk_imports_made;   /* Vulkan stand-in imports this process made: a running total */
+    uint64_t live_vk_import_bytes; /* bytes its live imports hold, each at its allocation's size */
 };
 
 /* Copies min(out_size, sizeof(struct gdrsim_counters)) bytes of the current counters to
@@ -41,8 +43,8 @@ int gdrsim_get_counters(struct gdrsim_counters *out, size_t out_size) __attribut
 int gdrsim_set_fail(const char *spec) __attribute__((weak));
 
 /* BAR1: its size (GDRSIM_BAR1_SIZE), the bytes in use (GDRSIM_BAR1_RESERVED plus this
- * process's live pins, dma-buf exports and Vulkan stand-in mappings) and the VRAM size.
- * Returns 0, or -1 for a NULL pointer. */
+ * process's live pins, dma-buf exports and the allocations its Vulkan stand-in imports hold,
+ * each once) and the VRAM size. Returns 0, or -1 for a NULL pointer. */
 int gdrsim_bar1_info(uint64_t *bar1_total, uint64_t *bar1_used, uint64_t *vram_total)
     __attribute__((weak));
 

@@ -1,18 +1,19 @@
 //! The emulated GPU's BAR1 aperture: `GDRSIM_BAR1_SIZE` bytes (default: the VRAM size, as on a
 //! GPU with a resizable BAR), of which `GDRSIM_BAR1_RESERVED` stand for other users (other
 //! processes, the driver). The pins of this process that are not invalidated use the rest,
-//! rounded to 64 KiB as pinned, and so do its live dma-buf exports and the Vulkan stand-in's
-//! mappings (rounded out to 64 KiB); a pin that does not fit fails with ENOMEM, an export with
-//! CUDA_ERROR_OUT_OF_MEMORY and a `vkMapMemory` with VK_ERROR_MEMORY_MAP_FAILED, the errors
-//! users of a full BAR1 report. Like the GPU, the accounting is per process. The NVML library beside the
-//! emulator (`gdrsim/nvml`) reads the figures through [`gdrsim_bar1_info`].
+//! rounded to 64 KiB as pinned, and so do its live dma-buf exports and the physical
+//! allocations its Vulkan stand-in imports (each allocation with a live import once, at its
+//! whole size; mappings use none); a pin that does not fit fails with ENOMEM, an export with
+//! CUDA_ERROR_OUT_OF_MEMORY and an import with VK_ERROR_OUT_OF_DEVICE_MEMORY, the errors
+//! users of a full BAR1 report. Like the GPU, the accounting is per process. The NVML library
+//! beside the emulator (`gdrsim/nvml`) reads the figures through [`gdrsim_bar1_info`].
 
 use crate::config;
 use crate::state::STATE;
 use libc::c_int;
 
 /// BAR1 bytes in use now: `GDRSIM_BAR1_RESERVED` plus the live pins, dma-buf exports and
-/// Vulkan stand-in mappings of this process.
+/// Vulkan stand-in imports (per allocation) of this process.
 pub fn used() -> u64 {
     let st = STATE.lock();
     let pins = st.gpu().map_or(0, |g| st.bar1_used(g.gen));

@@ -96,7 +96,22 @@ pub struct Config {
     pub real_libcuda: Option<String>,
     /// `GDRSIM_VULKAN`: the Vulkan stand-in's situation.
     pub vulkan: VkSituation,
+    /// `GDRSIM_VK_IMPORT_LIMIT`: bytes that the live Vulkan imports of one physical
+    /// allocation may hold in all (see `crate::vkstandin`).
+    pub vk_import_limit: u64,
+    /// `GDRSIM_VK_IMPORT_NS_PER_MIB`: nanoseconds that a Vulkan import, and the free of one,
+    /// take per MiB of the allocation (0: none).
+    pub vk_import_ns_per_mib: u64,
 }
+
+/// The default `GDRSIM_VK_IMPORT_LIMIT`: 888 GiB, where NVIDIA's driver refused the next
+/// import of one allocation on an H200 (see the README's fidelity section).
+pub const VK_IMPORT_LIMIT: u64 = 888 << 30;
+/// The default `GDRSIM_VK_IMPORT_NS_PER_MIB`: 11 us per MiB, what an import of a 1 or 4 GiB
+/// allocation took on an H200.
+pub const VK_IMPORT_NS_PER_MIB: u64 = 11_000;
+/// The largest `GDRSIM_VK_IMPORT_NS_PER_MIB`: one second per MiB.
+const MAX_NS_PER_MIB: u64 = 1_000_000_000;
 
 impl Default for Config {
     fn default() -> Self {
@@ -118,6 +133,8 @@ impl Default for Config {
             dbg_enabled: false,
             real_libcuda: None,
             vulkan: VkSituation::Ok,
+            vk_import_limit: VK_IMPORT_LIMIT,
+            vk_import_ns_per_mib: VK_IMPORT_NS_PER_MIB,
         }
     }
 }
@@ -291,6 +308,26 @@ impl Config {
                 ),
             }
         }
+        if let Some(v) = get("GDRSIM_VK_IMPORT_LIMIT") {
+            match parse_size(&v) {
+                Some(n) if (2 << 20..=1 << 46).contains(&n) => c.vk_import_limit = n,
+                _ => bad(
+                    "GDRSIM_VK_IMPORT_LIMIT",
+                    &v,
+                    "expected a size from 2M to 64T (suffix K, M, G or T)",
+                ),
+            }
+        }
+        if let Some(v) = get("GDRSIM_VK_IMPORT_NS_PER_MIB") {
+            match v.trim().parse::<u64>() {
+                Ok(n) if n <= MAX_NS_PER_MIB => c.vk_import_ns_per_mib = n,
+                _ => bad(
+                    "GDRSIM_VK_IMPORT_NS_PER_MIB",
+                    &v,
+                    "expected nanoseconds per MiB from 0 to 1000000000",
+                ),
+            }
+        }
         if c.backing != Backing::Host {
             // Device memory is not a file the emulator can hand out as a dma-buf.
             c.dmabuf = false;
@@ -451,6 +488,44 @@ mod tests {
         }
         let (c, w) = cfg(&[("GDRSIM_VULKAN", "none")]);
         assert_eq!((w.len(), c.vulkan), (1, VkSituation::Ok));
+    }
+
+    #[test]
+    fn vulkan_import_limit() {
+        let (c, w) = cfg(&[]);
+        assert!(w.is_empty());
+        assert_eq!(c.vk_import_limit, 888 << 30);
+        for (v, want) in [("6M", 6 << 20), ("7M", 6 << 20), ("2T", 2 << 40)] {
+            let (c, w) = cfg(&[("GDRSIM_VK_IMPORT_LIMIT", v)]);
+            assert!(w.is_empty(), "{v}");
+            assert_eq!(c.vk_import_limit, want, "{v}");
+        }
+        for v in ["1M", "0", "100T", "-1"] {
+            let (c, w) = cfg(&[("GDRSIM_VK_IMPORT_LIMIT", v)]);
+            assert_eq!(w.len(), 1, "{v}");
+            assert_eq!(c, Config::default());
+        }
+    }
+
+    #[test]
+    fn vulkan_import_cost() {
+        let (c, w) = cfg(&[]);
+        assert!(w.is_empty());
+        assert_eq!(c.vk_import_ns_per_mib, 11_000);
+        for (v, want) in [
+            (" 0", 0),
+            ("10000000", 10_000_000),
+            ("1000000000", 1_000_000_000),
+        ] {
+            let (c, w) = cfg(&[("GDRSIM_VK_IMPORT_NS_PER_MIB", v)]);
+            assert!(w.is_empty(), "{v}");
+            assert_eq!(c.vk_import_ns_per_mib, want, "{v}");
+        }
+        for v in ["-1", "1000000001", "11us", "1e4", ""] {
+            let (c, w) = cfg(&[("GDRSIM_VK_IMPORT_NS_PER_MIB", v)]);
+            assert_eq!(w.len(), 1, "{v}");
+            assert_eq!(c, Config::default());
+        }
     }
 
     #[test]

@@ -31,6 +31,12 @@ pub struct Counters {
     pub live_vk_devices: u64,
     /// `VkInstance`s of the stand-in not yet destroyed.
     pub live_vk_instances: u64,
+    /// Imports (`vkAllocateMemory` of an export fd) this process has made since it started,
+    /// freed or not: a running total.
+    pub vk_imports_made: u64,
+    /// Bytes the live imports of this process hold, each import counted at its allocation's
+    /// size (two imports of one allocation count twice).
+    pub live_vk_import_bytes: u64,
 }
 
 static FALLBACK: AtomicU64 = AtomicU64::new(0);

@@ -111,8 +111,8 @@ impl State {
     }
 
     /// BAR1 bytes that GPU generation `gen` uses: its live gdrdrv pins (as pinned), its
-    /// live dma-buf exports, which a CPU or a peer maps through BAR1 too, and the live mappings
-    /// of the Vulkan stand-in.
+    /// live dma-buf exports, which a CPU or a peer maps through BAR1 too, and the physical
+    /// allocations the Vulkan stand-in's live imports hold (each once, at its size).
     pub fn bar1_used(&self, gen: u64) -> u64 {
         let exports: u64 = self
             .dmabufs

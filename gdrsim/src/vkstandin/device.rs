@@ -204,16 +204,23 @@ fn extension((name, version): (&str, u32)) -> VkExtensionProperties {
     }
 }
 
-/// Unmaps and lets go of memory objects that went with their device or instance.
+/// Unmaps and lets go of memory objects that went with their device or instance; then, with
+/// the lock released, takes the cost of freeing each, as `vkFreeMemory` would.
 fn release_all(freed: Vec<super::objects::Memory>) {
     if freed.is_empty() {
         return;
     }
-    let mut st = STATE.lock();
-    for m in freed {
-        super::memory::release(&mut st, m);
+    let sizes: Vec<u64> = freed.iter().map(|m| m.size).collect();
+    {
+        let mut st = STATE.lock();
+        for m in freed {
+            super::memory::release(&mut st, m);
+        }
+        st.reclaim();
     }
-    st.reclaim();
+    for size in sizes {
+        super::memory::spend(size);
+    }
 }
 
 /// `vkDestroyInstance`: also destroys the devices made from it that are still alive (a

@@ -4,12 +4,14 @@
 use super::device::memory_types;
 use super::objects::{Mapping, Memory};
 use super::{call, me, quietly, result};
-use crate::gpu::{self, GPU_PAGE};
+use crate::config;
+use crate::gpu;
 use crate::intercept::set_kind;
 use crate::real;
 use crate::state::{State, STATE};
 use gdrapi_abi::vk::*;
 use libc::{c_int, c_void};
+use std::time::Duration;
 
 /// The `VkImportMemoryFdInfoKHR` in a `pNext` chain: (handleType, fd).
 ///
@@ -37,9 +39,14 @@ unsafe fn find_import(mut next: *const c_void) -> Option<(u32, c_int)> {
 /// (`VkImportMemoryFdInfoKHR`, `VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT`) on a device
 /// with `VK_KHR_external_memory_fd` enabled, into a device-local memory type, with
 /// `allocationSize` the physical allocation's size. On success the stand-in owns the fd (it is
-/// closed) and the memory object holds the physical allocation until `vkFreeMemory`. Any
-/// other fd, handle type, memory type or size: VK_ERROR_INVALID_EXTERNAL_HANDLE, the fd left
-/// open. An allocation that imports nothing: VK_ERROR_OUT_OF_DEVICE_MEMORY (not offered).
+/// closed) and the memory object holds the physical allocation until `vkFreeMemory`, and
+/// BAR1 for its whole size unless another live import of it already does; then, with the
+/// lock released, the call takes the import's cost ([`spend`]). Any other fd, handle type,
+/// memory type or size: VK_ERROR_INVALID_EXTERNAL_HANDLE, the fd left open. An import past
+/// `GDRSIM_VK_IMPORT_LIMIT` ([`Objects::import_allowed`](super::Objects::import_allowed)) or
+/// one whose allocation does not fit in what is left of BAR1: VK_ERROR_OUT_OF_DEVICE_MEMORY,
+/// the fd left open. An allocation that imports nothing: VK_ERROR_OUT_OF_DEVICE_MEMORY (not
+/// offered).
 pub(super) unsafe extern "C" fn allocate(
     device: VkDevice,
     info: *const VkMemoryAllocateInfo,
@@ -47,7 +54,7 @@ pub(super) unsafe extern "C" fn allocate(
     memory: *mut VkDeviceMemory,
 ) -> VkResult {
     call("vkAllocateMemory", || {
-        result((|| {
+        let imported = (|| {
             if info.is_null() || memory.is_null() {
                 return Err(VK_ERROR_INITIALIZATION_FAILED);
             }
@@ -85,6 +92,15 @@ pub(super) unsafe extern "C" fn allocate(
             if info.allocationSize != size {
                 return Err(INVALID);
             }
+            if !st
+                .vk
+                .import_allowed(gen, handle, size, config::get().vk_import_limit)
+            {
+                return Err(VK_ERROR_OUT_OF_DEVICE_MEMORY);
+            }
+            if !st.vk.holds_bar1(gen, handle) && !crate::bar1::fits(st.bar1_used(gen), size) {
+                return Err(VK_ERROR_OUT_OF_DEVICE_MEMORY);
+            }
             // The fd's hold on the physical allocation becomes the memory object's.
             st.drop_export(fd, true);
             set_kind(fd, 0);
@@ -99,11 +115,37 @@ pub(super) unsafe extern "C" fn allocate(
                 host_visible: flags & MEMORY_PROPERTY_HOST_VISIBLE != 0,
                 map: None,
             });
-            // SAFETY: non-NULL out-pointer from the caller.
-            unsafe { memory.write(h) };
-            Ok(VK_SUCCESS)
-        })())
+            Ok((h, size))
+        })();
+        // The lock is released: the import's cost blocks only this thread.
+        let (h, size) = match imported {
+            Ok(made) => made,
+            Err(e) => return e,
+        };
+        spend(size);
+        // SAFETY: non-NULL out-pointer from the caller (checked above).
+        unsafe { memory.write(h) };
+        VK_SUCCESS
     })
+}
+
+/// How long an import of an allocation of `size` bytes takes, and so does its free:
+/// `GDRSIM_VK_IMPORT_NS_PER_MIB` per MiB (on an H200, about 11 us per MiB both ways).
+pub(super) fn cost(size: u64) -> Duration {
+    let ns = (u128::from(config::get().vk_import_ns_per_mib) * u128::from(size)) >> 20;
+    Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+}
+
+/// Takes the cost of importing or freeing `size` bytes ([`cost`]) on the calling thread by
+/// sleeping (at least that long; the timer may add some tens of microseconds). The caller
+/// must not hold the emulator's lock: other threads' calls go on meanwhile.
+pub(super) fn spend(size: u64) {
+    let d = cost(size);
+    #[cfg(test)]
+    super::tests::cost_hook(size, d);
+    if !d.is_zero() {
+        std::thread::sleep(d);
+    }
 }
 
 fn page_size() -> u64 {
@@ -122,9 +164,9 @@ fn round_up(v: u64, to: u64) -> u64 {
 
 /// `vkMapMemory`: maps bytes `[offset, offset + size)` (`VK_WHOLE_SIZE`: to the end) of a
 /// host-visible memory object; `*data` is the address of byte `offset`, showing the same
-/// bytes as the device. VK_ERROR_MEMORY_MAP_FAILED for a memory type that is not host-visible,
-/// a memory object already mapped, a range outside the allocation (or empty), flags other
-/// than 0, a mapping that does not fit in what is left of BAR1, and unknown objects.
+/// bytes as the device. The mapping holds no BAR1 (the import does). VK_ERROR_MEMORY_MAP_FAILED
+/// for a memory type that is not host-visible, a memory object already mapped, a range
+/// outside the allocation (or empty), flags other than 0, and unknown objects.
 pub(super) unsafe extern "C" fn map(
     device: VkDevice,
     memory: VkDeviceMemory,
@@ -162,10 +204,6 @@ pub(super) unsafe extern "C" fn map(
             let (phys, _) = st.gpu().and_then(|g| g.vmm_range(handle)).ok_or(FAILED)?;
             let page = page_size();
             let (start, end) = (offset & !(page - 1), round_up(offset + len, page));
-            let bar1 = round_up(offset + len, GPU_PAGE) - (offset & !(GPU_PAGE - 1));
-            if !crate::bar1::fits(st.bar1_used(gen), bar1) {
-                return Err(FAILED);
-            }
             // SAFETY: a new shared mapping of our VRAM memfd where the kernel chooses; the
             // range [phys + start, phys + end) lies in the physical allocation.
             let p = unsafe {
@@ -187,7 +225,6 @@ pub(super) unsafe extern "C" fn map(
                 m.map = Some(Mapping {
                     base,
                     len: end - start,
-                    bar1,
                 });
             }
             // SAFETY: non-NULL out-pointer from the caller.
@@ -228,7 +265,9 @@ pub(super) fn release(st: &mut State, m: Memory) {
 }
 
 /// `vkFreeMemory`: unmaps the memory object if it is mapped and lets go of its physical
-/// allocation (freed now if CUDA released and unmapped it and nothing else holds it).
+/// allocation (freed now if CUDA released and unmapped it and nothing else holds it) and, if
+/// it was the allocation's last live import, of its BAR1; then, with the lock released, the
+/// call takes the free's cost ([`spend`]).
 pub(super) unsafe extern "C" fn free(
     device: VkDevice,
     memory: VkDeviceMemory,
@@ -238,10 +277,18 @@ pub(super) unsafe extern "C" fn free(
         if memory == 0 {
             return;
         }
-        let mut st = STATE.lock();
-        if let Some(m) = st.vk.remove_memory(device as usize, memory, me()) {
-            release(&mut st, m);
-            st.reclaim();
+        let freed = {
+            let mut st = STATE.lock();
+            let m = st.vk.remove_memory(device as usize, memory, me());
+            m.map(|m| {
+                let size = m.size;
+                release(&mut st, m);
+                st.reclaim();
+                size
+            })
+        };
+        if let Some(size) = freed {
+            spend(size);
         }
     })
 }

@@ -36,15 +36,13 @@ pub struct Device {
     pub external_fd: bool,
 }
 
-/// A CPU mapping made by `vkMapMemory`.
+/// A CPU mapping made by `vkMapMemory` (it holds no BAR1: the import does).
 #[derive(Clone, Copy, Debug)]
 pub struct Mapping {
     /// Start of the page-aligned mapping.
     pub base: u64,
     /// Its length in bytes.
     pub len: u64,
-    /// BAR1 bytes it uses (the mapped range rounded out to 64 KiB GPU pages).
-    pub bar1: u64,
 }
 
 /// A `VkDeviceMemory`: an import of a VMM export fd, holding its physical allocation.
@@ -75,6 +73,8 @@ pub struct Objects {
     devices: BTreeMap<usize, Device>,
     memories: BTreeMap<u64, Memory>,
     next_memory: u64,
+    /// Imports made so far by the process named (a forked child starts again from 0).
+    made: (pid_t, u64),
 }
 
 /// A fresh dispatchable handle: the address of a small block of our own.
@@ -98,6 +98,7 @@ impl Objects {
             devices: BTreeMap::new(),
             memories: BTreeMap::new(),
             next_memory: 0,
+            made: (0, 0),
         }
     }
 
@@ -184,8 +185,12 @@ impl Objects {
             .collect()
     }
 
-    /// Records a memory object; returns its handle.
+    /// Records a memory object (an import, counted in `vk_imports_made`); returns its handle.
     pub fn add_memory(&mut self, m: Memory) -> u64 {
+        if self.made.0 != m.pid {
+            self.made = (m.pid, 0);
+        }
+        self.made.1 += 1;
         self.next_memory += 1;
         let h = MEMORY_BASE + self.next_memory;
         self.memories.insert(h, m);
@@ -205,13 +210,40 @@ impl Objects {
         self.memories.remove(&h)
     }
 
-    /// BAR1 bytes the live mappings of GPU generation `gen` use.
-    pub fn bar1_used(&self, gen: u64) -> u64 {
+    /// The live imports of the physical allocation `handle` of GPU generation `gen`, on every
+    /// device of the process (a generation belongs to one process).
+    fn imports_of(&self, gen: u64, handle: u64) -> impl Iterator<Item = &Memory> {
         self.memories
             .values()
-            .filter(|m| m.gen == gen)
-            .filter_map(|m| m.map.map(|x| x.bar1))
-            .sum()
+            .filter(move |m| m.gen == gen && m.handle == handle)
+    }
+
+    /// Whether the physical allocation `handle` of GPU generation `gen` holds BAR1: it does
+    /// while it has a live import.
+    pub fn holds_bar1(&self, gen: u64, handle: u64) -> bool {
+        self.imports_of(gen, handle).next().is_some()
+    }
+
+    /// BAR1 bytes the imports of GPU generation `gen` hold: each physical allocation with a
+    /// live import, once, at its size, however many imports of it are live (as NVIDIA's
+    /// driver does; mappings hold none).
+    pub fn bar1_used(&self, gen: u64) -> u64 {
+        let mut held = BTreeMap::new();
+        for m in self.memories.values().filter(|m| m.gen == gen) {
+            held.insert(m.handle, m.size);
+        }
+        held.values().sum()
+    }
+
+    /// Whether one more import of `size` bytes of the physical allocation `handle` of GPU
+    /// generation `gen` stays within `limit` (`GDRSIM_VK_IMPORT_LIMIT`): the live imports of
+    /// one allocation, over all devices of the process, may hold `limit` bytes in all, each
+    /// counted at its size. This is the one place the limit is decided; whether NVIDIA's limit
+    /// is per allocation or per process is not settled (the README's fidelity section).
+    pub fn import_allowed(&self, gen: u64, handle: u64, size: u64, limit: u64) -> bool {
+        self.imports_of(gen, handle)
+            .try_fold(size, |sum, m| sum.checked_add(m.size))
+            .is_some_and(|total| total <= limit)
     }
 
     /// The stand-in's counters for process `me` (the other fields zero).
@@ -219,9 +251,11 @@ impl Objects {
         let mems = self.memories.values().filter(|m| m.pid == me);
         Counters {
             live_vk_imports: mems.clone().count() as u64,
-            live_vk_mappings: mems.filter(|m| m.map.is_some()).count() as u64,
+            live_vk_mappings: mems.clone().filter(|m| m.map.is_some()).count() as u64,
             live_vk_devices: self.devices.values().filter(|d| d.pid == me).count() as u64,
             live_vk_instances: self.instances.values().filter(|i| i.pid == me).count() as u64,
+            vk_imports_made: if self.made.0 == me { self.made.1 } else { 0 },
+            live_vk_import_bytes: mems.map(|m| m.size).sum(),
             ..Counters::default()
         }
     }
@@ -242,7 +276,6 @@ mod tests {
             map: mapped.then_some(Mapping {
                 base: 0x1000,
                 len: 4096,
-                bar1: 1 << 16,
             }),
         }
     }
@@ -280,8 +313,17 @@ mod tests {
             ),
             (1, 1, 2, 1)
         );
+        assert_eq!(
+            (c.vk_imports_made, c.live_vk_import_bytes),
+            (2, 4 << 20),
+            "each import counts at its allocation's size"
+        );
         assert_eq!(o.counters(11), Counters::default());
-        assert_eq!(o.bar1_used(7), 1 << 16);
+        assert_eq!(
+            o.bar1_used(7),
+            2 << 20,
+            "two imports of one allocation: once"
+        );
         assert_eq!(o.bar1_used(8), 0);
         assert!(o.remove_memory(d, m2, 11).is_none());
         assert!(o.remove_memory(d, m2, 10).is_some());
@@ -295,8 +337,73 @@ mod tests {
             1,
             "the device's last memory object goes with it"
         );
-        assert_eq!(o.counters(10), Counters::default());
+        assert_eq!(
+            o.counters(10),
+            Counters {
+                vk_imports_made: 2,
+                ..Counters::default()
+            },
+            "a running total"
+        );
         assert!(o.device(d, 10).is_none());
         assert!(!o.physical(pd, 10));
+    }
+
+    #[test]
+    fn bar1_and_the_import_limit_are_per_allocation() {
+        const MIB: u64 = 1 << 20;
+        let mut o = Objects::new();
+        let i = o.create_instance(10);
+        let pd = o.instance(i, 10).unwrap().physical;
+        let (d1, d2) = (o.create_device(pd, 10, true), o.create_device(pd, 10, true));
+        let import = |device, handle, size| Memory {
+            handle,
+            size,
+            ..memory(10, device, false)
+        };
+        let limit = 6 * MIB;
+        assert!(!o.holds_bar1(7, 1));
+        assert!(o.import_allowed(7, 1, 2 * MIB, limit));
+        assert!(
+            !o.import_allowed(7, 1, 8 * MIB, limit),
+            "one import larger than the limit"
+        );
+        let a1 = o.add_memory(import(d1, 1, 2 * MIB));
+        assert!(o.holds_bar1(7, 1));
+        assert!(!o.holds_bar1(8, 1), "another GPU generation's allocation");
+        o.add_memory(import(d1, 1, 2 * MIB));
+        assert!(
+            o.import_allowed(7, 1, 2 * MIB, limit),
+            "6 MiB: at the limit"
+        );
+        o.add_memory(import(d2, 1, 2 * MIB));
+        assert!(
+            !o.import_allowed(7, 1, 2 * MIB, limit),
+            "8 MiB of one allocation, over both devices"
+        );
+        assert!(
+            o.import_allowed(7, 2, 2 * MIB, limit),
+            "another allocation still imports"
+        );
+        assert!(o.import_allowed(8, 1, 2 * MIB, limit));
+        o.add_memory(import(d2, 2, 4 * MIB));
+        assert_eq!(o.bar1_used(7), 6 * MIB, "each allocation once, at its size");
+        let c = o.counters(10);
+        assert_eq!((c.vk_imports_made, c.live_vk_import_bytes), (4, 10 * MIB));
+        assert!(o.remove_memory(d1, a1, 10).is_some());
+        assert!(o.import_allowed(7, 1, 2 * MIB, limit), "a free makes room");
+        assert_eq!(o.bar1_used(7), 6 * MIB, "allocation 1 is still imported");
+        o.destroy_device(d2, 10);
+        assert_eq!(o.bar1_used(7), 2 * MIB);
+        o.destroy_device(d1, 10);
+        assert_eq!(o.bar1_used(7), 0, "released with the last import");
+        assert!(!o.holds_bar1(7, 1));
+        let c = o.counters(10);
+        assert_eq!((c.vk_imports_made, c.live_vk_import_bytes), (4, 0));
+        // A forked child (its copy of the tables) counts from 0, then its own imports.
+        assert_eq!(o.counters(11).vk_imports_made, 0);
+        o.add_memory(memory(11, d1, false));
+        assert_eq!(o.counters(11).vk_imports_made, 1);
+        o.destroy_instance(i, 10);
     }
 }

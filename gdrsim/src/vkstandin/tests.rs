@@ -7,12 +7,62 @@ use crate::cuda::testing::*;
 use crate::cuda::{CUresult, MemAllocationProp};
 use gdrapi_abi::cuda::MemLocation;
 use libc::{c_int, c_void};
+use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What a test learns of the costs `memory::spend` takes, while it watches them.
+#[derive(Default)]
+struct Watch {
+    /// (allocation size, cost, whether the emulator's lock was free) of each cost taken.
+    spent: Vec<(u64, Duration, bool)>,
+    /// When set, the next thread to take a cost tells `.0` and waits for `.1` first.
+    hold: Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>,
+}
+
+static WATCH: Mutex<Option<Watch>> = Mutex::new(None);
+
+fn watch() -> MutexGuard<'static, Option<Watch>> {
+    WATCH.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether the emulator's lock can be taken: false when the calling thread holds it (every
+/// try fails then); other tests of the crate hold it only briefly.
+fn lock_is_free() -> bool {
+    (0..10_000).any(|_| {
+        let free = crate::state::STATE.try_lock().is_some();
+        if !free {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        free
+    })
+}
+
+/// Called by `memory::spend` before it takes a cost: records it for a watching test (and
+/// whether the emulator's lock was free then), and holds the thread there when asked to.
+pub(super) fn cost_hook(size: u64, cost: Duration) {
+    if watch().is_none() {
+        return;
+    }
+    let lock_free = lock_is_free();
+    let hold = match watch().as_mut() {
+        Some(w) => {
+            w.spent.push((size, cost, lock_free));
+            w.hold.take()
+        }
+        None => return,
+    };
+    if let Some((entered, go)) = hold {
+        let _ = entered.send(());
+        // Not a timing: a bound on how long a broken test can keep this thread.
+        let _ = go.recv_timeout(Duration::from_secs(60));
+    }
 }
 
 /// A command of the stand-in, cast to its type.
@@ -81,24 +131,14 @@ impl Vk {
     }
 
     fn import(&self, size: u64, type_index: u32, kind: u32, fd: c_int) -> Result<u64, VkResult> {
-        let import = VkImportMemoryFdInfoKHR {
-            sType: STYPE_IMPORT_MEMORY_FD_INFO_KHR,
-            pNext: std::ptr::null(),
-            handleType: kind,
+        import_on(
+            self.allocate,
+            self.device as usize,
+            size,
+            type_index,
+            kind,
             fd,
-        };
-        let info = VkMemoryAllocateInfo {
-            sType: STYPE_MEMORY_ALLOCATE_INFO,
-            pNext: (&import as *const VkImportMemoryFdInfoKHR).cast(),
-            allocationSize: size,
-            memoryTypeIndex: type_index,
-        };
-        let mut m = 0;
-        // SAFETY: valid structures and out-pointer.
-        match unsafe { (self.allocate)(self.device, &info, std::ptr::null(), &mut m) } {
-            VK_SUCCESS => Ok(m),
-            e => Err(e),
-        }
+        )
     }
 
     fn map(&self, m: u64, offset: u64, size: u64) -> Result<*mut u8, VkResult> {
@@ -123,6 +163,36 @@ impl Vk {
             destroy_device(self.device, std::ptr::null());
             destroy(self.instance, std::ptr::null());
         }
+    }
+}
+
+/// `vkAllocateMemory` importing `fd` on `device` (a `VkDevice` as a number, so that another
+/// thread can make the call).
+fn import_on(
+    allocate: PFN_vkAllocateMemory,
+    device: usize,
+    size: u64,
+    type_index: u32,
+    kind: u32,
+    fd: c_int,
+) -> Result<u64, VkResult> {
+    let import = VkImportMemoryFdInfoKHR {
+        sType: STYPE_IMPORT_MEMORY_FD_INFO_KHR,
+        pNext: std::ptr::null(),
+        handleType: kind,
+        fd,
+    };
+    let info = VkMemoryAllocateInfo {
+        sType: STYPE_MEMORY_ALLOCATE_INFO,
+        pNext: (&import as *const VkImportMemoryFdInfoKHR).cast(),
+        allocationSize: size,
+        memoryTypeIndex: type_index,
+    };
+    let mut m = 0;
+    // SAFETY: valid structures and out-pointer; any device value is accepted.
+    match unsafe { allocate(device as VkDevice, &info, std::ptr::null(), &mut m) } {
+        VK_SUCCESS => Ok(m),
+        e => Err(e),
     }
 }
 
@@ -434,10 +504,12 @@ fn imports_map_the_exported_bytes_until_freed() {
     assert_eq!((c.live_vk_imports, c.live_vk_mappings), (0, 0));
     assert_eq!(mem_free(), free0);
     vk.close();
+    let c = counters();
     assert_eq!(
-        counters(),
+        c,
         crate::counters::Counters {
-            ioctls: counters().ioctls,
+            ioctls: c.ioctls,
+            vk_imports_made: c.vk_imports_made,
             ..Default::default()
         }
     );
@@ -570,4 +642,133 @@ fn fault_injection_and_forbidden_uses() {
         (c.live_vk_imports, c.live_vk_devices, c.live_allocations),
         (0, 0, 0)
     );
+}
+
+#[test]
+fn an_allocation_holds_bar1_while_imported_once_however_many_imports() {
+    let _s = serial();
+    cuda_up();
+    let (size, small) = (2 * GRAN, GRAN);
+    let opaque = EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD;
+    let vk = Vk::new(&[EXT_EXTERNAL_MEMORY_FD]);
+    let other = Vk::new(&[EXT_EXTERNAL_MEMORY_FD]);
+    let (bar0, c0) = (crate::bar1::used(), counters());
+    let h = mem_create(size, 1).unwrap();
+    let (fd1, fd2) = (export(h).unwrap(), export(h).unwrap());
+    assert_eq!(crate::bar1::used(), bar0, "an export holds no BAR1");
+
+    let m1 = vk.import(size, 1, opaque, fd1).unwrap();
+    assert_eq!(
+        crate::bar1::used(),
+        bar0 + size,
+        "the import holds the whole allocation"
+    );
+    let c = counters();
+    assert_eq!(c.vk_imports_made, c0.vk_imports_made + 1);
+    assert_eq!(c.live_vk_import_bytes, c0.live_vk_import_bytes + size);
+    // Mappings hold none: the whole allocation, none, a 64 KiB one.
+    vk.map(m1, 0, VK_WHOLE_SIZE).unwrap();
+    assert_eq!(crate::bar1::used(), bar0 + size);
+    // SAFETY: unmapping our mapping.
+    unsafe { (vk.unmap)(vk.device, m1) };
+    assert_eq!(crate::bar1::used(), bar0 + size);
+    vk.map(m1, GRAN, 1 << 16).unwrap();
+    assert_eq!(crate::bar1::used(), bar0 + size);
+
+    // A second import of the allocation, on another device: BAR1 once, bytes twice.
+    let m2 = other.import(size, 1, opaque, fd2).unwrap();
+    assert_eq!(crate::bar1::used(), bar0 + size);
+    let c = counters();
+    assert_eq!(c.vk_imports_made, c0.vk_imports_made + 2);
+    assert_eq!(c.live_vk_import_bytes, c0.live_vk_import_bytes + 2 * size);
+    // Another allocation adds its own size.
+    let h2 = mem_create(small, 1).unwrap();
+    let m3 = vk.import(small, 1, opaque, export(h2).unwrap()).unwrap();
+    assert_eq!(crate::bar1::used(), bar0 + size + small);
+
+    // BAR1 goes back with the allocation's last import.
+    vk.free(m1);
+    assert_eq!(
+        crate::bar1::used(),
+        bar0 + size + small,
+        "m2 still holds it"
+    );
+    other.free(m2);
+    assert_eq!(crate::bar1::used(), bar0 + small);
+    vk.free(m3);
+    assert_eq!(crate::bar1::used(), bar0);
+    let c = counters();
+    assert_eq!(c.vk_imports_made, c0.vk_imports_made + 3, "a running total");
+    assert_eq!(c.live_vk_import_bytes, c0.live_vk_import_bytes);
+    // SAFETY: no pointer arguments.
+    unsafe {
+        assert_eq!(cuMemRelease(h), 0);
+        assert_eq!(cuMemRelease(h2), 0);
+    }
+    other.close();
+    vk.close();
+}
+
+#[test]
+fn imports_and_frees_take_their_cost_outside_the_lock() {
+    let _s = serial();
+    cuda_up();
+    let opaque = EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD;
+    let ns_per_mib = crate::config::get().vk_import_ns_per_mib;
+    for size in [GRAN, 1 << 30, 4 << 30] {
+        let want = u128::from(ns_per_mib) * u128::from(size >> 20);
+        assert_eq!(memory::cost(size).as_nanos(), want, "{size}");
+    }
+    let vk = Vk::new(&[EXT_EXTERNAL_MEMORY_FD]);
+    let (big, small) = (4 * GRAN, GRAN);
+    let hs = mem_create(small, 1).unwrap();
+    let ms = vk.import(small, 1, opaque, export(hs).unwrap()).unwrap();
+    let hb = mem_create(big, 1).unwrap();
+    let fd = export(hb).unwrap();
+
+    // Hold the next import in its cost, then call the stand-in from this thread meanwhile.
+    let (entered_tx, entered) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel();
+    *watch() = Some(Watch {
+        spent: Vec::new(),
+        hold: Some((entered_tx, go_rx)),
+    });
+    let (allocate, device) = (vk.allocate, vk.device as usize);
+    let importer = std::thread::spawn(move || import_on(allocate, device, big, 1, opaque, fd));
+    entered
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the import reached its cost");
+    // These calls take the lock: had the importer kept it, they would wait for its cost (the
+    // hold above ends after a minute) and the importer would be done by then.
+    let c = counters();
+    assert_eq!(c.live_vk_imports, 2, "the import is made before its cost");
+    assert!(vk.map(ms, 0, VK_WHOLE_SIZE).is_ok());
+    // SAFETY: unmapping our mapping.
+    unsafe { (vk.unmap)(vk.device, ms) };
+    assert!(
+        !importer.is_finished(),
+        "the import is still taking its cost"
+    );
+    go.send(()).unwrap();
+    let mb = importer.join().unwrap().expect("the import");
+
+    vk.free(mb);
+    vk.free(ms);
+    let hb2 = mem_create(big, 1).unwrap();
+    vk.import(big, 1, opaque, export(hb2).unwrap()).unwrap();
+    vk.close(); // frees the import left on the device, at a free's cost
+    let w = watch().take().unwrap();
+    let costs: Vec<(u64, Duration, bool)> = [big, big, small, big, big]
+        .map(|s| (s, memory::cost(s), true))
+        .to_vec();
+    assert_eq!(
+        w.spent, costs,
+        "import, then the frees and the second import and its free at vkDestroyDevice"
+    );
+    // SAFETY: no pointer arguments.
+    unsafe {
+        assert_eq!(cuMemRelease(hs), 0);
+        assert_eq!(cuMemRelease(hb), 0);
+        assert_eq!(cuMemRelease(hb2), 0);
+    }
 }

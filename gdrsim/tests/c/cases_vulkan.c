@@ -195,6 +195,15 @@ static void check_no_vk_objects(void)
     CHECK_EQ(c.live_vk_mappings, 0);
     CHECK_EQ(c.live_vk_devices, 0);
     CHECK_EQ(c.live_vk_instances, 0);
+    CHECK_EQ(c.live_vk_import_bytes, 0);
+}
+
+/* BAR1 in use (gdrsim_bar1_info). */
+static uint64_t bar1_used(void)
+{
+    uint64_t total = 0, used = 0, vram = 0;
+    CHECK_EQ(gdrsim_bar1_info(&total, &used, &vram), 0);
+    return used;
 }
 
 /* The CUDA side: handle types, references, properties, export fds. */
@@ -485,20 +494,21 @@ int t_vk_import(void)
         v.free(v.device, m, NULL);
         goto cleanup;
     }
+    uint64_t bar1_0 = bar1_used(), made0 = counters().vk_imports_made;
     CHECK_EQ(vk_import(&v, size, (uint32_t)bar, OPAQUE, fd, &m), VK_SUCCESS);
     CHECK(!fd_open(fd)); /* the import owns the fd now */
     CHECK_EQ(counters().live_vmm_exports, 0);
     CHECK_EQ(counters().live_vk_imports, 1);
+    CHECK_EQ(counters().vk_imports_made, made0 + 1);
+    CHECK_EQ(counters().live_vk_import_bytes, size);
+    CHECK_EQ(bar1_used(), bar1_0 + size); /* the import holds BAR1 for the whole allocation */
 
-    /* a mapping at an offset shows what the GPU sees, both ways */
-    uint64_t bar1_total, bar1_used0, bar1_used, vram;
-    CHECK_EQ(gdrsim_bar1_info(&bar1_total, &bar1_used0, &vram), 0);
+    /* a mapping at an offset shows what the GPU sees, both ways; it holds no BAR1 */
     uint64_t off = g + 3 * 4096 + 40;
     unsigned char *p = NULL;
     REQUIRE_EQ(v.map(v.device, m, off, 256, 0, (void **)&p), VK_SUCCESS);
     CHECK_EQ(counters().live_vk_mappings, 1);
-    CHECK_EQ(gdrsim_bar1_info(&bar1_total, &bar1_used, &vram), 0);
-    CHECK_EQ(bar1_used, bar1_used0 + GPU_PAGE);
+    CHECK_EQ(bar1_used(), bar1_0 + size);
     CHECK_EQ(v.map(v.device, m, 0, VK_WHOLE_SIZE, 0, &q), VK_ERROR_MEMORY_MAP_FAILED); /* mapped already */
     p[0] = 0x5a;
     p[255] = 0xa5;
@@ -538,9 +548,11 @@ int t_vk_import(void)
     CHECK_EQ(p[off + 255], 0xa5);
     p[1] = 0x77;
     CHECK_EQ(p[1], 0x77);
-    /* vkFreeMemory unmaps and lets go: the memory is free now */
+    /* vkFreeMemory unmaps and lets go: the memory and its BAR1 are free now */
     v.free(v.device, m, NULL);
     CHECK_EQ(mem_free(), before + size);
+    CHECK_EQ(bar1_used(), bar1_0);
+    CHECK_EQ(counters().vk_imports_made, made0 + 1);
     CHECK_EQ(probe(p + off, 0, NULL), SIGSEGV);
     v.free(v.device, 0, NULL); /* VK_NULL_HANDLE: nothing */
     vk_close(&v);
@@ -709,7 +721,8 @@ static void *import_loop(void *arg)
 /* Imports, maps and frees from several threads on one device. */
 int t_vk_threads(void)
 {
-    SKIP_IF(!situation("ok"));
+    /* the four threads' imports may hold 8 MiB of BAR1 at once */
+    SKIP_IF(!situation("ok") || getenv("GDRSIM_BAR1_SIZE") != NULL);
     cuda_up();
     struct vk v;
     REQUIRE_EQ(vk_open(&v), VK_SUCCESS);
@@ -733,37 +746,228 @@ int t_vk_threads(void)
     return CASE_PASS;
 }
 
-/* Stand-in mappings use BAR1 (run.sh sets GDRSIM_BAR1_SIZE=4M for this one). */
+/* Imports hold BAR1 (run.sh sets GDRSIM_BAR1_SIZE=4M for this one): each allocation with a
+ * live import, once at its whole size however many imports of it are live, on any device;
+ * mappings hold none. */
 int t_vk_bar1(void)
 {
     SKIP_IF(!env_is("GDRSIM_BAR1_SIZE", "4M") || !situation("ok"));
+    cuda_up();
+    struct vk v, w;
+    REQUIRE_EQ(vk_open(&v), VK_SUCCESS);
+    REQUIRE(vk_physical(&v));
+    REQUIRE_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
+    REQUIRE_EQ(vk_open(&w), VK_SUCCESS);
+    REQUIRE(vk_physical(&w));
+    REQUIRE_EQ(vk_device(&w, EXTS, 2), VK_SUCCESS);
+    size_t g = granularity();
+    CHECK_EQ(g, 2u << 20);
+    uint64_t total = 0, used = 0, vram = 0;
+    CHECK_EQ(gdrsim_bar1_info(&total, &used, &vram), 0);
+    CHECK_EQ(total, 4u << 20);
+    CHECK_EQ(used, 0);
+    CUmemGenericAllocationHandle a, b, c;
+    CU(vmm_create(&a, g, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    CU(vmm_create(&b, g, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    CU(vmm_create(&c, g, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    CHECK_EQ(bar1_used(), 0); /* allocations and exports hold none */
+    int fd_c = vmm_export(c);
+    CHECK_EQ(bar1_used(), 0);
+
+    VkDeviceMemory a1, a2, a3, b1, c1;
+    void *p;
+    CHECK_EQ(vk_import(&v, g, 1, OPAQUE, vmm_export(a), &a1), VK_SUCCESS);
+    CHECK_EQ(bar1_used(), g);
+    CHECK_EQ(vk_import(&w, g, 1, OPAQUE, vmm_export(a), &a2), VK_SUCCESS); /* another device */
+    CHECK_EQ(bar1_used(), g);
+    CHECK_EQ(v.map(v.device, a1, 0, VK_WHOLE_SIZE, 0, &p), VK_SUCCESS);
+    CHECK_EQ(w.map(w.device, a2, 0, GPU_PAGE, 0, &p), VK_SUCCESS);
+    CHECK_EQ(bar1_used(), g);
+    v.unmap(v.device, a1);
+    CHECK_EQ(bar1_used(), g);
+    CHECK_EQ(vk_import(&v, g, 1, OPAQUE, vmm_export(b), &b1), VK_SUCCESS);
+    CHECK_EQ(bar1_used(), total);
+
+    /* full: a new allocation is refused and keeps its fd... */
+    CHECK_EQ(vk_import(&v, g, 1, OPAQUE, fd_c, &c1), VK_ERROR_OUT_OF_DEVICE_MEMORY);
+    CHECK(fd_open(fd_c));
+    CHECK_EQ(counters().live_vmm_exports, 1);
+    /* ...while one that holds BAR1 already imports again, and mappings still work */
+    CHECK_EQ(vk_import(&v, g, 1, OPAQUE, vmm_export(a), &a3), VK_SUCCESS);
+    CHECK_EQ(v.map(v.device, b1, 0, VK_WHOLE_SIZE, 0, &p), VK_SUCCESS);
+    CHECK_EQ(v.map(v.device, a3, 0, VK_WHOLE_SIZE, 0, &p), VK_SUCCESS);
+    CHECK_EQ(bar1_used(), total);
+    struct gdrsim_counters k = counters();
+    CHECK_EQ(k.live_vk_imports, 4);
+    CHECK_EQ(k.live_vk_import_bytes, 4 * g);
+    CHECK_EQ(k.vk_imports_made, 4);
+    CHECK_EQ(k.live_vk_mappings, 3);
+
+    /* BAR1 goes back with an allocation's last import */
+    v.free(v.device, a1, NULL);
+    v.free(v.device, a3, NULL);
+    CHECK_EQ(bar1_used(), total); /* a2 still holds it */
+    w.free(w.device, a2, NULL);
+    CHECK_EQ(bar1_used(), g);
+    CHECK_EQ(vk_import(&v, g, 1, OPAQUE, fd_c, &c1), VK_SUCCESS);
+    CHECK_EQ(bar1_used(), total);
+    v.free(v.device, b1, NULL);
+    v.free(v.device, c1, NULL);
+    CHECK_EQ(bar1_used(), 0);
+    CHECK_EQ(counters().vk_imports_made, 5);
+    CU(cuMemRelease(a));
+    CU(cuMemRelease(b));
+    CU(cuMemRelease(c));
+    vk_close(&w);
+    vk_close(&v);
+    check_no_vk_objects();
+    return CASE_PASS;
+}
+
+/* The live imports of one allocation may hold GDRSIM_VK_IMPORT_LIMIT bytes in all, over every
+ * device of the process (run.sh sets 6M for this one); other allocations still import. */
+int t_vk_import_limit(void)
+{
+    SKIP_IF(!env_is("GDRSIM_VK_IMPORT_LIMIT", "6M") || !situation("ok"));
+    cuda_up();
+    struct vk v, w;
+    REQUIRE_EQ(vk_open(&v), VK_SUCCESS);
+    REQUIRE(vk_physical(&v));
+    REQUIRE_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
+    REQUIRE_EQ(vk_open(&w), VK_SUCCESS);
+    REQUIRE(vk_physical(&w));
+    REQUIRE_EQ(vk_device(&w, EXTS, 2), VK_SUCCESS);
+    size_t g = granularity();
+    CUmemGenericAllocationHandle a, b, big, c;
+    CU(vmm_create(&a, g, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    CU(vmm_create(&b, g, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    CU(vmm_create(&big, 4 * g, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    CU(vmm_create(&c, 2 * g, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+
+    /* three imports of a, 6 MiB in all: at the limit */
+    VkDeviceMemory a1, a2, a3, a4, b1, c1, c2, m;
+    CHECK_EQ(vk_import(&v, g, 1, OPAQUE, vmm_export(a), &a1), VK_SUCCESS);
+    CHECK_EQ(vk_import(&v, g, 1, OPAQUE, vmm_export(a), &a2), VK_SUCCESS);
+    CHECK_EQ(vk_import(&w, g, 1, OPAQUE, vmm_export(a), &a3), VK_SUCCESS);
+    /* a fourth is refused, on either device, and leaves its fd open */
+    int fd = vmm_export(a);
+    CHECK_EQ(vk_import(&v, g, 1, OPAQUE, fd, &a4), VK_ERROR_OUT_OF_DEVICE_MEMORY);
+    CHECK_EQ(vk_import(&w, g, 1, OPAQUE, fd, &a4), VK_ERROR_OUT_OF_DEVICE_MEMORY);
+    CHECK(fd_open(fd));
+    struct gdrsim_counters k = counters();
+    CHECK_EQ(k.live_vk_imports, 3);
+    CHECK_EQ(k.live_vk_import_bytes, 3 * g);
+    CHECK_EQ(k.live_vmm_exports, 1);
+    CHECK_EQ(k.vk_imports_made, 3);
+    /* a new allocation still imports */
+    CHECK_EQ(vk_import(&v, g, 1, OPAQUE, vmm_export(b), &b1), VK_SUCCESS);
+    /* one import larger than the limit is refused; a 4 MiB allocation imports once */
+    int fd_big = vmm_export(big);
+    CHECK_EQ(vk_import(&v, 4 * g, 1, OPAQUE, fd_big, &m), VK_ERROR_OUT_OF_DEVICE_MEMORY);
+    CHECK(fd_open(fd_big));
+    CHECK_EQ(close(fd_big), 0);
+    CHECK_EQ(vk_import(&v, 2 * g, 1, OPAQUE, vmm_export(c), &c1), VK_SUCCESS);
+    int fd_c = vmm_export(c);
+    CHECK_EQ(vk_import(&w, 2 * g, 1, OPAQUE, fd_c, &c2), VK_ERROR_OUT_OF_DEVICE_MEMORY);
+    CHECK(fd_open(fd_c));
+    CHECK_EQ(close(fd_c), 0);
+    /* a free makes room */
+    v.free(v.device, a1, NULL);
+    CHECK_EQ(vk_import(&w, g, 1, OPAQUE, fd, &a4), VK_SUCCESS);
+    CHECK(!fd_open(fd));
+    k = counters();
+    CHECK_EQ(k.live_vk_imports, 5);
+    CHECK_EQ(k.live_vk_import_bytes, 3 * g + g + 2 * g);
+    CHECK_EQ(k.vk_imports_made, 6);
+    CU(cuMemRelease(a));
+    CU(cuMemRelease(b));
+    CU(cuMemRelease(big));
+    CU(cuMemRelease(c));
+    vk_close(&w); /* frees a3 and a4 */
+    vk_close(&v); /* frees a2, b1 and c1 */
+    check_no_vk_objects();
+    CHECK_EQ(counters().live_allocations, 0);
+    return CASE_PASS;
+}
+
+struct slow_call {
+    struct vk *v;
+    size_t size;
+    int fd;
+    VkDeviceMemory m;
+    VkResult r;
+    int done; /* atomic */
+};
+
+static void *slow_import(void *arg)
+{
+    struct slow_call *s = arg;
+    s->r = vk_import(s->v, s->size, 1, OPAQUE, s->fd, &s->m);
+    __atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void *slow_free(void *arg)
+{
+    struct slow_call *s = arg;
+    s->v->free(s->v->device, s->m, NULL);
+    __atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Calls of this thread that take the emulator's lock while another thread's import or free
+ * takes its cost; ends with that thread's call still under way. */
+static void progress_meanwhile(struct vk *v, VkDeviceMemory small, struct slow_call *s)
+{
+    void *p = NULL;
+    CHECK_EQ(v->map(v->device, small, 0, VK_WHOLE_SIZE, 0, &p), VK_SUCCESS);
+    v->unmap(v->device, small);
+    CUdeviceptr d = dalloc(4096);
+    CU(cuMemFree(d));
+    CHECK(bar1_used() > 0);
+    CHECK_EQ(__atomic_load_n(&s->done, __ATOMIC_ACQUIRE), 0);
+}
+
+/* An import and a free take GDRSIM_VK_IMPORT_NS_PER_MIB per MiB of the allocation, with the
+ * emulator's lock released: run.sh sets 10 ms per MiB for this one, so the 256 MiB import and
+ * its free take 2.56 s each, during which this thread's calls go through. */
+int t_vk_import_cost(void)
+{
+    SKIP_IF(!env_is("GDRSIM_VK_IMPORT_NS_PER_MIB", "10000000") || !situation("ok"));
     cuda_up();
     struct vk v;
     REQUIRE_EQ(vk_open(&v), VK_SUCCESS);
     REQUIRE(vk_physical(&v));
     REQUIRE_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
-    size_t g = granularity();
-    CHECK_EQ(g, 2u << 20);
-    CUmemGenericAllocationHandle h[3];
-    VkDeviceMemory m[3];
-    void *p[3];
-    for (int k = 0; k < 3; k++) {
-        CU(vmm_create(&h[k], g, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-        CHECK_EQ(vk_import(&v, g, 1, OPAQUE, vmm_export(h[k]), &m[k]), VK_SUCCESS);
-    }
-    CHECK_EQ(v.map(v.device, m[0], 0, VK_WHOLE_SIZE, 0, &p[0]), VK_SUCCESS);
-    CHECK_EQ(v.map(v.device, m[1], 0, g - GPU_PAGE, 0, &p[1]), VK_SUCCESS);
-    CHECK_EQ(v.map(v.device, m[2], 0, 2 * GPU_PAGE, 0, &p[2]), VK_ERROR_MEMORY_MAP_FAILED);
-    CHECK_EQ(v.map(v.device, m[2], 100, GPU_PAGE - 100, 0, &p[2]), VK_SUCCESS); /* the last 64 KiB */
-    uint64_t total, used, vram;
-    CHECK_EQ(gdrsim_bar1_info(&total, &used, &vram), 0);
-    CHECK_EQ(total, 4u << 20);
-    CHECK_EQ(used, total);
-    v.unmap(v.device, m[2]);
-    v.free(v.device, m[0], NULL);
-    CHECK_EQ(v.map(v.device, m[2], 0, VK_WHOLE_SIZE, 0, &p[2]), VK_SUCCESS);
-    for (int k = 0; k < 3; k++)
-        CU(cuMemRelease(h[k]));
+    size_t g = granularity(), big = 256u << 20;
+    CUmemGenericAllocationHandle hs, hb;
+    CU(vmm_create(&hs, g, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    CU(vmm_create(&hb, big, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    VkDeviceMemory small;
+    REQUIRE_EQ(vk_import(&v, g, 1, OPAQUE, vmm_export(hs), &small), VK_SUCCESS); /* 20 ms */
+
+    /* the import is made, then takes its cost: wait for it to be made */
+    struct slow_call s = {&v, big, vmm_export(hb), 0, VK_ERROR_INITIALIZATION_FAILED, 0};
+    pthread_t t;
+    REQUIRE_EQ(pthread_create(&t, NULL, slow_import, &s), 0);
+    while (counters().live_vk_import_bytes != g + big)
+        usleep(1000);
+    progress_meanwhile(&v, small, &s);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    CHECK_EQ(s.r, VK_SUCCESS);
+
+    /* the free lets go, then takes its cost */
+    s.done = 0;
+    REQUIRE_EQ(pthread_create(&t, NULL, slow_free, &s), 0);
+    while (counters().live_vk_import_bytes != g)
+        usleep(1000);
+    progress_meanwhile(&v, small, &s);
+    CHECK_EQ(pthread_join(t, NULL), 0);
+    CHECK_EQ(counters().vk_imports_made, 2);
+
+    v.free(v.device, small, NULL);
+    CU(cuMemRelease(hs));
+    CU(cuMemRelease(hb));
     vk_close(&v);
     check_no_vk_objects();
     return CASE_PASS;

@@ -30,6 +30,9 @@ configs=(
     "GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRSIM_VULKAN=nohostvisible"
     "GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRSIM_VULKAN=noinstance"
     "GDRSIM_NO_DEVICE=1 GDRSIM_BAR1_SIZE=4M"
+    # The stand-in's limit on the live imports of one allocation, and a large import cost.
+    "GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRSIM_VK_IMPORT_LIMIT=6M"
+    "GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRSIM_VK_IMPORT_NS_PER_MIB=10000000"
 )
 passed=0
 failed=0
@@ -41,7 +44,8 @@ for c in "${configs[@]}"; do
     out=$(env -u GDRSIM_PERSISTENT -u GDRSIM_PROFILE -u GDRSIM_DRIVER_VERSION -u GDRSIM_NO_DEVICE \
         -u GDRSIM_DEVICE_MODE -u GDRSIM_AS_USER -u GDRSIM_DMABUF -u GDRSIM_CUDA_VERSION \
         -u GDRSIM_FAIL -u GDRSIM_VRAM_SIZE -u GDRSIM_DEVICE_NODE -u GDRSIM_DEVICE_MAJOR \
-        -u GDRSIM_VULKAN -u GDRSIM_BAR1_SIZE -u GDRSIM_BAR1_RESERVED $c timeout 300 "$bin" 2>&1)
+        -u GDRSIM_VULKAN -u GDRSIM_BAR1_SIZE -u GDRSIM_BAR1_RESERVED \
+        -u GDRSIM_VK_IMPORT_LIMIT -u GDRSIM_VK_IMPORT_NS_PER_MIB $c timeout 300 "$bin" 2>&1)
     rc=$?
     echo "$out" | grep -v '^PASS \|^SKIP '
     tally=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -1)

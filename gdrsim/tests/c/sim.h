@@ -115,5 +115,7 @@ int t_vk_fail(void);
 int t_vk_fork(void);
 int t_vk_threads(void);
 int t_vk_bar1(void);
+int t_vk_import_limit(void);
+int t_vk_import_cost(void);
 
 #endif

@@ -52,6 +52,8 @@ static const struct check_case cases[] = {
     {"vk_fork", t_vk_fork},
     {"vk_threads", t_vk_threads},
     {"vk_bar1", t_vk_bar1},
+    {"vk_import_limit", t_vk_import_limit},
+    {"vk_import_cost", t_vk_import_cost},
 };
 
 int main(int argc, char **argv)
