@@ -59,14 +59,20 @@ static void summary(const char *what, double *t, size_t n)
     printf("pools: %s: median %.1f us, worst %.1f us (%zu)\n", what, t[n / 2], t[n - 1], n);
 }
 
+/* The emulator's counters (all zero on a GPU, where sim_counters is NULL). */
+static struct gdrsim_counters counters(void)
+{
+    struct gdrsim_counters c;
+    memset(&c, 0, sizeof c);
+    if (sim_counters)
+        REQUIRE_EQ(sim_counters(&c, sizeof c), 0);
+    return c;
+}
+
 /* Live Vulkan imports on the emulator; -1 on a GPU. */
 static long live_imports(void)
 {
-    struct gdrsim_counters c;
-    if (!sim_counters)
-        return -1;
-    memset(&c, 0, sizeof c);
-    return sim_counters(&c, sizeof c) == 0 ? (long)c.live_vk_imports : -2;
+    return sim_counters ? (long)counters().live_vk_imports : -1;
 }
 
 /* The 64 bytes written at the start of range i. */
@@ -136,6 +142,7 @@ static int scenario_ranges(size_t size, size_t count)
     double *pin_t = calloc(count, sizeof *pin_t), *unpin_t = calloc(count, sizeof *unpin_t);
     REQUIRE(r != NULL && pin_t != NULL && unpin_t != NULL);
 
+    uint64_t made_before = counters().vk_imports_made;
     size_t pinned = 0;
     for (; pinned < count; pinned++)
         if (pin_map_write(g, base + pinned * stride, pinned, &r[pinned], &pin_t[pinned]) != 0)
@@ -145,8 +152,12 @@ static int scenario_ranges(size_t size, size_t count)
            count, size >> 20);
     long imports = live_imports();
     if (imports != -1) {
-        printf("pools: live imports with every range pinned: %ld\n", imports);
+        uint64_t made = counters().vk_imports_made - made_before;
+        printf("pools: live imports with every range pinned: %ld (%llu made)\n", imports,
+               (unsigned long long)made);
         CHECK_EQ(imports, 1);
+        CHECK_EQ(made, 1);
+        CHECK_EQ(counters().live_vk_import_bytes, size);
     }
     size_t seen = 0;
     for (size_t i = 0; i < pinned; i++)
