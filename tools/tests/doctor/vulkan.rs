@@ -111,6 +111,28 @@ fn vulkan_import_asked_for_passes_the_round_trip() {
         d.text
     );
     assert_eq!(d.detail("vulkan", "requested").as_bool(), Some(true));
+    // The pin held BAR1 for its whole allocation (2 MiB, the VMM granularity), as NVML says.
+    assert_eq!(
+        d.detail("roundtrip", "allocation_bytes").as_u64(),
+        Some(2 << 20)
+    );
+    assert_eq!(
+        d.detail("roundtrip", "bar1_held_bytes").as_u64(),
+        Some(2 << 20)
+    );
+    assert!(
+        d.line("roundtrip").ends_with(
+            "; the pin held 2 MiB of BAR1 (its whole 2 MiB allocation: see the vulkan check)"
+        ),
+        "{}",
+        d.text
+    );
+    let fix = d.fix("vulkan");
+    assert!(
+        fix.contains("a pin holds BAR1 for its whole allocation"),
+        "{fix}"
+    );
+    assert!(fix.contains("UCX_TLS=^gdr_copy"), "{fix}");
     // gdrdrv's absence is only a warning now.
     assert_eq!(d.status("device_node"), "warn");
     assert!(
