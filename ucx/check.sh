@@ -122,7 +122,8 @@ else
 fi
 if out=$(vkperf UCX_TLS=^gdr_copy); then
     echo "   ucp_put_lat, cudaMalloc memory, UCX_TLS=^gdr_copy:" \
-         "$(grep -E '^(Final:)? *[0-9]+ +[0-9.]+ ' <<<"$out" | tail -1 | awk '{print $2 " us"}')"
+         "$(grep -E '^(Final:)? *[0-9]+ +[0-9.]+ ' <<<"$out" | tail -1 | sed 's/^Final://' |
+            awk '{print $2 " us"}')"
 else
     echo "FAIL: ucp_put_lat on cudaMalloc memory with UCX_TLS=^gdr_copy:"; tail -5 <<<"$out"; fail=1
 fi
