@@ -19,6 +19,7 @@ runs, no other Python thread can be in the middle of a copy through that mapping
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import sys
 import threading
@@ -88,6 +89,16 @@ def _path(soname: str, variable: str) -> str:
     return wheel if os.path.exists(wheel) else soname
 
 
+def _load(path: str, variable: str, dll=ctypes.CDLL):
+    try:
+        return dll(path)
+    except OSError as e:
+        from ._errors import GdrError
+        raise GdrError(errno.ENOENT, "cannot load %s (%s): install gdrapi-rs (its wheel or "
+                       "packages) or put its lib directory on LD_LIBRARY_PATH; %s names another "
+                       "file" % (path, e, variable)) from None
+
+
 def _bind(lib, name, restype, argtypes):
     fn = getattr(lib, name)
     fn.restype = restype
@@ -102,7 +113,7 @@ class Gdr:
         self.path = _path(SONAME, "GDRAPI_RS_LIBGDRAPI")
         # libgdrapi_ext.so.0, loaded later, needs libgdrapi.so.2: the dynamic loader finds this
         # instance by its soname, whatever path it was loaded from.
-        lib = ctypes.CDLL(self.path)
+        lib = _load(self.path, "GDRAPI_RS_LIBGDRAPI")
         held = ctypes.PyDLL(self.path)  # the same library (one dlopen handle), GIL kept
         self.lib = lib
         P = POINTER
@@ -138,7 +149,7 @@ class Gdrx:
     def __init__(self) -> None:
         gdr()  # libgdrapi.so.2 first, so that this library uses the instance chosen above
         self.path = _path(EXT_SONAME, "GDRAPI_RS_LIBGDRAPI_EXT")
-        lib = ctypes.CDLL(self.path)
+        lib = _load(self.path, "GDRAPI_RS_LIBGDRAPI_EXT")
         held = ctypes.PyDLL(self.path)
         self.lib = lib
         P = POINTER

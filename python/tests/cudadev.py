@@ -52,6 +52,7 @@ def cuda():
             for name, args in [
                 ("cuInit", [ctypes.c_uint]),
                 ("cuDeviceGet", [POINTER(c_int), c_int]),
+                ("cuDeviceGetCount", [POINTER(c_int)]),
                 ("cuDevicePrimaryCtxRetain", [POINTER(c_void_p), c_int]),
                 ("cuCtxSetCurrent", [c_void_p]),
                 ("cuMemAlloc_v2", [POINTER(CUdeviceptr), c_size_t]),
@@ -80,6 +81,12 @@ def cuda():
             _cuda = lib
     check(_cuda.cuCtxSetCurrent(_cuda.ctx), "cuCtxSetCurrent")
     return _cuda
+
+
+def device_count():
+    n = c_int()
+    check(cuda().cuDeviceGetCount(byref(n)), "cuDeviceGetCount")
+    return n.value
 
 
 def check(rc, call):
