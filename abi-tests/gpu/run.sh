@@ -128,7 +128,7 @@ elif ! PYTHONPATH=$pypath python3 -c 'import pytest' 2>/dev/null; then
     echo "test-gpu: the Python suite needs pytest (make python-gpu puts it in build/python/site)"
 else
     for alloc in expandable_segments:True default; do
-        name="python: pytest, PyTorch allocator ${alloc%%:*}"
+        name="python: PyTorch ${alloc%%:*}"; name=${name/expandable_segments/expandable segments}
         log=$LOGS/${name//[^A-Za-z0-9_.-]/_}.log
         conf=$alloc; [ "$alloc" = default ] && conf=
         timeout -k 5 "$limit" "${RUN[@]}" PYTHONPATH="$pypath" PYTORCH_CUDA_ALLOC_CONF="$conf" \

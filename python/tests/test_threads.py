@@ -143,3 +143,40 @@ def test_free_racing_copies(allocator, leaks):
         for t in ts:
             t.join()
         assert outcomes == ["freed"] * THREADS and sum(copies) > 0
+
+
+@pytest.mark.parametrize("what", ["not thread-safe library", "no GIL"])
+def test_locked_paths(device_array, monkeypatch, leaks, what):
+    """With a library that is not thread-safe (NVIDIA's: every call but the copies serialized,
+    copies counted against unmaps) or without a GIL (free-threaded Python: copies counted),
+    the same operations, from threads."""
+    from gdrapi_rs import _lib
+    if what == "no GIL":
+        monkeypatch.setattr(_lib, "GIL", False)
+    else:
+        monkeypatch.setattr(_lib.gdr(), "thread_safe", False)
+    a = device_array(THREADS * 4096)
+    s = gdrapi_rs.Session()
+    p = s.pin(a)
+    assert not p.mapping._s.fast
+    alloc = gdrapi_rs.Allocator(0)
+    x = alloc.alloc(THREADS * 64)
+    assert not alloc._a.fast
+
+    def work(i):
+        for k in range(50):
+            p.write_u64(i * 4096, k)
+            assert p.read_u64(i * 4096) == k
+            p.write(i * 4096 + 8, b"ab")
+            assert p.read(i * 4096 + 8, 2) == b"ab"
+            x.write_u64(i * 64, k)
+            assert x.read_u64(i * 64) == k
+            x.write(i * 64 + 8, b"cd")
+            assert x.read(i * 64 + 8, 2) == b"cd"
+    run(work)
+    s.close()
+    alloc.close()
+    assert x.closed
+    assert p.closed
+    with pytest.raises(gdrapi_rs.GdrError):
+        p.write(0, b"x")
