@@ -32,7 +32,8 @@ def _load_checks(out):
             failed += 1
             continue
         if version != (2, 6):
-            out.write("FAIL %s: gdr_runtime_get_version() = %d.%d, want 2.6\n" % ((path,) + version))
+            out.write("FAIL %s: gdr_runtime_get_version() = %d.%d, want 2.6\n"
+                      % ((path,) + version))
             failed += 1
         else:
             out.write("ok   %s: gdr_runtime_get_version() = %d.%d\n" % ((path,) + version))

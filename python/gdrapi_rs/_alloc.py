@@ -25,6 +25,13 @@ from ._session import Backend, MappingType, _mapping_type
 from ._views import Exported
 
 Buffer = Any
+_HELD_MAX = _lib.HELD_MAX
+_ORDER = sys.byteorder
+_U64x1 = ctypes.c_uint64 * 1  # an array: passed as a pointer to its element
+_SIZE = ctypes.c_size_t
+_N8 = ctypes.c_size_t(8)
+_addressof = ctypes.addressof
+_CHARS = [ctypes.c_char * n for n in range(65)]
 
 
 class Memory(IntEnum):
@@ -235,7 +242,7 @@ class Allocator:
             for hw in live:
                 hw._check_unused()
             for hw in live:
-                hw._open = False
+                hw._open = hw._direct = False
                 hw._finalizer.detach()
             a.open = False
             a.finalizer.detach()
@@ -262,8 +269,10 @@ class HostWritten:
     allocation.
     """
 
-    __slots__ = ("_a", "_mem", "_memp", "_typestr", "_open", "_finalizer", "_exported",
-                 "_dlpack", "_inflight", "_idle", "dev_ptr", "cpu_ptr", "size", "__weakref__")
+    __slots__ = ("_a", "_mem", "_memp", "_memc", "_typestr", "_open", "_direct", "_end8",
+                 "_to_held", "_from_held", "_to_u64", "_from_u64", "_finalizer", "_exported",
+                 "_dlpack", "_inflight", "_idle",
+                 "dev_ptr", "cpu_ptr", "size", "__weakref__")
 
     dev_ptr: int
     """The device address of the first byte (a ``CUdeviceptr``), for kernels and CUDA calls."""
@@ -278,6 +287,10 @@ class HostWritten:
         self._memp = ctypes.addressof(mem)
         self._typestr = typestr
         self._open = True
+        self._direct = a.fast
+        self._to_held, self._from_held = a.lib.copy_to_held, a.lib.copy_from_held
+        self._to_u64, self._from_u64 = a.lib.copy_to_u64, a.lib.copy_from_u64
+        self._memc = ctypes.c_void_p(self._memp)
         self._exported = Exported()
         self._dlpack = 0
         self._inflight = 0
@@ -285,6 +298,7 @@ class HostWritten:
         self.dev_ptr = mem.dev_ptr
         self.cpu_ptr = mem.cpu_ptr or 0
         self.size = mem.size
+        self._end8 = mem.size - 8
         self._finalizer = weakref.finalize(self, _free, a.lib, a.x, mem, a.gen)
 
     def __repr__(self) -> str:
@@ -341,50 +355,57 @@ class HostWritten:
                 if not self._inflight:
                     self._idle.notify_all()
 
+    # As Mapping's copies: a straight path (`_direct`: open, a GIL, a thread-safe library; in
+    # range), then _copy for everything else.
+
+    def _copy(self, to: bool, offset: int, host, n: int, u64: bool) -> None:
+        call = "gdrx_copy_to" if to else "gdrx_copy_from"
+        if u64:
+            if offset < 0 or offset > self.size - 8 or offset & 7 or not self._open:
+                raise self._u64_error(call, offset)
+        elif offset < 0 or n < 0 or n > self.size - offset or not self._open:
+            raise self._error(call, offset, n)
+        lib = self._a.lib
+        if n <= _HELD_MAX and self._direct:
+            rc = (lib.copy_to_held if to else lib.copy_from_held)(self._memp, offset, host, n)
+        else:
+            rc = self._counted(lib.copy_to if to else lib.copy_from, offset, host, n, call)
+        if rc:
+            raise self._error(call, offset, n, rc)
+
     def write(self, offset: int, data: Buffer) -> None:
         """Copies ``data`` (bytes-like) into the allocation at byte ``offset`` (``gdrx_copy_to``:
         stores, then a store fence)."""
         if type(data) is bytes:
             n = len(data)
+            if self._direct and 0 <= offset and n <= self.size - offset and n <= _HELD_MAX:
+                rc = self._to_held(self._memp, offset, data, n)
+                if rc:
+                    raise self._error("gdrx_copy_to", offset, n, rc)
+                return
         else:
             data, n, _ = _lib.address_of(data, False)
-        if offset < 0 or n > self.size - offset or not self._open:
-            raise self._error("gdrx_copy_to", offset, n)
-        a = self._a
-        if n <= _lib.HELD_MAX and a.fast:
-            rc = a.lib.copy_to_held(self._memp, offset, data, n)
-        else:
-            rc = self._counted(a.lib.copy_to, offset, data, n, "gdrx_copy_to")
-        if rc:
-            raise self._error("gdrx_copy_to", offset, n, rc)
+        self._copy(True, offset, data, n, False)
 
     def readinto(self, offset: int, buffer: Buffer) -> int:
         """Copies ``len(buffer)`` bytes from byte ``offset`` into the writable ``buffer``
         (``gdrx_copy_from``); returns the number of bytes."""
         addr, n, _keep = _lib.address_of(buffer, True)
-        if offset < 0 or n > self.size - offset or not self._open:
-            raise self._error("gdrx_copy_from", offset, n)
-        a = self._a
-        if n <= _lib.HELD_MAX and a.fast:
-            rc = a.lib.copy_from_held(self._memp, offset, addr, n)
-        else:
-            rc = self._counted(a.lib.copy_from, offset, addr, n, "gdrx_copy_from")
-        if rc:
-            raise self._error("gdrx_copy_from", offset, n, rc)
+        self._copy(False, offset, addr, n, False)
         return n
 
     def read(self, offset: int, size: int) -> bytes:
         """``size`` bytes from byte ``offset`` (``gdrx_copy_from``)."""
+        if self._direct and 0 <= offset and 0 <= size <= self.size - offset and size <= _HELD_MAX:
+            buf = (_CHARS[size] if size <= 64 else ctypes.c_char * size)()
+            rc = self._from_held(self._memp, offset, buf, size)
+            if rc:
+                raise self._error("gdrx_copy_from", offset, size, rc)
+            return buf.raw
         if offset < 0 or size < 0 or size > self.size - offset or not self._open:
             raise self._error("gdrx_copy_from", offset, size)
-        buf = ctypes.create_string_buffer(size)
-        a = self._a
-        if size <= _lib.HELD_MAX and a.fast:
-            rc = a.lib.copy_from_held(self._memp, offset, buf, size)
-        else:
-            rc = self._counted(a.lib.copy_from, offset, buf, size, "gdrx_copy_from")
-        if rc:
-            raise self._error("gdrx_copy_from", offset, size, rc)
+        buf = (ctypes.c_char * size)()
+        self._copy(False, offset, buf, size, False)
         return buf.raw
 
     def _u64_error(self, call: str, offset: int) -> GdrError:
@@ -397,31 +418,24 @@ class HostWritten:
         """Stores the 64-bit unsigned ``value`` (native byte order) at byte ``offset`` (a
         multiple of 8) in one 8-byte store, then a store fence: a flag or doorbell the GPU
         reads."""
-        if offset < 0 or offset > self.size - 8 or offset & 7 or not self._open:
-            raise self._u64_error("gdrx_copy_to", offset)
-        data = value.to_bytes(8, sys.byteorder)
-        a = self._a
-        if a.fast:
-            rc = a.lib.copy_to_held(self._memp, offset, data, 8)
-        else:
-            rc = self._counted(a.lib.copy_to, offset, data, 8, "gdrx_copy_to")
-        if rc:
-            raise self._error("gdrx_copy_to", offset, 8, rc)
+        if self._direct and 0 <= offset <= self._end8 and not offset & 7:
+            rc = self._to_u64(self._memc, _SIZE(offset), value.to_bytes(8, _ORDER), _N8)
+            if rc:
+                raise self._error("gdrx_copy_to", offset, 8, rc)
+            return
+        self._copy(True, offset, value.to_bytes(8, _ORDER), 8, True)
 
     def read_u64(self, offset: int) -> int:
         """The 64-bit unsigned value (native byte order) at byte ``offset`` (a multiple of 8),
         one 8-byte load through PCIe: what the GPU wrote there."""
-        if offset < 0 or offset > self.size - 8 or offset & 7 or not self._open:
-            raise self._u64_error("gdrx_copy_from", offset)
-        v = ctypes.c_uint64()
-        a = self._a
-        if a.fast:
-            rc = a.lib.copy_from_held(self._memp, offset, ctypes.byref(v), 8)
+        v = _U64x1()
+        if self._direct and 0 <= offset <= self._end8 and not offset & 7:
+            rc = self._from_u64(self._memc, _SIZE(offset), v, _N8)
+            if rc:
+                raise self._error("gdrx_copy_from", offset, 8, rc)
         else:
-            rc = self._counted(a.lib.copy_from, offset, ctypes.byref(v), 8, "gdrx_copy_from")
-        if rc:
-            raise self._error("gdrx_copy_from", offset, 8, rc)
-        return v.value
+            self._copy(False, offset, _addressof(v), 8, True)
+        return v[0]
 
     def fence(self) -> None:
         """Orders this thread's earlier stores through :meth:`view` before its later ones (a
@@ -501,7 +515,7 @@ class HostWritten:
             if not self._open:
                 return
             self._check_unused()
-            self._open = False
+            self._open = self._direct = False
             while self._inflight:
                 self._idle.wait()
             self._finalizer.detach()

@@ -105,7 +105,8 @@ def _from_cai(obj: Any, cai: dict) -> Described:
     itemsize = _itemsize_of_typestr(cai["typestr"])
     if not _c_contiguous(shape, cai.get("strides"), itemsize):
         raise GdrError(errno.EINVAL, "pin: the %s is not C-contiguous (strides %r): pin a "
-                       "contiguous copy, or its whole storage" % (type(obj).__name__, cai["strides"]))
+                       "contiguous copy, or its whole storage"
+                       % (type(obj).__name__, cai["strides"]))
     n = itemsize
     for d in shape:
         n *= d

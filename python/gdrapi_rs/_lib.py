@@ -100,9 +100,18 @@ def _load(path: str, variable: str, dll=ctypes.CDLL):
 
 
 def _bind(lib, name, restype, argtypes):
-    fn = getattr(lib, name)
+    fn = lib[name]  # a function object of its own (getattr would share one per name)
     fn.restype = restype
     fn.argtypes = argtypes
+    return fn
+
+
+def _unchecked(lib, name):
+    """``name`` without argtypes: ctypes then converts nothing, which halves the cost of a
+    call (python/README.md, "Why ctypes"); the caller passes ctypes objects of exactly the
+    C parameter types (c_ulong, c_void_p, c_size_t; a ctypes array or bytes for a pointer)."""
+    fn = lib[name]
+    fn.restype = c_int
     return fn
 
 
@@ -124,7 +133,8 @@ class Gdr:
         self.unpin_buffer = _bind(held, "gdr_unpin_buffer", c_int, [c_void_p, HANDLE])
         self.get_callback_flag = _bind(lib, "gdr_get_callback_flag", c_int,
                                        [c_void_p, HANDLE, P(c_int)])
-        self.get_info_v2 = _bind(lib, "gdr_get_info_v2", c_int, [c_void_p, HANDLE, P(gdr_info_v2_t)])
+        self.get_info_v2 = _bind(lib, "gdr_get_info_v2", c_int,
+                                 [c_void_p, HANDLE, P(gdr_info_v2_t)])
         self.map = _bind(lib, "gdr_map", c_int, [c_void_p, HANDLE, P(c_void_p), c_size_t])
         self.unmap = _bind(held, "gdr_unmap", c_int, [c_void_p, HANDLE, c_void_p, c_size_t])
         copy = [HANDLE, c_void_p, c_void_p, c_size_t]
@@ -132,6 +142,10 @@ class Gdr:
         self.copy_from = _bind(lib, "gdr_copy_from_mapping", c_int, copy)
         self.copy_to_held = _bind(held, "gdr_copy_to_mapping", c_int, copy)
         self.copy_from_held = _bind(held, "gdr_copy_from_mapping", c_int, copy)
+        # The 8-byte loads and stores: no argtypes, every argument a ctypes object of the
+        # parameter's exact C type (see _unchecked), GIL kept.
+        self.copy_to_u64 = _unchecked(held, "gdr_copy_to_mapping")
+        self.copy_from_u64 = _unchecked(held, "gdr_copy_from_mapping")
         self.runtime_get_version = _bind(lib, "gdr_runtime_get_version", None, [P(c_int), P(c_int)])
         self.driver_get_version = _bind(lib, "gdr_driver_get_version", c_int,
                                         [c_void_p, P(c_int), P(c_int)])
@@ -153,7 +167,8 @@ class Gdrx:
         held = ctypes.PyDLL(self.path)
         self.lib = lib
         P = POINTER
-        self.runtime_get_version = _bind(lib, "gdrx_runtime_get_version", None, [P(c_int), P(c_int)])
+        self.runtime_get_version = _bind(lib, "gdrx_runtime_get_version", None,
+                                         [P(c_int), P(c_int)])
         self.open = _bind(lib, "gdrx_open", c_int, [P(c_void_p), c_int, c_uint])
         self.close = _bind(held, "gdrx_close", c_int, [c_void_p])
         self.alloc = _bind(lib, "gdrx_alloc", c_int, [c_void_p, c_size_t, c_size_t, P(gdrx_mem_t)])
@@ -163,6 +178,8 @@ class Gdrx:
         self.copy_from = _bind(lib, "gdrx_copy_from", c_int, copy)
         self.copy_to_held = _bind(held, "gdrx_copy_to", c_int, copy)
         self.copy_from_held = _bind(held, "gdrx_copy_from", c_int, copy)
+        self.copy_to_u64 = _unchecked(held, "gdrx_copy_to")
+        self.copy_from_u64 = _unchecked(held, "gdrx_copy_from")
         self.lookup = _bind(lib, "gdrx_lookup", c_int,
                             [c_void_p, c_ulonglong, P(gdrx_mem_t), P(c_size_t)])
         self.info = _bind(lib, "gdrx_info", c_int, [c_void_p, P(gdrx_info_t)])

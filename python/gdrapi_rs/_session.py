@@ -31,6 +31,14 @@ from ._views import Exported
 
 GPU_PAGE = 1 << 16
 _PAGE_MASK = GPU_PAGE - 1
+_HELD_MAX = _lib.HELD_MAX
+_ORDER = sys.byteorder
+_U64x1 = ctypes.c_uint64 * 1  # an array: passed as a pointer to its element
+_VOIDP = ctypes.c_void_p
+_N8 = ctypes.c_size_t(8)
+_addressof = ctypes.addressof
+# The buffer types of small reads, made once.
+_CHARS = [ctypes.c_char * n for n in range(65)]
 
 Buffer = Any  # a bytes-like object (the buffer protocol)
 
@@ -71,8 +79,8 @@ class PinInfo(NamedTuple):
     """Whether the pin is mapped."""
     wc_mapping: bool
     """Whether that mapping is write-combining."""
-    mapping_type: MappingType
-    """The mapping's type."""
+    mapping_type: Union[MappingType, int]
+    """The mapping's type (an int for a value this package does not know)."""
 
 
 def _mapping_type(v: int) -> Union[MappingType, int]:
@@ -165,8 +173,9 @@ def _unpin(lib: _lib.Gdr, g: int, h: int, gen: int) -> None:
 
 
 class _MapState:
-    __slots__ = ("pin", "h", "va", "span", "start", "length", "open", "fast", "inflight",
-                 "idle", "exported", "finalizer", "kind", "__weakref__")
+    __slots__ = ("pin", "h", "va", "span", "start", "length", "end8", "open", "direct",
+                 "inflight", "idle", "exported", "finalizer", "kind", "to_held", "from_held",
+                 "to", "from_", "to_u64", "from_u64", "hc", "__weakref__")
 
     def __init__(self, pin: _PinState, va: int, kind: Union[MappingType, int]) -> None:
         s = pin.session
@@ -176,11 +185,16 @@ class _MapState:
         self.span = pin.span
         self.start = va + (pin.addr - pin.base)
         self.length = pin.size
+        self.end8 = pin.size - 8
         self.kind = kind
         self.open = True
         # Copies may rely on the GIL (see the module's documentation) only with a GIL and a
-        # thread-safe library.
-        self.fast = _lib.GIL and s.lib.thread_safe
+        # thread-safe library; `direct` also turns false at the close.
+        self.direct = _lib.GIL and s.lib.thread_safe
+        self.to_held, self.from_held = s.lib.copy_to_held, s.lib.copy_from_held
+        self.to, self.from_ = s.lib.copy_to, s.lib.copy_from
+        self.to_u64, self.from_u64 = s.lib.copy_to_u64, s.lib.copy_from_u64
+        self.hc = _lib.HANDLE(self.h)
         self.inflight = 0
         self.idle = threading.Condition(s.lock)
         self.exported = Exported()
@@ -195,7 +209,7 @@ class _MapState:
             raise BufferError("cannot close the mapping of %s: %d memoryview(s) or objects made "
                               "from them (numpy arrays...) are alive; release them first "
                               "(del, memoryview.release())" % (self.pin.what, n))
-        self.open = False
+        self.open = self.direct = False
         while self.inflight:
             self.idle.wait()
         self.finalizer.detach()
@@ -282,6 +296,10 @@ class Mapping:
         """Whether the mapping was closed (unmapped)."""
         return not self._s.open
 
+    # Each copy tries its straight path first: a mapping in `direct` state (open, with a GIL
+    # and a thread-safe library), an offset in range, one call through PyDLL. Everything else
+    # (refusals, large copies, the counted paths) is in the _copy_* functions below.
+
     def write(self, offset: int, data: Buffer) -> None:
         """Copies ``data`` (bytes-like) to the device memory at byte ``offset``
         (``gdr_copy_to_mapping``: when it returns, the bytes are on their way, ordered before
@@ -289,48 +307,35 @@ class Mapping:
         m = self._s
         if type(data) is bytes:
             n = len(data)
+            if m.direct and 0 <= offset and n <= m.length - offset and n <= _HELD_MAX:
+                rc = m.to_held(m.h, m.start + offset, data, n)
+                if rc:
+                    raise _copy_error(m, "gdr_copy_to_mapping", offset, n, rc)
+                return
         else:
             data, n, _ = _lib.address_of(data, False)
-        if offset < 0 or n > m.length - offset or not m.open:
-            raise _range_error(m, "gdr_copy_to_mapping", offset, n)
-        if n <= _lib.HELD_MAX and m.fast:
-            rc = m.pin.session.lib.copy_to_held(m.h, m.start + offset, data, n)
-        else:
-            rc = m.copy_counted(m.pin.session.lib.copy_to, "gdr_copy_to_mapping",
-                                m.start + offset, data, n)
-        if rc:
-            raise _copy_error(m, "gdr_copy_to_mapping", offset, n, rc)
+        _copy_to(m, offset, data, n, False)
 
     def readinto(self, offset: int, buffer: Buffer) -> int:
         """Copies ``len(buffer)`` bytes from byte ``offset`` into ``buffer`` (a writable
         bytes-like object: ``bytearray``, ``memoryview``, numpy array) with
         ``gdr_copy_from_mapping``; returns the number of bytes."""
-        m = self._s
         addr, n, _keep = _lib.address_of(buffer, True)
-        if offset < 0 or n > m.length - offset or not m.open:
-            raise _range_error(m, "gdr_copy_from_mapping", offset, n)
-        if n <= _lib.HELD_MAX and m.fast:
-            rc = m.pin.session.lib.copy_from_held(m.h, addr, m.start + offset, n)
-        else:
-            rc = m.copy_counted(m.pin.session.lib.copy_from, "gdr_copy_from_mapping",
-                                m.start + offset, addr, n)
-        if rc:
-            raise _copy_error(m, "gdr_copy_from_mapping", offset, n, rc)
+        _copy_from(self._s, offset, addr, n, False)
         return n
 
     def read(self, offset: int, size: int) -> bytes:
         """``size`` bytes from byte ``offset`` (``gdr_copy_from_mapping``)."""
         m = self._s
-        if offset < 0 or size < 0 or size > m.length - offset or not m.open:
-            raise _range_error(m, "gdr_copy_from_mapping", offset, size)
-        buf = ctypes.create_string_buffer(size)
-        if size <= _lib.HELD_MAX and m.fast:
-            rc = m.pin.session.lib.copy_from_held(m.h, buf, m.start + offset, size)
-        else:
-            rc = m.copy_counted(m.pin.session.lib.copy_from, "gdr_copy_from_mapping",
-                                m.start + offset, buf, size)
-        if rc:
-            raise _copy_error(m, "gdr_copy_from_mapping", offset, size, rc)
+        if m.direct and 0 <= offset and 0 <= size <= m.length - offset and size <= _HELD_MAX:
+            buf = (_CHARS[size] if size <= 64 else ctypes.c_char * size)()
+            rc = m.from_held(m.h, buf, m.start + offset, size)
+            if rc:
+                raise _copy_error(m, "gdr_copy_from_mapping", offset, size, rc)
+            return buf.raw
+        _check_range(m, "gdr_copy_from_mapping", offset, size, False)
+        buf = (ctypes.c_char * size)()
+        _copy_from(m, offset, buf, size, False)
         return buf.raw
 
     def write_u64(self, offset: int, value: int) -> None:
@@ -338,33 +343,28 @@ class Mapping:
         8-byte store, then a store fence: a flag or doorbell the GPU reads. The address must be
         8-byte aligned."""
         m = self._s
-        if offset < 0 or offset > m.length - 8 or (m.start + offset) & 7 or not m.open:
-            raise _u64_error(m, "gdr_copy_to_mapping", offset)
-        data = value.to_bytes(8, sys.byteorder)
-        if m.fast:
-            rc = m.pin.session.lib.copy_to_held(m.h, m.start + offset, data, 8)
-        else:
-            rc = m.copy_counted(m.pin.session.lib.copy_to, "gdr_copy_to_mapping",
-                                m.start + offset, data, 8)
-        if rc:
-            raise _copy_error(m, "gdr_copy_to_mapping", offset, 8, rc)
+        a = m.start + offset
+        if m.direct and 0 <= offset <= m.end8 and not a & 7:
+            rc = m.to_u64(m.hc, _VOIDP(a), value.to_bytes(8, _ORDER), _N8)
+            if rc:
+                raise _copy_error(m, "gdr_copy_to_mapping", offset, 8, rc)
+            return
+        _copy_to(m, offset, value.to_bytes(8, _ORDER), 8, True)
 
     def read_u64(self, offset: int) -> int:
         """The 64-bit unsigned value (native byte order) at byte ``offset``, loaded in one
         8-byte load through PCIe: what the GPU wrote there. The address must be 8-byte
         aligned."""
         m = self._s
-        if offset < 0 or offset > m.length - 8 or (m.start + offset) & 7 or not m.open:
-            raise _u64_error(m, "gdr_copy_from_mapping", offset)
-        v = ctypes.c_uint64()
-        if m.fast:
-            rc = m.pin.session.lib.copy_from_held(m.h, ctypes.byref(v), m.start + offset, 8)
+        a = m.start + offset
+        v = _U64x1()
+        if m.direct and 0 <= offset <= m.end8 and not a & 7:
+            rc = m.from_u64(m.hc, v, _VOIDP(a), _N8)
+            if rc:
+                raise _copy_error(m, "gdr_copy_from_mapping", offset, 8, rc)
         else:
-            rc = m.copy_counted(m.pin.session.lib.copy_from, "gdr_copy_from_mapping",
-                                m.start + offset, ctypes.byref(v), 8)
-        if rc:
-            raise _copy_error(m, "gdr_copy_from_mapping", offset, 8, rc)
-        return v.value
+            _copy_from(m, offset, _addressof(v), 8, True)
+        return v[0]
 
     def fence(self) -> None:
         """Orders this thread's earlier stores through :meth:`view` before its later ones: a
@@ -403,6 +403,39 @@ class Mapping:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _copy_to(m: _MapState, offset: int, data, n: int, u64: bool) -> None:
+    """A copy to the mapping off its straight path: refusals, large copies (GIL released,
+    counted), the serialized library, no GIL."""
+    call = "gdr_copy_to_mapping"
+    _check_range(m, call, offset, n, u64)
+    if n <= _HELD_MAX and m.direct:
+        rc = m.to_held(m.h, m.start + offset, data, n)
+    else:
+        rc = m.copy_counted(m.to, call, m.start + offset, data, n)
+    if rc:
+        raise _copy_error(m, call, offset, n, rc)
+
+
+def _copy_from(m: _MapState, offset: int, host, n: int, u64: bool) -> None:
+    """A copy from the mapping off its straight path."""
+    call = "gdr_copy_from_mapping"
+    _check_range(m, call, offset, n, u64)
+    if n <= _HELD_MAX and m.direct:
+        rc = m.from_held(m.h, host, m.start + offset, n)
+    else:
+        rc = m.copy_counted(m.from_, call, m.start + offset, host, n)
+    if rc:
+        raise _copy_error(m, call, offset, n, rc)
+
+
+def _check_range(m: _MapState, call: str, offset: int, n: int, u64: bool) -> None:
+    if u64:
+        if offset < 0 or offset > m.length - 8 or (m.start + offset) & 7 or not m.open:
+            raise _u64_error(m, call, offset)
+    elif offset < 0 or n < 0 or n > m.length - offset or not m.open:
+        raise _range_error(m, call, offset, n)
 
 
 def _u64_error(m: _MapState, call: str, offset: int) -> GdrError:

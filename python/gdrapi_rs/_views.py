@@ -15,10 +15,11 @@ import ctypes
 import functools
 import sys
 import weakref
+from typing import Any, Optional
 
 
 @functools.lru_cache(maxsize=256)
-def _array_type(n: int) -> type:
+def _array_type(n: int) -> Any:
     return type("MappedBytes", (ctypes.c_ubyte * n,), {})
 
 
@@ -28,7 +29,7 @@ class Exported:
     __slots__ = ("_ref",)
 
     def __init__(self) -> None:
-        self._ref = None
+        self._ref: Optional["weakref.ref[Any]"] = None
 
     def view(self, owner: object, addr: int, n: int) -> memoryview:
         """A memoryview of the ``n`` bytes at ``addr``, keeping ``owner`` alive."""

@@ -270,7 +270,8 @@ def test_memory_the_backend_cannot_map(device_array, session, backend, leaks):
 
 def test_injected_driver_failures_become_errors(device_array, session, backend, leaks):
     a = device_array(65536)
-    rule = {"gdrdrv": "PIN_BUFFER:1:ENOMEM,PIN_BUFFER_V2:1:ENOMEM", "dmabuf": "cuMemGetHandleForAddressRange:1:2",
+    rule = {"gdrdrv": "PIN_BUFFER:1:ENOMEM,PIN_BUFFER_V2:1:ENOMEM",
+            "dmabuf": "cuMemGetHandleForAddressRange:1:2",
             "vulkan": "vkAllocateMemory:1:VK_ERROR_OUT_OF_DEVICE_MEMORY"}[backend]
     if not cudadev.set_fail(rule):
         pytest.skip("not on the emulator")
@@ -363,3 +364,22 @@ def test_large_copies_release_the_gil(device_array, leaks):
         buf = bytearray(size)
         p.readinto(0, buf)
         assert bytes(buf) == data
+
+
+def test_sizes_out_of_range_are_refused_before_anything_is_allocated(device_array, allocator):
+    a = device_array(4096)
+    x = allocator.alloc(64)
+    with gdrapi_rs.pin(a) as p:
+        for obj in (p, x):
+            for offset, size in ((0, 10**15), (-1, 8), (0, -1), (10**15, 1)):
+                with pytest.raises(gdrapi_rs.GdrError) as e:
+                    obj.read(offset, size)
+                assert e.value.errno == errno.EINVAL
+            with pytest.raises(gdrapi_rs.GdrError):
+                obj.readinto(10**15, bytearray(1))
+            with pytest.raises(gdrapi_rs.GdrError):
+                obj.write(-8, b"12345678")
+            with pytest.raises(OverflowError):
+                obj.write_u64(0, -1)  # not a 64-bit unsigned value
+            with pytest.raises(OverflowError):
+                obj.write_u64(0, 2**64)

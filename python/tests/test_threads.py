@@ -158,7 +158,7 @@ def test_locked_paths(device_array, monkeypatch, leaks, what):
     a = device_array(THREADS * 4096)
     s = gdrapi_rs.Session()
     p = s.pin(a)
-    assert not p.mapping._s.fast
+    assert not p.mapping._s.direct
     alloc = gdrapi_rs.Allocator(0)
     x = alloc.alloc(THREADS * 64)
     assert not alloc._a.fast
