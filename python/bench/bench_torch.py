@@ -128,7 +128,8 @@ def main():
     with gdrapi_rs.Session() as s:
         backend = s.backend.name.lower()
     print("bench-python: %s; %s backend, mapping %s; Python %s; %d rounds x %d calls"
-          % (who, backend, pin8.mapping.mapping_type.name, sys.version.split()[0], a.rounds,
+          % (who, backend, getattr(pin8.mapping.mapping_type, "name", pin8.mapping.mapping_type),
+             sys.version.split()[0], a.rounds,
              a.calls))
     print("%-12s %-32s %10s %21s %22s" % ("op", "arm", "median us", "min-max us",
                                          "x API (min-max)"))
