@@ -498,10 +498,10 @@ class HostWritten:
     # ---- release ----
 
     def _check_unused(self) -> None:
-        n = self._exported.count()
-        if n:
-            raise BufferError("cannot free the allocation at %#x: %d memoryview(s) or objects "
-                              "made from them are alive; release them first" % (self.dev_ptr, n))
+        if self._exported.alive():
+            raise BufferError("cannot free the allocation at %#x: memoryviews of it, or objects "
+                              "made from them (numpy arrays...), are alive; release them first "
+                              "(del, memoryview.release())" % self.dev_ptr)
         if self._dlpack:
             raise BufferError("cannot free the allocation at %#x: %d DLPack export(s) are in use "
                               "(a tensor made with from_dlpack); drop them first"

@@ -204,11 +204,10 @@ class _MapState:
         """Unmaps, once no view is alive and no copy is in flight; under the session's lock."""
         if not self.open:
             return
-        n = self.exported.count()
-        if n:
-            raise BufferError("cannot close the mapping of %s: %d memoryview(s) or objects made "
-                              "from them (numpy arrays...) are alive; release them first "
-                              "(del, memoryview.release())" % (self.pin.what, n))
+        if self.exported.alive():
+            raise BufferError("cannot close the mapping of %s: memoryviews of it, or objects "
+                              "made from them (numpy arrays...), are alive; release them first "
+                              "(del, memoryview.release())" % self.pin.what)
         self.open = self.direct = False
         while self.inflight:
             self.idle.wait()
@@ -756,7 +755,7 @@ class Session:
             pins = [p for p in list(s.pins) if p.open]
             for p in pins:
                 m = p.live_mapping()
-                if m is not None and m.exported.count():
+                if m is not None and m.exported.alive():
                     m.close()  # raises BufferError, before anything was closed
             first: Optional[BaseException] = None
             for p in pins:

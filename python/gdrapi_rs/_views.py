@@ -2,18 +2,19 @@
 
 A view is a ``memoryview`` of a ctypes array placed on the mapped bytes. The array is of a
 subclass that holds its owner (what releases the memory), so a memoryview, a
-``numpy.frombuffer`` array or anything else made from it keeps the memory mapped. The owner
-keeps only a weak reference to the array (no cycle: the memory is released as soon as the
-owner and the last view are gone) and counts the array's references to tell whether views
-exist: closing with views alive raises ``BufferError``, as ``mmap.close()`` does, instead of
-leaving them pointing at unmapped memory.
+``numpy.frombuffer`` array or anything else made from it keeps the memory mapped. The array
+is never handed out: only memoryviews hold it (through their managed buffer), and the owner
+keeps a weak reference to it. So the array is alive exactly while a view is: closing then
+raises ``BufferError``, as ``mmap.close()`` does, instead of leaving views pointing at
+unmapped memory. No reference counting is read (its values differ between Python versions),
+and no cycle delays a release: the memory goes as soon as the owner and the last view do.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import sys
+import gc
 import weakref
 from typing import Any, Optional
 
@@ -40,10 +41,10 @@ class Exported:
             self._ref = weakref.ref(a)
         return memoryview(a).cast("B")
 
-    def count(self) -> int:
-        """How many views (or objects made from them) are alive."""
-        a = self._ref() if self._ref is not None else None
-        if a is None:
-            return 0
-        # What is not a view: `a` here and getrefcount's argument.
-        return sys.getrefcount(a) - 2
+    def alive(self) -> bool:
+        """Whether a view (or an object made from one) is alive. A view dropped into a
+        reference cycle counts until the collector runs: one collection is tried first."""
+        if self._ref is None or self._ref() is None:
+            return False
+        gc.collect()
+        return self._ref() is not None

@@ -383,3 +383,22 @@ def test_sizes_out_of_range_are_refused_before_anything_is_allocated(device_arra
                 obj.write_u64(0, -1)  # not a 64-bit unsigned value
             with pytest.raises(OverflowError):
                 obj.write_u64(0, 2**64)
+
+
+def test_released_and_unreachable_views_do_not_hold_the_mapping(device_array, leaks):
+    a = device_array(4096)
+    p = gdrapi_rs.pin(a)
+    v = p.view()
+    w = v[8:16]  # a slice: one more view of the same buffer
+    v.release()
+    with pytest.raises(BufferError):
+        p.close()  # the slice still holds it
+    w.release()
+
+    class Holder:
+        pass
+    h = Holder()
+    h.self, h.view = h, p.view()  # a view in a reference cycle, unreachable after del
+    del h
+    p.close()  # one collection finds it
+    assert p.closed
