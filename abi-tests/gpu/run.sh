@@ -125,7 +125,8 @@ case $backend in dma-buf) py_backend=dmabuf ;; *) py_backend=$backend ;; esac
 if ! command -v python3 >/dev/null; then
     echo "test-gpu: the Python suite needs python3 (none here)"
 elif ! PYTHONPATH=$pypath python3 -c 'import pytest' 2>/dev/null; then
-    echo "test-gpu: the Python suite needs pytest (make python-gpu puts it in build/python/site)"
+    printf '%-48s %5d passed, %d failed\n' "python: no pytest (make python-gpu)" 0 1
+    total_failed=$((total_failed + 1)) broken+=("python: no pytest")
 else
     for alloc in expandable_segments:True default; do
         name="python: PyTorch ${alloc%%:*}"; name=${name/expandable_segments/expandable segments}
@@ -143,7 +144,7 @@ else
         p=${p:-0}
         if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; tail -20 "$log"; fi  # no test, or a crash
         [ "$f" -eq 0 ] || grep -E '^(FAILED|ERROR)' "$log" | head -20
-        grep -E '^SKIPPED' "$log" | sed 's/^/    /' | head -8
+        grep -E '^SKIPPED' "$log" | sed 's/^SKIPPED \[[0-9]*\] /    skipped: /' | sort -u | head -8
         printf '%-48s %5d passed, %d failed\n' "$name" "$p" "$f"
         total_passed=$((total_passed + p)) total_failed=$((total_failed + f))
         [ "$f" -eq 0 ] || broken+=("$name")
