@@ -95,15 +95,17 @@ def _typestr(dtype: Any) -> str:
 
 
 class _AllocState:
-    __slots__ = ("lib", "x", "open", "lock", "allocations", "gen", "finalizer", "device",
-                 "fast", "__weakref__")
+    __slots__ = ("lib", "x", "open", "done", "lock", "idle", "allocations", "gen", "finalizer",
+                 "device", "fast", "__weakref__")
 
     def __init__(self, lib: _lib.Gdrx, x: int, device: int) -> None:
         self.lib = lib
         self.x = x
         self.device = device
-        self.open = True
+        self.open = True  # allocations are let in
+        self.done = False  # the close is complete
         self.lock = threading.RLock()
+        self.idle = threading.Condition(self.lock)
         self.allocations: "weakref.WeakSet[HostWritten]" = weakref.WeakSet()
         self.gen = _lib.GENERATION.value
         self.fast = _lib.GIL and _lib.gdr().thread_safe
@@ -237,6 +239,8 @@ class Allocator:
         a = self._a
         with a.lock:
             if not a.open:
+                while not a.done:  # another thread is closing it: wait for the end
+                    a.idle.wait()
                 return
             live = [hw for hw in list(a.allocations) if hw._open]
             for hw in live:
@@ -246,7 +250,19 @@ class Allocator:
                 hw._finalizer.detach()
             a.open = False
             a.finalizer.detach()
-            rc = a.lib.close(a.x) if a.gen == _lib.GENERATION.value else 0
+            rc = 0
+            try:
+                for hw in list(a.allocations):  # copies in flight (GIL released) end first
+                    while hw._inflight:
+                        hw._idle.wait()
+                if a.gen == _lib.GENERATION.value:
+                    rc = a.lib.close(a.x)
+            finally:
+                for hw in list(a.allocations):
+                    hw._freed = True
+                    hw._idle.notify_all()
+                a.done = True
+                a.idle.notify_all()
         if rc:
             raise failed("gdrx_close", "", rc, LOG_HINT)
 
@@ -271,7 +287,7 @@ class HostWritten:
 
     __slots__ = ("_a", "_mem", "_memp", "_memc", "_typestr", "_open", "_direct", "_end8",
                  "_to_held", "_from_held", "_to_u64", "_from_u64", "_finalizer", "_exported",
-                 "_dlpack", "_inflight", "_idle",
+                 "_dlpack", "_inflight", "_idle", "_freed",
                  "dev_ptr", "cpu_ptr", "size", "__weakref__")
 
     dev_ptr: int
@@ -286,7 +302,8 @@ class HostWritten:
         self._mem = mem
         self._memp = ctypes.addressof(mem)
         self._typestr = typestr
-        self._open = True
+        self._open = True  # copies are let in
+        self._freed = False  # the free is complete
         self._direct = a.fast
         self._to_held, self._from_held = a.lib.copy_to_held, a.lib.copy_from_held
         self._to_u64, self._from_u64 = a.lib.copy_to_u64, a.lib.copy_from_u64
@@ -513,13 +530,21 @@ class HostWritten:
         a = self._a
         with a.lock:
             if not self._open:
+                while not self._freed:  # another thread's free waits for copies: wait with it
+                    self._idle.wait()
                 return
             self._check_unused()
             self._open = self._direct = False
-            while self._inflight:
-                self._idle.wait()
-            self._finalizer.detach()
-            rc = a.lib.free(a.x, self._memp) if a.gen == _lib.GENERATION.value else 0
+            try:
+                while self._inflight:
+                    self._idle.wait()
+                self._finalizer.detach()
+                # The allocator may have been closed (freeing everything) while this waited.
+                rc = a.lib.free(a.x, self._memp) \
+                    if a.open and a.gen == _lib.GENERATION.value else 0
+            finally:
+                self._freed = True
+                self._idle.notify_all()
         if rc:
             raise failed("gdrx_free", "the allocation at %#x" % self.dev_ptr, rc, LOG_HINT)
 

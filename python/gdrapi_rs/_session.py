@@ -93,14 +93,16 @@ def _mapping_type(v: int) -> Union[MappingType, int]:
 # ---- the states the public objects share; finalizers hold no reference to them ----
 
 class _SessionState:
-    __slots__ = ("lib", "g", "open", "lock", "pins", "gen", "finalizer", "backend",
-                 "__weakref__")
+    __slots__ = ("lib", "g", "open", "done", "lock", "idle", "pins", "gen", "finalizer",
+                 "backend", "__weakref__")
 
     def __init__(self, lib: _lib.Gdr, g: int) -> None:
         self.lib = lib
         self.g = g
-        self.open = True
+        self.open = True  # pins, maps and views are let in
+        self.done = False  # the close is complete
         self.lock = threading.RLock()
+        self.idle = threading.Condition(self.lock)
         self.pins: "weakref.WeakSet[_PinState]" = weakref.WeakSet()
         self.gen = _lib.GENERATION.value
         self.backend: Optional[int] = None
@@ -149,8 +151,9 @@ class _PinState:
         self.finalizer = weakref.finalize(self, _unpin, session.lib, session.g, h, session.gen)
 
     def live_mapping(self) -> Optional["_MapState"]:
+        """The mapping, until it is unmapped (while another thread closes it too)."""
         m = self.mapping() if self.mapping is not None else None
-        return m if m is not None and m.open else None
+        return m if m is not None and not m.unmapped else None
 
     def close(self) -> None:
         """Unmaps (BufferError if views are alive) and unpins; under the session's lock."""
@@ -158,7 +161,9 @@ class _PinState:
             return
         m = self.live_mapping()
         if m is not None:
-            m.close()
+            m.close()  # may wait for copies, letting the lock go: check again after it
+            if not self.open:
+                return
         self.open = False
         self.finalizer.detach()
         s = self.session
@@ -174,8 +179,8 @@ def _unpin(lib: _lib.Gdr, g: int, h: int, gen: int) -> None:
 
 class _MapState:
     __slots__ = ("pin", "h", "va", "span", "start", "length", "end8", "open", "direct",
-                 "inflight", "idle", "exported", "finalizer", "kind", "to_held", "from_held",
-                 "to", "from_", "to_u64", "from_u64", "hc", "__weakref__")
+                 "unmapped", "inflight", "idle", "exported", "finalizer", "kind", "to_held",
+                 "from_held", "to", "from_", "to_u64", "from_u64", "hc", "__weakref__")
 
     def __init__(self, pin: _PinState, va: int, kind: Union[MappingType, int]) -> None:
         s = pin.session
@@ -187,7 +192,8 @@ class _MapState:
         self.length = pin.size
         self.end8 = pin.size - 8
         self.kind = kind
-        self.open = True
+        self.open = True  # copies are let in
+        self.unmapped = False  # the close is complete
         # Copies may rely on the GIL (see the module's documentation) only with a GIL and a
         # thread-safe library; `direct` also turns false at the close.
         self.direct = _lib.GIL and s.lib.thread_safe
@@ -201,19 +207,26 @@ class _MapState:
         self.finalizer = weakref.finalize(self, _unmap, s.lib, s.g, self.h, va, self.span, s.gen)
 
     def close(self) -> None:
-        """Unmaps, once no view is alive and no copy is in flight; under the session's lock."""
+        """Unmaps, once no view is alive and no copy is in flight; under the session's lock.
+        Returns once the mapping is gone, also when another thread is closing it."""
         if not self.open:
+            while not self.unmapped:  # another thread's close waits for copies: wait with it
+                self.idle.wait()
             return
         if self.exported.alive():
             raise BufferError("cannot close the mapping of %s: memoryviews of it, or objects "
                               "made from them (numpy arrays...), are alive; release them first "
                               "(del, memoryview.release())" % self.pin.what)
         self.open = self.direct = False
-        while self.inflight:
-            self.idle.wait()
-        self.finalizer.detach()
-        s = self.pin.session
-        rc = s.call(s.lib.unmap, s.g, self.h, self.va, self.span)
+        try:
+            while self.inflight:
+                self.idle.wait()
+            self.finalizer.detach()
+            s = self.pin.session
+            rc = s.call(s.lib.unmap, s.g, self.h, self.va, self.span)
+        finally:
+            self.unmapped = True
+            self.idle.notify_all()
         if rc and s.gen == _lib.GENERATION.value:
             raise failed("gdr_unmap", self.pin.what, rc, LOG_HINT)
 
@@ -379,7 +392,7 @@ class Mapping:
         m = self._s
         s = m.pin.session
         with s.lock:
-            if not m.open:
+            if not m.open or not s.open:
                 raise closed("the mapping of %s" % m.pin.what)
             if s.gen != _lib.GENERATION.value:
                 raise in_child("the mapping of %s" % m.pin.what)
@@ -749,26 +762,32 @@ class Session:
         ``BufferError``, with nothing closed, while memoryviews of one of its mappings are
         alive. A second close does nothing."""
         s = self._s
+        first: Optional[BaseException] = None
         with s.lock:
             if not s.open:
+                while not s.done:  # another thread is closing it: wait for the end
+                    s.idle.wait()
                 return
             pins = [p for p in list(s.pins) if p.open]
             for p in pins:
                 m = p.live_mapping()
                 if m is not None and m.exported.alive():
                     m.close()  # raises BufferError, before anything was closed
-            first: Optional[BaseException] = None
-            for p in pins:
-                try:
-                    p.close()
-                except GdrError as e:
-                    first = first or e
-            s.open = False
-            s.finalizer.detach()
+            s.open = False  # no new pin, map or view from here on
             rc = 0
-            if s.gen == _lib.GENERATION.value:
-                with s.lib.serial:
-                    rc = s.lib.close(s.g)
+            try:
+                for p in pins:
+                    try:
+                        p.close()
+                    except GdrError as e:
+                        first = first or e
+                s.finalizer.detach()
+                if s.gen == _lib.GENERATION.value:
+                    with s.lib.serial:
+                        rc = s.lib.close(s.g)
+            finally:
+                s.done = True
+                s.idle.notify_all()
         if first is not None:
             raise first
         if rc:

@@ -182,3 +182,67 @@ def test_locked_paths(device_array, monkeypatch, leaks, what):
     assert p.closed
     with pytest.raises(gdrapi_rs.GdrError):
         p.write(0, b"x")
+
+
+def test_closes_racing_closes(device_array, leaks):
+    """Pins, mappings and sessions closed by several threads at once while large copies (the
+    GIL released) are in flight: each object is released once, every close returns once it
+    is, and the copies end or raise GdrError."""
+    a = device_array(1 << 20)
+    for _ in range(5):
+        s = gdrapi_rs.Session()
+        p = s.pin(a)
+        m = p.mapping
+        go = threading.Barrier(7)
+
+        def copier():
+            go.wait()
+            try:
+                while True:
+                    p.write(0, bytes(300000))
+            except gdrapi_rs.GdrError as e:
+                assert "closed" in str(e)
+
+        def closer(what):
+            go.wait()
+            time.sleep(0.01)
+            what.close()
+            assert what.closed
+        ts = [threading.Thread(target=copier) for _ in range(3)]
+        ts += [threading.Thread(target=closer, args=(x,)) for x in (m, p, s, p)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert m.closed and p.closed and s.closed
+
+
+def test_allocator_close_racing_frees(leaks):
+    for _ in range(5):
+        alloc = gdrapi_rs.Allocator(0)
+        xs = [alloc.alloc(1 << 20) for _ in range(3)]
+        go = threading.Barrier(len(xs) * 2 + 1)
+
+        def copier(x):
+            go.wait()
+            try:
+                while True:
+                    x.write(0, bytes(300000))
+            except gdrapi_rs.GdrError as e:
+                assert "closed" in str(e)
+
+        def freer(x):
+            go.wait()
+            time.sleep(0.01)
+            x.free()
+            assert x.closed
+        ts = [threading.Thread(target=copier, args=(x,)) for x in xs]
+        ts += [threading.Thread(target=freer, args=(x,)) for x in xs]
+        for t in ts:
+            t.start()
+        go.wait()
+        time.sleep(0.01)
+        alloc.close()
+        for t in ts:
+            t.join()
+        assert alloc.closed and all(x.closed for x in xs)
