@@ -157,6 +157,9 @@ def _check_dl_device(obj: Any, device_type: int) -> None:
 def describe(obj: Any, size: Optional[int] = None) -> Described:
     """The device memory ``obj`` stands for: an object with ``__cuda_array_interface__`` or
     ``__dlpack__``, or a device address (an ``int``) with ``size``."""
+    if not isinstance(obj, bool) and not hasattr(obj, "__cuda_array_interface__") \
+            and not hasattr(obj, "__dlpack__") and hasattr(obj, "__index__"):
+        obj = obj.__index__()  # an int, or an integer type of numpy's
     if isinstance(obj, int) and not isinstance(obj, bool):
         if size is None:
             raise TypeError("pin(address, size): a device address needs a size in bytes")

@@ -73,6 +73,14 @@ def test_offsets_and_u64(device_array, leaks):
     p.close()
 
 
+@needs_numpy
+def test_address_as_a_numpy_integer(device_array, leaks):
+    a = device_array(4096)
+    with gdrapi_rs.pin(np.uint64(a.ptr), np.int64(4096)) as p:
+        p.write(0, b"np")
+        assert a.read(0, 2) == b"np" and p.obj is None
+
+
 def test_unaligned_addresses_map(device_array, leaks):
     """Any address maps: the pin covers its 64 KiB GPU pages."""
     a = device_array(3 * 65536)
