@@ -95,8 +95,10 @@ def check(rc, call):
 
 
 class DeviceArray:
-    """``nbytes`` of device memory, freed by ``free()`` (or at garbage collection);
-    ``vmm=True`` allocates as NCCL's cuMem allocator does."""
+    """``nbytes`` of device memory from a 64 KiB boundary, freed by ``free()`` (or at garbage
+    collection); ``vmm=True`` allocates as NCCL's cuMem allocator does. cuMemAlloc memory is
+    over-allocated so that the 64 KiB pages around any of its bytes lie in the allocation (a
+    pin covers them), as abi-tests/c/gpu.h's gpu_alloc does."""
 
     def __init__(self, nbytes, vmm=False):
         lib = cuda()
@@ -105,8 +107,9 @@ class DeviceArray:
         self.freed = False
         p = CUdeviceptr()
         if not vmm:
-            check(lib.cuMemAlloc_v2(byref(p), nbytes), "cuMemAlloc_v2")
-            self.ptr = p.value
+            check(lib.cuMemAlloc_v2(byref(p), nbytes + 2 * 65536), "cuMemAlloc_v2")
+            self.raw = p.value
+            self.ptr = (p.value + 0xFFFF) & ~0xFFFF
             return
         prop = CUmemAllocationProp()
         prop.type = 1  # CU_MEM_ALLOCATION_TYPE_PINNED
@@ -147,7 +150,7 @@ class DeviceArray:
         self.freed = True
         lib = cuda()
         if not self.vmm:
-            check(lib.cuMemFree_v2(self.ptr), "cuMemFree")
+            check(lib.cuMemFree_v2(self.raw), "cuMemFree")
             return
         check(lib.cuMemUnmap(self.ptr, self.span), "cuMemUnmap")
         check(lib.cuMemRelease(self.handle), "cuMemRelease")
