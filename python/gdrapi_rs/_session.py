@@ -728,10 +728,11 @@ class Session:
         pin is mapped too (:attr:`Pin.mapping`).
 
         The pin keeps ``obj`` alive until it is closed. Memory freed behind a pin of a bare
-        address stays what the backend makes of it: gdrdrv (persistent mode, the default), the
-        DMA-BUF export and the Vulkan import keep the pages until the unpin, and copies through
-        the mapping reach them; in gdrdrv's non-persistent mode the pin is invalidated
-        (:attr:`Pin.invalidated`) and its mapping must not be touched again (SIGBUS).
+        address stays what the backend makes of it: gdrdrv (persistent mode, the default) and
+        the Vulkan import keep the pages until the unpin, and copies through the mapping reach
+        them; the DMA-BUF backend holds its export open until then; in gdrdrv's
+        non-persistent mode the pin is invalidated (:attr:`Pin.invalidated`) and its mapping
+        must not be touched again (SIGBUS).
         """
         d = describe(obj, size)
         base = d.ptr & ~_PAGE_MASK

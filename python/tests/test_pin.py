@@ -302,8 +302,9 @@ def test_injected_driver_failures_become_errors(device_array, session, backend, 
 
 
 def test_memory_freed_while_pinned(device_array, backend, leaks):
-    """A bare address whose memory is freed while pinned: gdrdrv (persistent, the default),
-    DMA-BUF and the Vulkan import keep the pages until the unpin; copies still work."""
+    """A bare address whose memory is freed while pinned: gdrdrv (persistent, the default)
+    and the Vulkan import keep the pages until the unpin, and so does the emulator's DMA-BUF
+    export while the pin holds it; copies still work."""
     a = device_array(65536)
     p = gdrapi_rs.pin(a.ptr, 65536)
     p.write(0, b"before")
