@@ -309,6 +309,9 @@ def test_memory_freed_while_pinned(device_array, backend, leaks):
     p = gdrapi_rs.pin(a.ptr, 65536)
     p.write(0, b"before")
     a.free()
+    if backend == "dmabuf" and cudadev.counters() is None:
+        p.close()  # a real driver's DMA-BUF export: not known to keep the pages; no access
+        return
     assert p.read(0, 6) == b"before"
     p.write(0, b"after!")
     assert p.read(0, 6) == b"after!"
