@@ -12,7 +12,7 @@ script runs on the emulator and on a GPU with any backend), then times, in alter
 - ``ctypes CDLL``: the function through ctypes with argtypes, the GIL released per call;
 - ``ctypes PyDLL``: the same, the GIL kept (what the package uses for small copies);
 - ``ctypes PyDLL, no argtypes``: the same without argtypes, each argument made a ctypes object
-  of its C type by the caller (the package's ``write_u64``/``read_u64``);
+  of its C type by the caller (the straight path of the package's small copies);
 - ``cffi ABI``: cffi's ``dlopen`` mode (if cffi is importable), which releases the GIL;
 - ``C extension``: a CPython extension module compiled here (METH_FASTCALL, GIL kept), if a
   C compiler and Python.h are present: what a compiled binding would cost;
@@ -153,8 +153,8 @@ def main():
     arms["read 8 B", "ctypes CDLL"] = timed(lambda: cdll_from(h, buf8, dst, 8))
     arms["read 8 B", "ctypes PyDLL"] = timed(lambda: py_from(h, buf8, dst, 8))
     # No argtypes: every argument already a ctypes object of its C type (what the package's
-    # write_u64/read_u64 do; the address varies per call, so it is made per call).
-    u_to, u_from = lib.copy_to_u64, lib.copy_from_u64
+    # small copies do; the address varies per call, so it is made per call).
+    u_to, u_from = lib.copy_to_fast, lib.copy_from_fast
     hc, n8, vp = ctypes.c_ulong(h), ctypes.c_size_t(8), ctypes.c_void_p
     u64x1 = ctypes.c_uint64 * 1
     arms["write 8 B", "ctypes PyDLL, no argtypes"] = timed(lambda: u_to(hc, vp(dst), src8, n8))

@@ -286,7 +286,7 @@ class HostWritten:
     """
 
     __slots__ = ("_a", "_mem", "_memp", "_memc", "_typestr", "_open", "_direct", "_end8",
-                 "_to_held", "_from_held", "_to_u64", "_from_u64", "_finalizer", "_exported",
+                 "_to_held", "_from_held", "_to_fast", "_from_fast", "_finalizer", "_exported",
                  "_dlpack", "_inflight", "_idle", "_freed",
                  "dev_ptr", "cpu_ptr", "size", "__weakref__")
 
@@ -306,7 +306,7 @@ class HostWritten:
         self._freed = False  # the free is complete
         self._direct = a.fast
         self._to_held, self._from_held = a.lib.copy_to_held, a.lib.copy_from_held
-        self._to_u64, self._from_u64 = a.lib.copy_to_u64, a.lib.copy_from_u64
+        self._to_fast, self._from_fast = a.lib.copy_to_fast, a.lib.copy_from_fast
         self._memc = ctypes.c_void_p(self._memp)
         self._exported = Exported()
         self._dlpack = 0
@@ -396,7 +396,7 @@ class HostWritten:
         if type(data) is bytes:
             n = len(data)
             if self._direct and 0 <= offset and n <= self.size - offset and n <= _HELD_MAX:
-                rc = self._to_held(self._memp, offset, data, n)
+                rc = self._to_fast(self._memc, _SIZE(offset), data, _SIZE(n))
                 if rc:
                     raise self._error("gdrx_copy_to", offset, n, rc)
                 return
@@ -415,7 +415,7 @@ class HostWritten:
         """``size`` bytes from byte ``offset`` (``gdrx_copy_from``)."""
         if self._direct and 0 <= offset and 0 <= size <= self.size - offset and size <= _HELD_MAX:
             buf = (_CHARS[size] if size <= 64 else ctypes.c_char * size)()
-            rc = self._from_held(self._memp, offset, buf, size)
+            rc = self._from_fast(self._memc, _SIZE(offset), buf, _SIZE(size))
             if rc:
                 raise self._error("gdrx_copy_from", offset, size, rc)
             return buf.raw
@@ -436,7 +436,7 @@ class HostWritten:
         multiple of 8) in one 8-byte store, then a store fence: a flag or doorbell the GPU
         reads."""
         if self._direct and 0 <= offset <= self._end8 and not offset & 7:
-            rc = self._to_u64(self._memc, _SIZE(offset), value.to_bytes(8, _ORDER), _N8)
+            rc = self._to_fast(self._memc, _SIZE(offset), value.to_bytes(8, _ORDER), _N8)
             if rc:
                 raise self._error("gdrx_copy_to", offset, 8, rc)
             return
@@ -447,7 +447,7 @@ class HostWritten:
         one 8-byte load through PCIe: what the GPU wrote there."""
         v = _U64x1()
         if self._direct and 0 <= offset <= self._end8 and not offset & 7:
-            rc = self._from_u64(self._memc, _SIZE(offset), v, _N8)
+            rc = self._from_fast(self._memc, _SIZE(offset), v, _N8)
             if rc:
                 raise self._error("gdrx_copy_from", offset, 8, rc)
         else:

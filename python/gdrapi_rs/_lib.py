@@ -142,10 +142,10 @@ class Gdr:
         self.copy_from = _bind(lib, "gdr_copy_from_mapping", c_int, copy)
         self.copy_to_held = _bind(held, "gdr_copy_to_mapping", c_int, copy)
         self.copy_from_held = _bind(held, "gdr_copy_from_mapping", c_int, copy)
-        # The 8-byte loads and stores: no argtypes, every argument a ctypes object of the
-        # parameter's exact C type (see _unchecked), GIL kept.
-        self.copy_to_u64 = _unchecked(held, "gdr_copy_to_mapping")
-        self.copy_from_u64 = _unchecked(held, "gdr_copy_from_mapping")
+        # The straight paths of small copies: no argtypes, every argument a ctypes object of
+        # the parameter's exact C type (see _unchecked), GIL kept.
+        self.copy_to_fast = _unchecked(held, "gdr_copy_to_mapping")
+        self.copy_from_fast = _unchecked(held, "gdr_copy_from_mapping")
         self.runtime_get_version = _bind(lib, "gdr_runtime_get_version", None, [P(c_int), P(c_int)])
         self.driver_get_version = _bind(lib, "gdr_driver_get_version", c_int,
                                         [c_void_p, P(c_int), P(c_int)])
@@ -178,8 +178,8 @@ class Gdrx:
         self.copy_from = _bind(lib, "gdrx_copy_from", c_int, copy)
         self.copy_to_held = _bind(held, "gdrx_copy_to", c_int, copy)
         self.copy_from_held = _bind(held, "gdrx_copy_from", c_int, copy)
-        self.copy_to_u64 = _unchecked(held, "gdrx_copy_to")
-        self.copy_from_u64 = _unchecked(held, "gdrx_copy_from")
+        self.copy_to_fast = _unchecked(held, "gdrx_copy_to")
+        self.copy_from_fast = _unchecked(held, "gdrx_copy_from")
         self.lookup = _bind(lib, "gdrx_lookup", c_int,
                             [c_void_p, c_ulonglong, P(gdrx_mem_t), P(c_size_t)])
         self.info = _bind(lib, "gdrx_info", c_int, [c_void_p, P(gdrx_info_t)])

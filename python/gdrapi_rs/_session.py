@@ -35,6 +35,7 @@ _HELD_MAX = _lib.HELD_MAX
 _ORDER = sys.byteorder
 _U64x1 = ctypes.c_uint64 * 1  # an array: passed as a pointer to its element
 _VOIDP = ctypes.c_void_p
+_SIZE = ctypes.c_size_t
 _N8 = ctypes.c_size_t(8)
 _addressof = ctypes.addressof
 # The buffer types of small reads, made once.
@@ -180,7 +181,7 @@ def _unpin(lib: _lib.Gdr, g: int, h: int, gen: int) -> None:
 class _MapState:
     __slots__ = ("pin", "h", "va", "span", "start", "length", "end8", "open", "direct",
                  "unmapped", "inflight", "idle", "exported", "finalizer", "kind", "to_held",
-                 "from_held", "to", "from_", "to_u64", "from_u64", "hc", "__weakref__")
+                 "from_held", "to", "from_", "to_fast", "from_fast", "hc", "__weakref__")
 
     def __init__(self, pin: _PinState, va: int, kind: Union[MappingType, int]) -> None:
         s = pin.session
@@ -199,7 +200,7 @@ class _MapState:
         self.direct = _lib.GIL and s.lib.thread_safe
         self.to_held, self.from_held = s.lib.copy_to_held, s.lib.copy_from_held
         self.to, self.from_ = s.lib.copy_to, s.lib.copy_from
-        self.to_u64, self.from_u64 = s.lib.copy_to_u64, s.lib.copy_from_u64
+        self.to_fast, self.from_fast = s.lib.copy_to_fast, s.lib.copy_from_fast
         self.hc = _lib.HANDLE(self.h)
         self.inflight = 0
         self.idle = threading.Condition(s.lock)
@@ -320,7 +321,7 @@ class Mapping:
         if type(data) is bytes:
             n = len(data)
             if m.direct and 0 <= offset and n <= m.length - offset and n <= _HELD_MAX:
-                rc = m.to_held(m.h, m.start + offset, data, n)
+                rc = m.to_fast(m.hc, _VOIDP(m.start + offset), data, _SIZE(n))
                 if rc:
                     raise _copy_error(m, "gdr_copy_to_mapping", offset, n, rc)
                 return
@@ -341,7 +342,7 @@ class Mapping:
         m = self._s
         if m.direct and 0 <= offset and 0 <= size <= m.length - offset and size <= _HELD_MAX:
             buf = (_CHARS[size] if size <= 64 else ctypes.c_char * size)()
-            rc = m.from_held(m.h, buf, m.start + offset, size)
+            rc = m.from_fast(m.hc, buf, _VOIDP(m.start + offset), _SIZE(size))
             if rc:
                 raise _copy_error(m, "gdr_copy_from_mapping", offset, size, rc)
             return buf.raw
@@ -357,7 +358,7 @@ class Mapping:
         m = self._s
         a = m.start + offset
         if m.direct and 0 <= offset <= m.end8 and not a & 7:
-            rc = m.to_u64(m.hc, _VOIDP(a), value.to_bytes(8, _ORDER), _N8)
+            rc = m.to_fast(m.hc, _VOIDP(a), value.to_bytes(8, _ORDER), _N8)
             if rc:
                 raise _copy_error(m, "gdr_copy_to_mapping", offset, 8, rc)
             return
@@ -371,7 +372,7 @@ class Mapping:
         a = m.start + offset
         v = _U64x1()
         if m.direct and 0 <= offset <= m.end8 and not a & 7:
-            rc = m.from_u64(m.hc, v, _VOIDP(a), _N8)
+            rc = m.from_fast(m.hc, v, _VOIDP(a), _N8)
             if rc:
                 raise _copy_error(m, "gdr_copy_from_mapping", offset, 8, rc)
         else:
