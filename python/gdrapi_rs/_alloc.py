@@ -491,10 +491,11 @@ class HostWritten:
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
                    copy: Optional[bool] = None) -> Any:
-        """A DLPack capsule (the unversioned 'dltensor') of the allocation as a 1-D array of
-        :attr:`dtype` on its CUDA device. ``stream`` needs no synchronization (nothing is
-        pending on the GPU for this memory); a copy cannot be made (``copy=True``:
-        BufferError). The consumer's tensor keeps the allocation alive."""
+        """A DLPack capsule of the allocation as a 1-D array of :attr:`dtype` on its CUDA
+        device: DLPack 1.0's 'dltensor_versioned' when ``max_version`` allows it, else the
+        unversioned 'dltensor'. ``stream`` needs no synchronization (nothing is pending on the
+        GPU for this memory); a copy cannot be made (``copy=True``: BufferError). The
+        consumer's tensor keeps the allocation alive."""
         if copy:
             raise BufferError("a host-written allocation is exported in place; copy=True is "
                               "not supported")
@@ -505,8 +506,9 @@ class HostWritten:
             if not self._open:
                 raise closed("the allocation at %#x" % self.dev_ptr, "__dlpack__")
             self._dlpack += 1
+        versioned = max_version is not None and tuple(max_version)[0] >= 1
         return dlpack_capsule(self.dev_ptr, self.shape, self._typestr, self._a.device,
-                              self._dlpack_released)
+                              self._dlpack_released, versioned)
 
     def _dlpack_released(self) -> None:
         with self._a.lock:

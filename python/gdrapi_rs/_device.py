@@ -50,6 +50,17 @@ class DLManagedTensor(Structure):
     _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", c_void_p), ("deleter", DELETER)]
 
 
+class DLPackVersion(Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLManagedTensorVersioned(Structure):
+    """DLPack 1.0's managed tensor (capsule 'dltensor_versioned')."""
+
+    _fields_ = [("version", DLPackVersion), ("manager_ctx", c_void_p), ("deleter", DELETER),
+                ("flags", c_uint64), ("dl_tensor", DLTensor)]
+
+
 _api = ctypes.pythonapi
 _api.PyCapsule_GetPointer.restype = c_void_p
 _api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, c_char_p]
@@ -65,6 +76,7 @@ _get_pointer_raw = ctypes.PYFUNCTYPE(c_void_p, c_void_p, c_char_p)(("PyCapsule_G
 
 # A capsule's name must live as long as the capsule: module constants do.
 _DLTENSOR = b"dltensor"
+_DLTENSOR_VERSIONED = b"dltensor_versioned"
 
 
 class Described(NamedTuple):
@@ -211,33 +223,40 @@ def _deleter(addr):  # called by the consumer when it is done (any thread; ctype
 
 @_CAPSULE_DESTRUCTOR
 def _capsule_destructor(capsule):  # the capsule went away; a consumer renames it when it takes it
-    if _is_valid_raw(capsule, _DLTENSOR):
-        _release(_get_pointer_raw(capsule, _DLTENSOR) or 0)
+    for name in (_DLTENSOR, _DLTENSOR_VERSIONED):
+        if _is_valid_raw(capsule, name):
+            _release(_get_pointer_raw(capsule, name) or 0)
 
 
 _DL_CODES = {"i": 0, "u": 1, "f": 2, "c": 5, "b": 6}
 
 
 def dlpack_capsule(ptr: int, shape: Tuple[int, ...], typestr: str, device: int,
-                   release) -> Any:
-    """A 'dltensor' capsule for ``shape`` elements of ``typestr`` at device address ``ptr`` on
-    CUDA device ``device``; ``release()`` is called once when the consumer is done (or the
+                   release, versioned: bool = False) -> Any:
+    """A DLPack capsule for ``shape`` elements of ``typestr`` at device address ``ptr`` on
+    CUDA device ``device``: DLPack 1.0's 'dltensor_versioned' with ``versioned``, else the
+    unversioned 'dltensor'. ``release()`` is called once, when the consumer is done (or the
     capsule is dropped unconsumed)."""
-    m = DLManagedTensor()
+    m = DLManagedTensorVersioned() if versioned else DLManagedTensor()
+    if versioned:
+        m.version = DLPackVersion(1, 0)
+        m.flags = 0  # writable, not a copy
     dims = (c_int64 * max(1, len(shape)))(*shape)
-    m.dl_tensor.data = ptr
-    m.dl_tensor.device = DLDevice(DL_CUDA, device)
-    m.dl_tensor.ndim = len(shape)
-    m.dl_tensor.dtype = DLDataType(_DL_CODES[typestr[1]], 8 * int(typestr[2:]), 1)
-    m.dl_tensor.shape = ctypes.cast(dims, POINTER(c_int64))
-    m.dl_tensor.strides = None
-    m.dl_tensor.byte_offset = 0
+    t = m.dl_tensor
+    t.data = ptr
+    t.device = DLDevice(DL_CUDA, device)
+    t.ndim = len(shape)
+    t.dtype = DLDataType(_DL_CODES[typestr[1]], 8 * int(typestr[2:]), 1)
+    t.shape = ctypes.cast(dims, POINTER(c_int64))
+    t.strides = None
+    t.byte_offset = 0
     m.manager_ctx = None
     m.deleter = _deleter
     addr = ctypes.addressof(m)
     with _exports_lock:
         _exports[addr] = (m, dims, release)
-    return _api.PyCapsule_New(addr, _DLTENSOR, _capsule_destructor)
+    return _api.PyCapsule_New(addr, _DLTENSOR_VERSIONED if versioned else _DLTENSOR,
+                              _capsule_destructor)
 
 
 def live_exports() -> int:

@@ -110,6 +110,20 @@ def test_dlpack_export(allocator, leaks):
     m.deleter(ptr)
     del cap, m
     gc.collect()
+    # DLPack 1.0 when the consumer asks for it.
+    cap = x.__dlpack__(max_version=(1, 0))
+    assert _device._api.PyCapsule_IsValid(cap, b"dltensor_versioned")
+    v = _device.DLManagedTensorVersioned.from_address(
+        _device._api.PyCapsule_GetPointer(cap, b"dltensor_versioned"))
+    assert (v.version.major, v.version.minor, v.flags) == (1, 0, 0)
+    assert v.dl_tensor.data == x.dev_ptr and v.dl_tensor.shape[0] == 64
+    old = x.__dlpack__(max_version=(0, 8))
+    assert _device._api.PyCapsule_IsValid(old, b"dltensor")
+    del old
+    n = _device.live_exports()
+    del cap, v
+    gc.collect()
+    assert _device.live_exports() == n - 1
     x.free()
     for kw in ({"copy": True}, {"dl_device": (1, 0)}):
         with pytest.raises(BufferError):
