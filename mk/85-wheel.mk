@@ -6,7 +6,8 @@
 #   checked with auditwheel (.ci/requirements.txt: ziglang, cargo-zigbuild, auditwheel).
 # make test-wheel: builds them and runs python/test-wheel.sh (which says what it checks): ELF
 #   facts, auditwheel, pip install into a fresh venv, the Python package's answers, dlopen by
-#   both names, the doctor from the installed console script on the emulator, pip uninstall
+#   both names, the doctor from the installed console script on the emulator, the Python API's
+#   pytest suite against the installed package on the emulator's three backends, pip uninstall
 #   leaving nothing; the aarch64 wheel's library and doctor under qemu-user.
 
 WHEEL_DIR := $(BUILD_DIR)/wheel
@@ -51,6 +52,7 @@ sim-aarch64:
 WHEEL_TOOLS_MISSING = $(strip $(foreach t,cargo-zigbuild $(AUDITWHEEL) qemu-aarch64 aarch64-linux-gnu-gcc unzip,\
 	$(if $(shell command -v $(t) 2>/dev/null),,$(t))) \
 	$(if $(shell python3 -m ziglang version 2>/dev/null),,ziglang) \
+	$(if $(shell python3 -c 'import pytest; print(1)' 2>/dev/null),,pytest) \
 	$(foreach a,$(WHEEL_ARCHES),$(if $(wildcard $(shell rustc --print sysroot)/lib/rustlib/$(a)-unknown-linux-gnu),,rust-target-$(a))))
 
 test-wheel:

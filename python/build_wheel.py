@@ -6,7 +6,8 @@
         --include-dir include --pc-in pkgconfig/gdrapi.pc.in --out-dir build/wheel
 
 The wheel is a zip (PEP 427) written directly, without a build backend: it holds no Python
-extension, only the gdrapi_rs package, the library under its three names, libgdrapi_ext under
+extension, only the gdrapi_rs package (pure Python on ctypes, with its py.typed marker), the
+library under its three names, libgdrapi_ext under
 its three, the headers, the pkg-config files and the programs. Entries are sorted and dated SOURCE_DATE_EPOCH (or 1980), so
 the same inputs give the same bytes.
 """
@@ -86,7 +87,7 @@ def main(argv=None):
 
     files = []  # (archive name, bytes, mode)
     for name in sorted(os.listdir(os.path.join(HERE, PKG))):
-        if name.endswith(".py"):
+        if name.endswith(".py") or name == "py.typed":  # py.typed: the type hints are shipped
             files.append(("%s/%s" % (PKG, name), read(os.path.join(HERE, PKG, name)), 0o644))
     lib = read(a.lib)
     for name in LIB_NAMES:

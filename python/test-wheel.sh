@@ -12,7 +12,9 @@
 # --cflags, --libs, --pkgconfigdir, --version, --self-test), a C program built with those flags
 # and one with pkg-config, dlopen by both names through LD_LIBRARY_PATH=$(--libdir) on the
 # emulator, a program of host-written memory built with --ext-libs and with pkg-config gdrapi_ext
-# allocating on the emulator, the doctor from the installed console script on the emulator, the
+# allocating on the emulator, the Python API's pytest suite against the installed package on
+# the emulator as gdrdrv, DMA-BUF and the Vulkan import (a second venv that sees the system's
+# pytest and numpy), `--self-test` using that API, the doctor from the installed console script on the emulator, the
 # other console scripts, then pip uninstall leaving nothing of the package.
 # aarch64, under qemu-user on the emulator built for aarch64: dlopen by both names, the wheel's
 # doctor (which pins, maps and copies), and host-written memory through libgdrapi_ext.
@@ -55,7 +57,8 @@ check_wheel() { # check_wheel ARCH: file list, ELF facts, auditwheel; unpacks in
                 include/gdrapi.h include/gdrconfig.h bin/gdrcopy bin/gdrcopy_copybw \
                 lib/libgdrapi_ext.so.0.1 lib/libgdrapi_ext.so.0 lib/libgdrapi_ext.so \
                 lib/pkgconfig/gdrapi_ext.pc include/gdrapi_ext.h \
-                bin/gdrcopy_copylat bin/gdrcopy_apiperf __init__.py __main__.py _tools.py; do
+                bin/gdrcopy_copylat bin/gdrcopy_apiperf __init__.py __main__.py _tools.py \
+                _lib.py _errors.py _device.py _views.py _session.py _alloc.py py.typed; do
         has "$arch: the wheel holds gdrapi_rs/$want" "$names" "^gdrapi_rs/$want\$"
     done
     has "$arch: console scripts declared" \
@@ -123,6 +126,28 @@ if check_wheel x86_64; then
     has "--self-test loaded libgdrapi.so.2" "$out" "^ok   .*/libgdrapi\.so\.2: gdr_runtime_get_version\(\) = 2\.6"
     out=$(env LD_PRELOAD="$SIM_DIR/libcuda.so.1" LD_LIBRARY_PATH="$SIM_DIR" "$py" -m gdrapi_rs --self-test 2>&1)
     has "--self-test on the emulator opens and closes a gdr_t" "$out" "^ok   gdr_open\(\) gave a handle, gdr_close\(\) = 0"
+    has "--self-test on the emulator uses the Python API" "$out" "^ok   the API: host-written memory"
+
+    # The Python API's suite against the installed package (python/tests with
+    # GDRAPI_PY_TEST_INSTALLED=1: gdrapi_rs and the library it loads come from the wheel), on
+    # the emulator as each backend; pytest and numpy from the system (a venv that sees them).
+    if python3 -c 'import pytest' 2>/dev/null; then
+        tvenv=$work/venv-tests
+        expect "x86_64: a venv with the system's pytest" python3 -m venv --system-site-packages "$tvenv"
+        expect "x86_64: pip install into it (offline)" \
+            "$tvenv/bin/python" -m pip install -q --no-index --disable-pip-version-check "$whl"
+        for b in gdrdrv dmabuf vulkan; do
+            case $b in gdrdrv) e=() ;; dmabuf) e=(GDRSIM_NO_DEVICE=1) ;;
+            vulkan) e=(GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRAPI_USE_VULKAN=1) ;; esac
+            out=$(env "${e[@]}" GDRAPI_PY_TEST_INSTALLED=1 GDRAPI_PY_TEST_BACKEND=$b \
+                LD_PRELOAD="$SIM_DIR/libcuda.so.1" LD_LIBRARY_PATH="$SIM_DIR/vulkan:$SIM_DIR" \
+                "$tvenv/bin/python" -m pytest -p no:cacheprovider -q python/tests 2>&1); rc=$?
+            echo "$out" | tail -3 | sed 's/^/    | /'
+            same "the Python suite from the installed wheel, $b backend: pytest's exit status" "$rc" 0
+        done
+    else
+        bad "the Python suite from the installed wheel: pytest is not installed (.ci/requirements.txt)"
+    fi
 
     # A C program built with the package's flags runs without LD_LIBRARY_PATH (run path).
     cat >"$work/use.c" <<'C'

@@ -8,7 +8,9 @@
 # host-written memory (abi-tests/ext: its api, threads and fork scenarios, and 1000 flags
 # checked by both sides with the time of a flag write and of a read round trip), the C ABI
 # suite's threads and fork programs, the byte-exact copy sweep, the three tools and the
-# doctor; prints each program's tally and the total.
+# doctor, and the Python API's pytest suite with the machine's PyTorch and CuPy (python/tests,
+# PyTorch's expandable segments and its default allocator); prints each program's tally and
+# the total.
 # Usage: run.sh BUILD_DIR   (build/lib, build/bin, build/abi, build/vulkan, build/gpu)
 # GPU_SIM=<the emulator's folder> runs the same script on the emulator and its Vulkan stand-in
 # instead (make test-gpu-script: the script itself, in CI).
@@ -120,6 +122,43 @@ done
 cp "$LOGS/tool__gdrcopy_copylat_-a_cuMemCreateFd.log" "$B/gpu/copylat.txt" 2>/dev/null
 check "doctor" 'copies work' "$B/bin/gdrcopy" doctor
 grep -iE 'vulkan|verdict|copies' "$LOGS/doctor.log" | head -8
+
+# The Python API's suite (python/tests) with this machine's PyTorch and CuPy, where present:
+# once with PyTorch's expandable segments (cuMemCreate memory, which the Vulkan import maps)
+# and once with its default allocator (whose tensors the Vulkan import must refuse cleanly).
+# pytest from the machine, or from build/python/site (make python-gpu, for machines without
+# pip); each run's summary line gives the tally.
+root=$(cd "$(dirname "$0")/../.." && pwd)
+pypath=$root/python${B:+:$B/python/site}
+case $backend in dma-buf) py_backend=dmabuf ;; *) py_backend=$backend ;; esac
+if ! command -v python3 >/dev/null; then
+    echo "test-gpu: the Python suite needs python3 (none here)"
+elif ! PYTHONPATH=$pypath python3 -c 'import pytest' 2>/dev/null; then
+    printf '%-48s %5d passed, %d failed\n' "python: no pytest (make python-gpu)" 0 1
+    total_failed=$((total_failed + 1)) broken+=("python: no pytest")
+else
+    for alloc in expandable_segments:True default; do
+        name="python: PyTorch ${alloc%%:*}"; name=${name/expandable_segments/expandable segments}
+        log=$LOGS/${name//[^A-Za-z0-9_.-]/_}.log
+        conf=$alloc; [ "$alloc" = default ] && conf=
+        timeout -k 5 "$limit" "${RUN[@]}" PYTHONPATH="$pypath" PYTORCH_CUDA_ALLOC_CONF="$conf" \
+            GDRAPI_PY_TEST_BACKEND="$py_backend" python3 -m pytest -p no:cacheprovider -q -rs \
+            "$root/python/tests" >"$log" 2>&1
+        rc=$?
+        line=$(grep -E '^=*.*[0-9]+ (passed|failed|error)' "$log" | tail -1)
+        p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '^[0-9]+') f=0
+        for n in $(grep -oE '[0-9]+ (failed|errors?)' <<<"$line" | grep -oE '^[0-9]+'); do
+            f=$((f + n))
+        done
+        p=${p:-0}
+        if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; tail -20 "$log"; fi  # no test, or a crash
+        [ "$f" -eq 0 ] || grep -E '^(FAILED|ERROR)' "$log" | head -20
+        grep -E '^SKIPPED' "$log" | sed 's/^SKIPPED \[[0-9]*\] /    skipped: /' | sort -u | head -8
+        printf '%-48s %5d passed, %d failed\n' "$name" "$p" "$f"
+        total_passed=$((total_passed + p)) total_failed=$((total_failed + f))
+        [ "$f" -eq 0 ] || broken+=("$name")
+    done
+fi
 
 echo "test-gpu: $total_passed passed, $total_failed failed"
 if [ ${#broken[@]} -ne 0 ]; then

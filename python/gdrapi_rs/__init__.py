@@ -1,9 +1,31 @@
-"""libgdrapi.so.2 (gdrapi-rs, a drop-in replacement for the library of NVIDIA gdrcopy 2.6) in a wheel.
+"""gdrapi-rs (a drop-in replacement for the library of NVIDIA gdrcopy 2.6) for Python: GPUDirect
+copies between the CPU and GPU memory, and host-written GPU memory.
 
-The wheel holds the library, its C header and pkg-config file, the gdrcopy tools, and
-libgdrapi_ext.so.0 (host-written GPU memory, gdrapi_ext.h, gdrapi_ext.pc). This module
-says where they are, so that programs that link ``-lgdrapi`` or ``dlopen("libgdrapi.so")`` can be
-pointed at them, and loads the library with ctypes::
+Pin what you already have, in one line, and copy through its CPU mapping::
+
+    import torch, gdrapi_rs
+    t = torch.zeros(1024, dtype=torch.int64, device="cuda")
+    with gdrapi_rs.pin(t) as p:        # a tensor, a CuPy array, anything with
+        p.write_u64(0, 42)             # __cuda_array_interface__ or __dlpack__
+        assert p.read_u64(0) == 42     # (fenced 8-byte store and load through the BAR)
+
+Allocate memory the CPU writes and CUDA kernels read (and the reverse)::
+
+    with gdrapi_rs.Allocator(0) as alloc:
+        flag = alloc.alloc(8, dtype="int64")
+        f = torch.as_tensor(flag, device="cuda")   # the same 8 bytes, no copy
+        flag.write_u64(0, 1)                       # a kernel reading f sees 1
+
+:func:`pin`, :class:`Session`, :class:`Pin`, :class:`Mapping` wrap ``libgdrapi.so.2``
+(gdrcopy's API, NVIDIA's library too); :class:`Allocator`, :class:`HostWritten` wrap
+``libgdrapi_ext.so.0``. Failures raise :class:`GdrError`, an ``OSError`` with the errno the
+library returned. Without the gdrdrv kernel module (cloud GPUs, containers) set
+``GDRAPI_USE_VULKAN=1`` before the process starts; PyTorch tensors then need
+``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` (python/README.md).
+
+The wheel also holds the library, its C header and pkg-config file, the gdrcopy tools, and
+libgdrapi_ext.so.0 (gdrapi_ext.h, gdrapi_ext.pc); the functions below say where they are, so
+that programs that link ``-lgdrapi`` or ``dlopen("libgdrapi.so")`` can be pointed at them::
 
     python -m gdrapi_rs --libdir      # e.g. LD_LIBRARY_PATH=$(python -m gdrapi_rs --libdir)
     python -m gdrapi_rs --cflags --libs
@@ -13,7 +35,26 @@ pointed at them, and loads the library with ctypes::
 import ctypes
 import os
 
+from ._alloc import Allocator, AllocatorInfo, HostWritten, Memory
+from ._errors import GdrError
+from ._session import Backend, Mapping, MappingType, Pin, PinInfo, Session, default_session, pin
+
 __all__ = [
+    "pin",
+    "Session",
+    "Pin",
+    "Mapping",
+    "PinInfo",
+    "MappingType",
+    "Backend",
+    "default_session",
+    "Allocator",
+    "HostWritten",
+    "AllocatorInfo",
+    "Memory",
+    "GdrError",
+    "library_is_thread_safe",
+    "ext_runtime_version",
     "LIB_NAMES",
     "SONAME",
     "EXT_NAMES",
@@ -95,8 +136,11 @@ def load(name=SONAME):
 
 
 def runtime_version(lib=None):
-    """``gdr_runtime_get_version()`` of the library, as (major, minor)."""
-    lib = lib if lib is not None else load()
+    """``gdr_runtime_get_version()`` of the library, as (major, minor): of ``lib`` (a
+    ``ctypes.CDLL``), else of the library the API uses."""
+    if lib is None:
+        from . import _lib
+        lib = _lib.gdr().lib
     major, minor = ctypes.c_int(-1), ctypes.c_int(-1)
     fn = lib.gdr_runtime_get_version
     fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)]
@@ -105,3 +149,20 @@ def runtime_version(lib=None):
     if rc != 0:
         raise OSError(rc, "gdr_runtime_get_version failed")
     return major.value, minor.value
+
+
+def ext_runtime_version():
+    """``gdrx_runtime_get_version()`` of the libgdrapi_ext.so.0 the API uses, as (major,
+    minor)."""
+    from . import _lib
+    major, minor = ctypes.c_int(-1), ctypes.c_int(-1)
+    _lib.gdrx().runtime_get_version(ctypes.byref(major), ctypes.byref(minor))
+    return major.value, minor.value
+
+
+def library_is_thread_safe():
+    """Whether the libgdrapi.so.2 the API uses is gdrapi-rs's, whose every function may be
+    called concurrently. With NVIDIA's (not thread-safe; ``GDRAPI_RS_LIBGDRAPI`` selects it),
+    the API serializes every call on it and counts copies against unmaps under a lock."""
+    from . import _lib
+    return _lib.gdr().thread_safe
