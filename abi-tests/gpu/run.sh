@@ -142,7 +142,7 @@ else
         log=$LOGS/${name//[^A-Za-z0-9_.-]/_}.log
         conf=$alloc; [ "$alloc" = default ] && conf=
         timeout -k 5 "$limit" "${RUN[@]}" PYTHONPATH="$pypath" PYTORCH_CUDA_ALLOC_CONF="$conf" \
-            GDRAPI_PY_TEST_BACKEND="$py_backend" python3 -m pytest -p no:cacheprovider -q -rs \
+            GDRAPI_PY_TEST_BACKEND="$py_backend" python3 -m pytest -p no:cacheprovider -q -rfEs \
             "$root/python/tests" >"$log" 2>&1
         rc=$?
         line=$(grep -E '^=*.*[0-9]+ (passed|failed|error)' "$log" | tail -1)
