@@ -96,17 +96,17 @@ pub struct Config {
     pub real_libcuda: Option<String>,
     /// `GDRSIM_VULKAN`: the Vulkan stand-in's situation.
     pub vulkan: VkSituation,
-    /// `GDRSIM_VK_IMPORT_LIMIT`: bytes that the live Vulkan imports of one physical
-    /// allocation may hold in all (see `crate::vkstandin`).
+    /// `GDRSIM_VK_IMPORT_LIMIT`: what the process's live Vulkan imports, plus each allocation
+    /// they import once, may come to (see `crate::vkstandin`).
     pub vk_import_limit: u64,
     /// `GDRSIM_VK_IMPORT_NS_PER_MIB`: nanoseconds that a Vulkan import, and the free of one,
     /// take per MiB of the allocation (0: none).
     pub vk_import_ns_per_mib: u64,
 }
 
-/// The default `GDRSIM_VK_IMPORT_LIMIT`: 888 GiB, where NVIDIA's driver refused the next
-/// import of one allocation on an H200 (see the README's fidelity section).
-pub const VK_IMPORT_LIMIT: u64 = 888 << 30;
+/// The default `GDRSIM_VK_IMPORT_LIMIT`: 891.5 GiB, between what NVIDIA's driver accepted
+/// and refused on an H200 and an H100 (see the README's fidelity section).
+pub const VK_IMPORT_LIMIT: u64 = 1783 << 29;
 /// The default `GDRSIM_VK_IMPORT_NS_PER_MIB`: 11 us per MiB, what an import of a 1 or 4 GiB
 /// allocation took on an H200.
 pub const VK_IMPORT_NS_PER_MIB: u64 = 11_000;
@@ -494,7 +494,7 @@ mod tests {
     fn vulkan_import_limit() {
         let (c, w) = cfg(&[]);
         assert!(w.is_empty());
-        assert_eq!(c.vk_import_limit, 888 << 30);
+        assert_eq!(c.vk_import_limit, 1783 << 29);
         for (v, want) in [("6M", 6 << 20), ("7M", 6 << 20), ("2T", 2 << 40)] {
             let (c, w) = cfg(&[("GDRSIM_VK_IMPORT_LIMIT", v)]);
             assert!(w.is_empty(), "{v}");

@@ -30,8 +30,8 @@ configs=(
     "GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRSIM_VULKAN=nohostvisible"
     "GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRSIM_VULKAN=noinstance"
     "GDRSIM_NO_DEVICE=1 GDRSIM_BAR1_SIZE=4M"
-    # The stand-in's limit on the live imports of one allocation, and a large import cost.
-    "GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRSIM_VK_IMPORT_LIMIT=6M"
+    # The stand-in's limit on the live imports of the process, and a large import cost.
+    "GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRSIM_VK_IMPORT_LIMIT=10M"
     "GDRSIM_NO_DEVICE=1 GDRSIM_CUDA_VERSION=13000 GDRSIM_VK_IMPORT_NS_PER_MIB=10000000"
 )
 passed=0
