@@ -94,6 +94,14 @@ def check(rc, call):
         raise CudaError("%s failed: CUresult %d" % (call, rc))
 
 
+def htod(ptr, data):
+    """Writes ``data`` at device address ``ptr`` with cuMemcpyHtoD, then waits for it: from
+    pageable memory the copy may still be on its way to the GPU when cuMemcpyHtoD returns
+    (only its staging is done), so a read through a BAR mapping could see the old bytes."""
+    check(cuda().cuMemcpyHtoD_v2(ptr, data, len(data)), "cuMemcpyHtoD")
+    check(cuda().cuCtxSynchronize(), "cuCtxSynchronize")
+
+
 class DeviceArray:
     """``nbytes`` of device memory from a 64 KiB boundary, freed by ``free()`` (or at garbage
     collection); ``vmm=True`` allocates as NCCL's cuMem allocator does. cuMemAlloc memory is
@@ -141,8 +149,8 @@ class DeviceArray:
         return buf.raw
 
     def write(self, offset, data):
-        """Writes ``data`` to the device through cuMemcpyHtoD."""
-        check(cuda().cuMemcpyHtoD_v2(self.ptr + offset, bytes(data), len(data)), "cuMemcpyHtoD")
+        """Writes ``data`` to the device through cuMemcpyHtoD, complete when it returns."""
+        htod(self.ptr + offset, bytes(data))
 
     def free(self):
         if self.freed:

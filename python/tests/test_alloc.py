@@ -31,8 +31,7 @@ def test_alloc_write_read(allocator, backend, leaks):
     dev = ctypes.create_string_buffer(8)
     cudadev.check(cudadev.cuda().cuMemcpyDtoH_v2(dev, flags[42].dev_ptr, 8), "DtoH")
     assert int.from_bytes(dev.raw, sys.byteorder) == 42
-    cudadev.check(cudadev.cuda().cuMemcpyHtoD_v2(flags[7].dev_ptr, (2**63).to_bytes(
-        8, sys.byteorder), 8), "HtoD")
+    cudadev.htod(flags[7].dev_ptr, (2**63).to_bytes(8, sys.byteorder))
     assert flags[7].read_u64(0) == 2**63
     for f in flags:
         f.free()
