@@ -29,6 +29,7 @@ struct gdrsim_counters {
     uint64_t live_vk_mappings;  /* Vulkan stand-in vkMapMemory mappings not unmapped */
     uint64_t live_vk_devices;   /* Vulkan stand-in VkDevices not destroyed */
     uint64_t live_vk_instances; /* Vulkan stand-in VkInstances not destroyed */
+    uint64_t injected_faults;   /* calls a GDRSIM_FAIL rule failed, since the process started */
 };
 
 /* Copies min(out_size, sizeof(struct gdrsim_counters)) bytes of the current counters to

@@ -31,6 +31,9 @@ pub struct Counters {
     pub live_vk_devices: u64,
     /// `VkInstance`s of the stand-in not yet destroyed.
     pub live_vk_instances: u64,
+    /// Calls of this process that a `GDRSIM_FAIL` rule failed (or made panic), counted
+    /// since it started: a caller that reads it around a call knows whether a rule fired.
+    pub injected_faults: u64,
 }
 
 static FALLBACK: AtomicU64 = AtomicU64::new(0);

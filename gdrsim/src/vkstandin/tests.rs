@@ -438,6 +438,8 @@ fn imports_map_the_exported_bytes_until_freed() {
         counters(),
         crate::counters::Counters {
             ioctls: counters().ioctls,
+            // Other tests of this process inject faults.
+            injected_faults: counters().injected_faults,
             ..Default::default()
         }
     );
