@@ -18,7 +18,22 @@
  *     or an allocation of the input is still live.
  * A crash or a hang (libFuzzer's -timeout) is a finding by itself.
  *
- * Runs on the emulator (LD_PRELOAD of its libcuda.so.1), persistent mode, x86 profile.
+ * Runs on the emulator (LD_PRELOAD of its libcuda.so.1), x86 profile, in one of four situations
+ * (GDRAPI_FUZZ_SITUATION names the one make fuzz set up; the target asks the library which one it
+ * is in and stops at once if they disagree):
+ *   gdrdrv                 /dev/gdrdrv, persistent mode: 64 KiB pages, freed memory stays pinned;
+ *   gdrdrv-nonpersistent   GDRSIM_PERSISTENT=0: freeing memory invalidates every pin whose 64 KiB
+ *                          pages overlap it (callback flag 1, info reports it unmapped, a map
+ *                          fails, its mapping must not be touched again: SIGBUS);
+ *   dmabuf                 no device node (GDRSIM_NO_DEVICE=1): the DMA-BUF backend, whose pins
+ *                          cover host pages (info.va and mapped_size in host pages, page_size the
+ *                          host page), whose maps are predicted exactly (a host-page-aligned pin,
+ *                          a size inside its pages, the default or WC type), attributes 1, 1, 1;
+ *   vulkan                 the Vulkan import (below).
+ * Each gdr_t's backend is read from struct gdr's cache_backend (a u32 at offset 40: 0 gdrdrv,
+ * 1 DMA-BUF, 2 the Vulkan import) and must agree with GDR_ATTR_USING_DMA_BUF_MMAP; a gdrdrv
+ * situation's gdr_t may fall back to DMA-BUF only when an armed fault made opening the device
+ * fail.
  *
  * With GDRAPI_TEST_ALLOC=vmm (as abi-tests/c/gpu.h reads it; make test-fuzz sets it with the
  * rest of the Vulkan import's situation, SIM_VULKAN_ENV) the target runs the Vulkan import
@@ -32,6 +47,19 @@
  * keeps its bytes, read through the mapping, until the unpin. Faults are drawn from the CUDA
  * and Vulkan calls of that backend, and the final leak check also counts VMM exports, Vulkan
  * imports, mappings, devices and instances.
+ *
+ * References to VMM allocations are counted exactly. A cuMemRelease that an injected fault fails
+ * has no effect, so a failed release by the library keeps one reference, which only another
+ * cuMemRelease can drop (the library logs it and goes on). The emulator's injected_faults
+ * counter, read around every step while a cuMemRelease rule is armed, says whether the rule
+ * fired there; one that fired in the target's own cuMemRelease is the target's (it releases
+ * again), one that fired inside a library call is a reference the library kept, on the
+ * allocation that call released: the pin's for gdr_pin_buffer and gdr_unpin_buffer, one of those
+ * the gdr_t ever pinned for gdr_close, any for other calls. At the end, once everything is
+ * closed and freed, the target releases each allocation until it is gone: the references left
+ * must be exactly one per failed release, each on an allocation its call could have released
+ * (a matching of failures to references); one more is a leak, one fewer a release the library
+ * made twice.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -41,6 +69,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gdrapi.h"
 #include "gdrsim.h"
@@ -49,13 +78,30 @@
 #define NH 24      /* handle records */
 #define NA 4       /* device allocations */
 #define MAXCOPY (256 * 1024)
+#define MAXSTEPS 256
+#define NCREATED (2 * MAXSTEPS + 2) /* VMM handles one input can make */
+#define NWORDS ((NCREATED + 63) / 64)
 
 typedef int (*legacy_info_fn)(gdr_t, gdr_mh_t, void *);
 
+/* struct gdr's cache_backend (a u32 at offset 40, as abi-tests/c/check.h reads it). */
+#define CACHE_BACKEND_OFFSET 40
+enum backend { B_GDRDRV = 0, B_DMABUF = 1, B_VULKAN = 2 };
+
+enum situation { SIT_GDRDRV, SIT_GDRDRV_NONPERSISTENT, SIT_DMABUF, SIT_VULKAN };
+static const char *const situation_names[] = {"gdrdrv", "gdrdrv-nonpersistent", "dmabuf", "vulkan"};
+
+/* A set of VMM handles of the input, by index in S.created. */
+struct hset {
+    uint64_t w[NWORDS];
+};
+
 struct grec {
     gdr_t g;
-    int live;  /* opened and not closed */
-    int dmabuf; /* on the DMA-BUF backend (a failed device open falls back to it) */
+    int live;         /* opened and not closed */
+    unsigned backend; /* cache_backend: a gdrdrv situation's gdr_t falls back to DMA-BUF when
+                         a fault fails the device open */
+    struct hset pinned; /* the VMM handles its pins ever lay in */
 };
 
 struct hrec {
@@ -69,6 +115,8 @@ struct hrec {
     void *va;
     size_t map_size; /* size given to gdr_map */
     size_t extent;   /* bytes really mapped: map_size rounded up to the host page */
+    int invalidated; /* non-persistent gdrdrv: the memory under its pages was freed */
+    int created;     /* the Vulkan situation: S.created index of its allocation, or -1 */
 };
 
 /* One allocation of the input. In the Vulkan situation a VMM reservation holds one or two
@@ -78,6 +126,7 @@ struct part {
     size_t size;
     CUmemGenericAllocationHandle h;
     int exportable; /* created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR */
+    int created;    /* index of h in S.created */
 };
 
 struct arec {
@@ -96,17 +145,29 @@ static struct {
     struct hrec h[NH];
     struct arec a[NA];
     int faults;      /* a fault was armed in this input: driver errnos may come back */
-    int release_faults; /* a cuMemRelease fault was armed in this input */
     int step;
     uint64_t allocations_at_start;
-    CUmemGenericAllocationHandle created[2 * 256 + 2]; /* the VMM handles this input made */
+    CUmemGenericAllocationHandle created[NCREATED]; /* the VMM handles this input made */
     int ncreated;
+    /* References kept by the library's failed cuMemRelease calls (see the top). */
+    int release_armed;   /* the rule armed now is a cuMemRelease one that has not fired */
+    int own_fired;       /* faults the current step's own cuMemRelease calls took */
+    int cand_any;        /* the current step's library calls may release any allocation... */
+    struct hset cand;    /* ...else only these */
+    int nfailed;         /* the library's failed releases so far */
+    struct failed_release {
+        int any;
+        struct hset cand; /* allocations it may have been on */
+        int step;
+    } failed[MAXSTEPS];
 } S;
 
 static uint8_t host_a[MAXCOPY + 64], host_b[MAXCOPY + 64];
 static int no_munmap_faults;
 static int trace; /* GDRAPI_FUZZ_TRACE=1: print each call and its result (to replay a finding) */
 static int vk_mode; /* GDRAPI_TEST_ALLOC=vmm: the Vulkan import's situation (see the top) */
+static enum situation situation;
+static size_t host_page; /* the DMA-BUF backend's granule */
 static size_t vmm_gran; /* cuMemGetAllocationGranularity of exportable device memory */
 
 #define TRACE(...)                                                                                 \
@@ -148,19 +209,26 @@ static void fail(const char *what, int rc)
  * errnos a fault can inject are accepted too. */
 static void expect_in(const char *fn, int rc, const int *set)
 {
+    /* The errnos injected into system calls (op_fault's errs). */
     static const int injected[] = {EINVAL, ENOMEM, EIO, EFAULT, EACCES, EBUSY, ENODEV, EAGAIN, 0};
-    /* What the CUresults and VkResults injected in the Vulkan situation come back as (the
-     * library's tables, src/cuda/result.rs and src/vulkan/mod.rs). */
-    static const int injected_vk[] = {EINVAL, ENOMEM, EIO, ENODEV, ENOTSUP, 0};
+    /* What the CUresults and VkResults injected in the DMA-BUF and Vulkan situations come back
+     * as (the library's tables, src/cuda/result.rs and src/vulkan/mod.rs). */
+    static const int injected_cu[] = {EINVAL, ENOMEM, EIO, ENODEV, ENOTSUP, 0};
     if (rc == 0)
         return;
     for (const int *p = set; *p; p++)
         if (rc == *p)
             return;
-    if (S.faults)
-        for (const int *p = vk_mode ? injected_vk : injected; *p; p++)
+    if (S.faults) {
+        /* gdrdrv: system calls; DMA-BUF: mmap and CUDA; the Vulkan import: CUDA and Vulkan. */
+        for (const int *p = situation == SIT_VULKAN ? injected_cu : injected; *p; p++)
             if (rc == *p)
                 return;
+        if (situation == SIT_DMABUF)
+            for (const int *p = injected_cu; *p; p++)
+                if (rc == *p)
+                    return;
+    }
     char msg[128];
     snprintf(msg, sizeof(msg), "%s returned a value outside its documented set", fn);
     fail(msg, rc);
@@ -265,35 +333,176 @@ static void kill_handles_of(int gs)
         }
 }
 
-/* In the Vulkan situation every gdr_t is the Vulkan import's (struct gdr's cache_backend, a
- * u32 at offset 40 of upstream's layout, is 2; not the DMA-BUF backend). */
-static void check_backend(gdr_t g, int dmabuf_attr)
+static void hset_add(struct hset *set, int i)
+{
+    if (i >= 0 && i < NCREATED)
+        set->w[i / 64] |= 1ull << (i % 64);
+}
+
+static int hset_has(const struct hset *set, int i)
+{
+    return (int)((set->w[i / 64] >> (i % 64)) & 1);
+}
+
+/* The backend of a gdr_t of this situation whose open no fault disturbed. */
+static unsigned situation_backend(void)
+{
+    return situation == SIT_VULKAN ? B_VULKAN : situation == SIT_DMABUF ? B_DMABUF : B_GDRDRV;
+}
+
+static unsigned cache_backend(gdr_t g)
 {
     unsigned backend;
-    if (!vk_mode)
+    memcpy(&backend, (const char *)g + CACHE_BACKEND_OFFSET, sizeof(backend));
+    return backend;
+}
+
+/* What a backend's pins are made of: 64 KiB GPU pages, host pages on DMA-BUF. */
+static size_t granule_of(unsigned backend)
+{
+    return backend == B_DMABUF ? host_page : GPU_PAGE_SIZE;
+}
+
+/* The range a live pin covers, as its backend rounds it: [*va, *va + return value). */
+static size_t pinned_of(const struct hrec *h, unsigned long *va)
+{
+    unsigned long g = granule_of(S.g[h->g].backend);
+    unsigned long start = h->addr & ~(g - 1), end = (h->addr + h->size + g - 1) & ~(g - 1);
+    if (va != NULL)
+        *va = start;
+    return end - start;
+}
+
+/* GDR_ATTR_USE_PERSISTENT_MAPPING, _SUPPORT_PIN_FLAG_FORCE_PCIE and _USING_DMA_BUF_MMAP of a
+ * gdr_t of this backend: gdrdrv answers the driver's persistence for the first two (the
+ * emulator's GET_ATTR), DMA-BUF 1, 1, 1, the Vulkan import 1, 1, 0. */
+static int attr_want(unsigned backend, int attr)
+{
+    if (backend == B_DMABUF)
+        return 1;
+    if (attr == GDR_ATTR_USING_DMA_BUF_MMAP)
+        return 0;
+    return backend == B_VULKAN || situation != SIT_GDRDRV_NONPERSISTENT;
+}
+
+/* A gdr_t just opened into slot i: its backend is the situation's (a gdrdrv situation's falls
+ * back to DMA-BUF when an armed fault made opening the device fail), and
+ * GDR_ATTR_USING_DMA_BUF_MMAP agrees with it. */
+static void note_open(int i, gdr_t g)
+{
+    unsigned backend = cache_backend(g), want = situation_backend();
+    int dmabuf = -1;
+    memset(&S.g[i], 0, sizeof(S.g[i]));
+    S.g[i].g = g;
+    S.g[i].live = 1;
+    S.g[i].backend = backend;
+    if (backend != want && !(S.faults && want == B_GDRDRV && backend == B_DMABUF)) {
+        fprintf(stderr, "cache_backend %u in the %s situation\n", backend, situation_names[situation]);
+        fail("a gdr_t of another backend than the situation's", (int)backend);
+    }
+    if (gdr_get_attribute(g, GDR_ATTR_USING_DMA_BUF_MMAP, &dmabuf) != 0) {
+        if (!S.faults)
+            fail("gdr_get_attribute(GDR_ATTR_USING_DMA_BUF_MMAP) on a new gdr_t", 0);
         return;
-    memcpy(&backend, (const char *)g + 40, sizeof(backend));
-    if (backend != 2)
-        fail("a gdr_t of the Vulkan situation has cache_backend != 2", (int)backend);
-    if (dmabuf_attr != 0)
-        fail("GDR_ATTR_USING_DMA_BUF_MMAP is not 0 on the Vulkan import", dmabuf_attr);
+    }
+    if (dmabuf != (backend == B_DMABUF))
+        fail("GDR_ATTR_USING_DMA_BUF_MMAP disagrees with cache_backend", dmabuf);
+}
+
+/* ---- references the library keeps (see the top) ---- */
+
+static uint64_t injected_faults(void)
+{
+    struct gdrsim_counters c;
+    memset(&c, 0, sizeof(c));
+    if (gdrsim_get_counters(&c, sizeof(c)) != 0)
+        fail("gdrsim_get_counters", 0);
+    return c.injected_faults;
+}
+
+/* The current step's library calls release only allocations of set (those added next). */
+static void release_only(void)
+{
+    S.cand_any = 0;
+}
+
+/* Counts the library's failed releases of a step: faults that fired during it, less those its
+ * own cuMemRelease calls took. */
+static void note_failed_releases(int armed, uint64_t before)
+{
+    if (!armed)
+        return;
+    for (uint64_t n = injected_faults() - before - (uint64_t)S.own_fired; n > 0; n--) {
+        S.release_armed = 0; /* a rule with a count fires once */
+        TRACE("  a cuMemRelease of the library failed: it keeps a reference\n");
+        if (S.nfailed < MAXSTEPS) {
+            S.failed[S.nfailed].any = S.cand_any;
+            S.failed[S.nfailed].cand = S.cand;
+            S.failed[S.nfailed].step = S.step;
+            S.nfailed++;
+        }
+    }
+}
+
+/* Whether each failed release can be given a reference left on an allocation it may have been
+ * on, kept[] being the references left per allocation (a matching, by augmenting paths). */
+static int assign_failed(int f, const int *kept, int *load, int *owner, unsigned char *seen)
+{
+    for (int i = 0; i < S.ncreated; i++) {
+        if (seen[i] || !(S.failed[f].any || hset_has(&S.failed[f].cand, i)))
+            continue;
+        seen[i] = 1;
+        if (load[i] < kept[i]) {
+            owner[f] = i;
+            load[i]++;
+            return 1;
+        }
+        for (int o = 0; o < f; o++)
+            if (owner[o] == i && assign_failed(o, kept, load, owner, seen)) {
+                owner[f] = i; /* o moved to another allocation; f takes its place here */
+                return 1;
+            }
+    }
+    return 0;
+}
+
+static int failures_explain(const int *kept)
+{
+    static int load[NCREATED], owner[MAXSTEPS];
+    static unsigned char seen[NCREATED];
+    memset(load, 0, sizeof(load));
+    for (int f = 0; f < S.nfailed; f++) {
+        owner[f] = -1;
+        memset(seen, 0, sizeof(seen));
+        if (!assign_failed(f, kept, load, owner, seen))
+            return 0;
+    }
+    return 1;
 }
 
 /* ---- device memory ---- */
 
-static void note_created(CUmemGenericAllocationHandle h)
+static int note_created(CUmemGenericAllocationHandle h)
 {
-    if (S.ncreated < (int)(sizeof(S.created) / sizeof(S.created[0])))
-        S.created[S.ncreated++] = h;
+    if (S.ncreated >= NCREATED)
+        fail("more VMM handles than the model holds", S.ncreated);
+    S.created[S.ncreated] = h;
+    return S.ncreated++;
 }
 
-/* cuMemRelease of a handle of the input; a release refused by an armed cuMemRelease fault is
- * repeated (the fault fires once). */
+/* The target's own cuMemRelease of a handle of the input. When the armed cuMemRelease rule fires
+ * here, the call had no effect and the fault is the target's, not the library's: it releases
+ * again (a rule with a count fires once). */
 static CUresult release(CUmemGenericAllocationHandle h)
 {
+    uint64_t before = S.release_armed ? injected_faults() : 0;
     CUresult r = cuMemRelease(h);
-    if (r != CUDA_SUCCESS && S.release_faults)
+    if (S.release_armed && injected_faults() != before) {
+        TRACE("  the target's own cuMemRelease took the fault\n");
+        S.release_armed = 0;
+        S.own_fired++;
         r = cuMemRelease(h);
+    }
     return r;
 }
 
@@ -313,7 +522,7 @@ static void vmm_part(struct part *pt, CUdeviceptr va, size_t size, int exportabl
     prop.allocFlags.gpuDirectRDMACapable = 1;
     if ((r = cuMemCreate(&pt->h, size, &prop, 0)) != CUDA_SUCCESS)
         fail("cuMemCreate failed", (int)r);
-    note_created(pt->h);
+    pt->created = note_created(pt->h);
     if ((r = cuMemMap(va, size, 0, pt->h, 0)) != CUDA_SUCCESS)
         fail("cuMemMap failed", (int)r);
     memset(&access, 0, sizeof(access));
@@ -403,18 +612,16 @@ static void op_open(void)
             fail("gdr_open returned NULL", 0);
         return;
     }
-    S.g[i].g = g;
-    S.g[i].live = 1;
-    S.g[i].dmabuf = 0;
-    if (gdr_get_attribute(g, GDR_ATTR_USING_DMA_BUF_MMAP, &S.g[i].dmabuf) != 0 && !S.faults)
-        fail("gdr_get_attribute(GDR_ATTR_USING_DMA_BUF_MMAP) on a new gdr_t", 0);
-    check_backend(g, S.g[i].dmabuf);
+    note_open(i, g);
 }
 
 static void op_close(void)
 {
     int gs;
     gdr_t g = pick_g(&gs);
+    release_only(); /* what its pins lay in (nothing for a gdr_t that is not live) */
+    if (gs >= 0)
+        S.cand = S.g[gs].pinned;
     int rc = gdr_close(g);
     TRACE("close g=%p slot=%d -> %d\n", (void *)g, gs, rc);
     if (gs >= 0) {
@@ -495,6 +702,21 @@ static void op_free(void)
     if (r != CUDA_SUCCESS)
         fail("cuMemFree_v2 failed", (int)r);
     S.a[i].live = 0; /* persistent pins keep the pages until unpinned */
+    if (situation != SIT_GDRDRV_NONPERSISTENT)
+        return;
+    /* Non-persistent gdrdrv invalidates every pin whose 64 KiB pages overlap the freed bytes
+     * (DMA-BUF pins, of gdr_ts that fell back, hold their pages until closed). */
+    for (int j = 0; j < NH; j++) {
+        struct hrec *h = &S.h[j];
+        unsigned long va;
+        if (!h->used || !h->live || h->invalidated || S.g[h->g].backend != B_GDRDRV)
+            continue;
+        size_t len = pinned_of(h, &va);
+        if (va < S.a[i].p + S.a[i].size && S.a[i].p < va + len) {
+            h->invalidated = 1;
+            TRACE("  invalidates h=%#lx\n", h->mh.h);
+        }
+    }
 }
 
 /* Address and size for a pin. *gpu is set when the range is live device memory of this
@@ -581,6 +803,11 @@ static void op_pin(int v2)
     }
     gdr_mh_t mh = {0};
     int want = vk_mode ? vk_pin_result(addr, size) : 0;
+    /* A pin releases, if anything, the allocation it retained: the one holding addr. */
+    const struct part *pt = vk_mode ? part_at(addr) : NULL;
+    release_only();
+    if (pt != NULL)
+        hset_add(&S.cand, pt->created);
     int rc = v2 ? gdr_pin_buffer_v2(g, addr, size, flags, null_out ? NULL : &mh)
                 : gdr_pin_buffer(g, addr, size, token, va_space, null_out ? NULL : &mh);
     TRACE("pin v2=%d slot=%d addr=%#lx size=%#zx flags=%u -> %d h=%#lx\n", v2, gs, addr, size, flags, rc, mh.h);
@@ -607,6 +834,9 @@ static void op_pin(int v2)
     S.h[r].mh = mh;
     S.h[r].addr = addr;
     S.h[r].size = size;
+    S.h[r].created = pt != NULL ? pt->created : -1;
+    if (pt != NULL)
+        hset_add(&S.g[gs].pinned, pt->created);
 }
 
 static void op_unpin(void)
@@ -616,6 +846,9 @@ static void op_unpin(void)
     gdr_mh_t mh;
     enum hkind kind;
     int r = pick_h(gs, &mh, &kind);
+    release_only(); /* the pin's allocation, and nothing for a handle that is not live */
+    if (gs >= 0 && kind == H_LIVE)
+        hset_add(&S.cand, S.h[r].created);
     int rc = gdr_unpin_buffer(g, mh);
     TRACE("unpin slot=%d h=%#lx kind=%d -> %d\n", gs, mh.h, kind, rc);
     if (gs >= 0 && kind == H_LIVE) {
@@ -626,11 +859,12 @@ static void op_unpin(void)
              * retry); one whose unpin ioctl failed is gone. Ask, with the fault disarmed. */
             gdr_info_t info;
             (void)gdrsim_set_fail("");
+            S.release_armed = 0;
             int still = gdr_get_info(g, mh, &info);
             TRACE("  unpin failed: handle %s\n", still == 0 ? "kept" : "gone");
             expect_in("gdr_get_info_v2 after a failed unpin", still, SET_EINVAL);
             if (still == 0) {
-                if (!info.mapped)
+                if (!info.mapped && !S.h[r].invalidated)
                     fail("a handle kept by a failed unpin is no longer mapped", 0);
                 return;
             }
@@ -648,7 +882,7 @@ static void op_cb_flag(void)
     gdr_t g = pick_g(&gs);
     gdr_mh_t mh;
     enum hkind kind;
-    (void)pick_h(gs, &mh, &kind);
+    int r = pick_h(gs, &mh, &kind);
     int flag = 0x55;
     int null_out = (u8() & 7) == 7;
     int rc = gdr_get_callback_flag(g, mh, null_out ? NULL : &flag);
@@ -656,8 +890,9 @@ static void op_cb_flag(void)
     if (gs >= 0 && kind == H_LIVE && !null_out) {
         expect_ok("gdr_get_callback_flag", rc);
         expect_in("gdr_get_callback_flag", rc, SET_EINVAL);
-        if (rc == 0 && flag != 0)
-            fail("callback flag set in persistent mode", flag);
+        /* Set once non-persistent gdrdrv invalidated the pin, never elsewhere. */
+        if (rc == 0 && flag != S.h[r].invalidated)
+            fail("callback flag disagrees with the model", flag);
     } else {
         expect_eq("gdr_get_callback_flag(invalid)", rc, EINVAL);
     }
@@ -687,24 +922,25 @@ static void op_info(void)
         if (rc != 0)
             return;
         struct hrec *h = &S.h[r];
-        if (info.va != (h->addr & GPU_PAGE_MASK) && !(S.g[gs].dmabuf && info.va == (h->addr & ~4095UL)))
-            fail("info.va is not the aligned start of the pin", 0);
-        /* The DMA-BUF backend reports the host page as the pin's granule (as upstream does). */
-        uint32_t granule = S.g[gs].dmabuf ? 4096 : GPU_PAGE_SIZE;
-        if (info.page_size != granule || info.mapped_size % granule) {
-            fprintf(stderr, "va=%#llx mapped_size=%#llx page_size=%u\n", (unsigned long long)info.va,
-                    (unsigned long long)info.mapped_size, info.page_size);
-            fail("info page size / mapped size", 0);
+        /* The pin's whole pages: 64 KiB GPU pages, host pages on DMA-BUF (which reports the
+         * host page as the pin's granule, as upstream does). */
+        unsigned long va;
+        size_t len = pinned_of(h, &va);
+        if (info.va != va || info.page_size != granule_of(S.g[gs].backend) || info.mapped_size != len) {
+            fprintf(stderr, "pin %#lx+%#zx: va=%#llx mapped_size=%#llx page_size=%u, want %#lx, %#zx, %zu\n",
+                    h->addr, h->size, (unsigned long long)info.va, (unsigned long long)info.mapped_size,
+                    info.page_size, va, len, granule_of(S.g[gs].backend));
+            fail("info va, page size or mapped size is not the pin's whole pages", 0);
         }
-        if (info.mapped != (unsigned)h->mapped)
+        /* An invalidated pin's mapping is gone for the driver (the library keeps its record
+         * until gdr_unmap). */
+        int mapped = h->mapped && !h->invalidated;
+        if (info.mapped != (unsigned)mapped)
             fail("info.mapped disagrees with the model", info.mapped);
-        if (vk_mode && info.mapped_size != ((h->addr + h->size + GPU_PAGE_OFFSET) & GPU_PAGE_MASK) -
-                                               (h->addr & GPU_PAGE_MASK))
-            fail("info.mapped_size is not the pin's whole GPU pages", 0);
         if (legacy && memcmp((unsigned char *)&info + 40, canary + 40, sizeof(info) - 40))
             fail("legacy gdr_get_info wrote past its 40-byte struct", 0);
-        if (!legacy && h->mapped && info.mapping_type != GDR_MAPPING_TYPE_WC)
-            fail("mapping type of a mapped handle on x86 is not WC", info.mapping_type);
+        if (!legacy && info.mapping_type != (mapped ? GDR_MAPPING_TYPE_WC : GDR_MAPPING_TYPE_NONE))
+            fail("mapping type is not WC for a mapped handle on x86, or not NONE", info.mapping_type);
     } else {
         expect_eq(fn, rc, EINVAL);
         if (rc != 0 && memcmp(&info, canary, sizeof(info)))
@@ -724,9 +960,7 @@ static void op_map(int v2)
     int null_out = (k & 15) == 15;
     int flags = v2 ? ((k >> 4) < 12 ? (k >> 4) % 4 : (int)u32()) : 0;
     size_t size;
-    size_t pinned = r >= 0 ? ((S.h[r].addr + S.h[r].size + GPU_PAGE_OFFSET) & GPU_PAGE_MASK) -
-                                 (S.h[r].addr & GPU_PAGE_MASK)
-                           : GPU_PAGE_SIZE;
+    size_t pinned = r >= 0 ? pinned_of(&S.h[r], NULL) : GPU_PAGE_SIZE;
     switch (u8() % 5) {
     case 0:
         size = 0;
@@ -756,25 +990,32 @@ static void op_map(int v2)
         return;
     }
     struct hrec *h = &S.h[r];
+    unsigned backend = S.g[h->g].backend;
     if (h->mapped) {
         if (rc == 0)
             fail("a second map of a mapped handle succeeded", rc);
         return;
     }
-    if (vk_mode) {
-        /* gdrdrv's rules: a type the memory gives (default or WC), a size inside the pin, an
-         * aligned pin; memory freed since the pin maps all the same. */
+    if (h->invalidated) {
+        if (rc == 0)
+            fail("a map of an invalidated pin succeeded", rc);
+        return;
+    }
+    if (backend != B_GDRDRV) {
+        /* The Vulkan import and DMA-BUF: a type the memory gives (default or WC), a size
+         * inside the pin's pages, a pin whose address is a page boundary (64 KiB, the host page
+         * on DMA-BUF); memory freed since the pin maps all the same. */
         int ok = (flags == GDR_MAP_FLAG_DEFAULT || flags == GDR_MAP_FLAG_REQ_WC_MAPPING) &&
-                 size != 0 && size <= pinned && !(h->addr & GPU_PAGE_OFFSET);
+                 size != 0 && size <= pinned && !(h->addr & (granule_of(backend) - 1));
         expect_eq(fn, rc, ok ? 0 : EINVAL);
     }
     if (rc != 0)
         return;
     if (va == NULL || ((uintptr_t)va & 4095))
         fail("map returned a NULL or unaligned pointer", rc);
-    /* gdrdrv maps only pins of 64 KiB aligned addresses; the DMA-BUF backend maps any pin
-     * (from the host page below it, as its tests require). */
-    int unaligned = !S.g[h->g].dmabuf && (h->addr & GPU_PAGE_OFFSET);
+    /* gdrdrv maps only pins of 64 KiB aligned addresses, DMA-BUF only those of page aligned
+     * ones (upstream's mmap at a sub-page offset fails). */
+    int unaligned = (h->addr & (granule_of(backend) - 1)) != 0;
     if (size == 0 || size > pinned || unaligned)
         fail("map accepted a size of 0, beyond the pin, or an unaligned pin", (int)(size > pinned));
     if (flags == GDR_MAP_FLAG_REQ_CACHE_MAPPING || flags == GDR_MAP_FLAG_REQ_DEVICE_MAPPING ||
@@ -839,7 +1080,8 @@ static void op_copy(void)
     int r = pick_h(gs, &mh, &kind);
     uint8_t k = u8();
     int dir = k & 1, alias = (k >> 1) & 1;
-    int in_range = r >= 0 && S.h[r].live && S.h[r].mapped;
+    /* An invalidated pin's mapping is an empty file now (SIGBUS): only refusals go there. */
+    int in_range = r >= 0 && S.h[r].live && S.h[r].mapped && !S.h[r].invalidated;
     size_t off = 0, n = 0;
     char *dev = (char *)host_b; /* a pointer that is not a mapping */
     if (in_range) {
@@ -924,11 +1166,8 @@ static void op_queries(void)
         if (gs >= 0 && !(k & 16) && attr >= 1 && attr <= 3) {
             expect_ok("gdr_get_attribute", rc);
             expect_in("gdr_get_attribute", rc, SET_EINVAL);
-            if (rc == 0 && (v < 0 || v > 1))
-                fail("gdr_get_attribute value not 0/1", v);
-            /* The Vulkan import: persistent, FORCE_PCIE honoured, not DMA-BUF. */
-            if (rc == 0 && vk_mode && v != (attr == GDR_ATTR_USING_DMA_BUF_MMAP ? 0 : 1))
-                fail("gdr_get_attribute value on the Vulkan import", attr * 10 + v);
+            if (rc == 0 && v != attr_want(S.g[gs].backend, attr))
+                fail("gdr_get_attribute value disagrees with the backend", attr * 10 + v);
         } else {
             expect_eq("gdr_get_attribute(invalid)", rc, EINVAL);
         }
@@ -964,15 +1203,29 @@ static void op_fault(void)
         "cuMemGetAddressRange_v2", "cuPointerGetAttribute", "cuDeviceGet", "cuCtxGetCurrent",
         "cuCtxSetCurrent",
     };
+    /* The DMA-BUF situation: the CUDA calls of that backend's open, pin and close, with a
+     * CUresult, and the mmap of a dma-buf with an errno (munmap of one is not the emulator's). */
+    static const char *const dmabuf_names[] = {
+        "mmap", "cuMemGetHandleForAddressRange", "cuPointerGetAttribute", "cuDeviceGet",
+        "cuDeviceGetAttribute", "cuDeviceGetCount", "cuCtxGetCurrent", "cuCtxSetCurrent",
+        "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease",
+    };
     static const int vkresults[] = {-1, -2, -3, -4, -5, -7, -10, -1000072003};
     static const int curesults[] = {1, 2, 3, 100, 101, 201, 801, 999};
     char spec[96];
     uint8_t k = u8();
+    S.release_armed = 0; /* the new spec replaces the old one */
     if (vk_mode) {
         const char *name = vk_names[k % 12];
         int err = name[0] == 'v' ? vkresults[(k >> 4) % 8] : curesults[(k >> 4) % 8];
         snprintf(spec, sizeof(spec), "%s:%u:%d", name, 1u + (u8() % 4), err);
-        S.release_faults |= strcmp(name, "cuMemRelease") == 0;
+        S.release_armed = strcmp(name, "cuMemRelease") == 0;
+    } else if (situation == SIT_DMABUF) {
+        const char *name = dmabuf_names[k % 10];
+        if (name[0] == 'c')
+            snprintf(spec, sizeof(spec), "%s:%u:%d", name, 1u + (u8() % 4), curesults[(k >> 4) % 8]);
+        else
+            snprintf(spec, sizeof(spec), "%s:%u:%s", name, 1u + (u8() % 4), errs[(k >> 4) % 8]);
     } else {
         const char *name = names[k % 12];
         /* GDRAPI_FUZZ_NO_MUNMAP_FAULTS=1 leaves munmap out (it was needed while finding F1 of
@@ -993,6 +1246,7 @@ static void finish(void)
 {
     struct gdrsim_counters c;
     (void)gdrsim_set_fail(NULL);
+    S.release_armed = 0;
     for (int i = 0; i < NG; i++)
         if (S.g[i].live) {
             int rc = gdr_close(S.g[i].g);
@@ -1024,15 +1278,41 @@ static void finish(void)
                 fail("cuMemFree_v2 at the end", 0);
             S.a[i].live = 0;
         }
-    /* A reference the library retained (cuMemRetainAllocationHandle in a pin) and did not
-     * give back. Only an injected cuMemRelease failure may leave one: the library logs it and
-     * goes on, and nothing can release it but another cuMemRelease, made here. */
-    int kept = 0;
-    for (int i = 0; i < S.ncreated; i++)
-        for (int n = 0; n < 16 && cuMemRelease(S.created[i]) == CUDA_SUCCESS; n++)
-            kept++;
-    if (kept && !S.release_faults)
-        fail("leak: the library kept references to VMM allocations", kept);
+    /* What is left of each VMM allocation now is the references the library kept: one per
+     * cuMemRelease of its that failed (the library logs it and goes on, and nothing but
+     * another cuMemRelease, made here, can drop it). Each allocation is released until it is
+     * gone, and the references must be exactly the failed releases, each on an allocation its
+     * call could have released. */
+    static int kept[NCREATED];
+    int total = 0;
+    for (int i = 0; i < S.ncreated; i++) {
+        kept[i] = 0;
+        while (kept[i] <= S.nfailed && cuMemRelease(S.created[i]) == CUDA_SUCCESS)
+            kept[i]++;
+        total += kept[i];
+    }
+    if (total != S.nfailed || !failures_explain(kept)) {
+        fprintf(stderr, "failed cuMemRelease calls of the library: %d, references left: %d\n",
+                S.nfailed, total);
+        for (int f = 0; f < S.nfailed; f++) {
+            fprintf(stderr, "  failed at step %d, on", S.failed[f].step);
+            for (int i = 0; i < S.ncreated; i++)
+                if (S.failed[f].any || hset_has(&S.failed[f].cand, i))
+                    fprintf(stderr, " %d", i);
+            fprintf(stderr, "%s\n", S.failed[f].any ? " (any)" : "");
+        }
+        for (int i = 0; i < S.ncreated; i++)
+            if (kept[i])
+                fprintf(stderr, "  allocation %d (handle %#llx): %d references left\n", i,
+                        (unsigned long long)S.created[i], kept[i]);
+        if (total > S.nfailed)
+            fail("leak: the library kept references to VMM allocations beyond its failed releases",
+                 total - S.nfailed);
+        if (total < S.nfailed)
+            fail("fewer references left than the library's failed releases: one released twice",
+                 S.nfailed - total);
+        fail("references left on allocations that no failed release could have been on", total);
+    }
     if (gdrsim_get_counters(&c, sizeof(c)) != 0 || c.live_allocations != S.allocations_at_start)
         fail("leak: device allocations", (int)c.live_allocations);
 }
@@ -1071,6 +1351,37 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         fprintf(stderr, "gdrapi_calls: gdr_get_info is not exported\n");
         exit(2);
     }
+    long page = sysconf(_SC_PAGESIZE);
+    host_page = page > 0 ? (size_t)page : 4096;
+    /* The situation, as the library sees it: the backend of a gdr_t, and for gdrdrv whether
+     * the driver keeps freed memory pinned. */
+    gdr_t g = gdr_open();
+    int persistent = -1;
+    if (g == NULL) {
+        fprintf(stderr, "gdrapi_calls: gdr_open failed before any fault\n");
+        exit(2);
+    }
+    unsigned backend = cache_backend(g);
+    if (gdr_get_attribute(g, GDR_ATTR_USE_PERSISTENT_MAPPING, &persistent) != 0 || gdr_close(g) != 0) {
+        fprintf(stderr, "gdrapi_calls: gdr_get_attribute or gdr_close failed before any fault\n");
+        exit(2);
+    }
+    situation = backend == B_VULKAN   ? SIT_VULKAN
+                : backend == B_DMABUF ? SIT_DMABUF
+                : persistent == 0     ? SIT_GDRDRV_NONPERSISTENT
+                                      : SIT_GDRDRV;
+    const char *want = getenv("GDRAPI_FUZZ_SITUATION");
+    if (want != NULL && strcmp(want, situation_names[situation]) != 0) {
+        fprintf(stderr, "gdrapi_calls: GDRAPI_FUZZ_SITUATION=%s, but the library is in the %s situation\n",
+                want, situation_names[situation]);
+        exit(2);
+    }
+    if (vk_mode != (situation == SIT_VULKAN)) {
+        fprintf(stderr, "gdrapi_calls: GDRAPI_TEST_ALLOC=vmm goes with the Vulkan import, and only with it "
+                        "(the library is in the %s situation)\n", situation_names[situation]);
+        exit(2);
+    }
+    fprintf(stderr, "gdrapi_calls: the %s situation\n", situation_names[situation]);
     memset(&c, 0, sizeof(c));
     gdrsim_get_counters(&c, sizeof(c));
     S.allocations_at_start = c.live_allocations;
@@ -1086,17 +1397,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     S.n = size;
     S.i = 0;
     S.faults = 0;
-    S.release_faults = 0;
     S.ncreated = 0;
+    S.release_armed = 0;
+    S.nfailed = 0;
     /* Every input starts with one gdr_t and one allocation, so that short inputs reach pins. */
-    S.g[0].g = gdr_open();
-    if (S.g[0].g == NULL)
+    gdr_t g = gdr_open();
+    if (g == NULL)
         fail("gdr_open returned NULL", 0);
-    S.g[0].live = 1;
+    note_open(0, g);
     if (vk_mode) {
-        if (gdr_get_attribute(S.g[0].g, GDR_ATTR_USING_DMA_BUF_MMAP, &S.g[0].dmabuf) != 0)
-            fail("gdr_get_attribute(GDR_ATTR_USING_DMA_BUF_MMAP) on a new gdr_t", 0);
-        check_backend(S.g[0].g, S.g[0].dmabuf);
         vmm_alloc(&S.a[0], 4, vmm_gran);
     } else {
         if (cuMemAlloc_v2(&S.a[0].p, 4 * GPU_PAGE_SIZE) != CUDA_SUCCESS)
@@ -1104,7 +1413,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         S.a[0].size = 4 * GPU_PAGE_SIZE;
         S.a[0].live = 1;
     }
-    for (S.step = 0; S.i < S.n && S.step < 256; S.step++) {
+    for (S.step = 0; S.i < S.n && S.step < MAXSTEPS; S.step++) {
+        /* While a cuMemRelease rule is armed, the faults that fire in the step's library calls
+         * are releases the library could not make (see note_failed_releases). */
+        int armed = S.release_armed;
+        uint64_t before = armed ? injected_faults() : 0;
+        S.own_fired = 0;
+        S.cand_any = 1;
+        memset(&S.cand, 0, sizeof(S.cand));
         switch (u8() % 17) {
         case 0: op_open(); break;
         case 1: op_close(); break;
@@ -1125,6 +1441,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 op_fault();
             break;
         }
+        note_failed_releases(armed, before);
     }
     finish();
     return 0;

@@ -1,10 +1,11 @@
 # Reliability (RELIABILITY.md): the fuzz target (fuzz/), fault injection at every driver call,
 # thread and fork stress, and memory-error and race checks of C programs (abi-tests/reliability).
 #
-# make test-fuzz         short fuzz smoke runs: fixed seed and corpus, FUZZ_SMOKE_RUNS inputs, then
-#                        FUZZ_VULKAN_SMOKE_RUNS in the Vulkan import's situation; the findings replayed
-# make fuzz              long run: FUZZ_TIME seconds (default 600), corpus kept in $(BUILD_DIR)/fuzz/corpus
-#                        (FUZZ_VULKAN=1: in the Vulkan import's situation, corpus in .../corpus-vulkan)
+# make test-fuzz         short fuzz smoke runs: fixed seed and corpus, FUZZ_SMOKE_RUNS inputs in each
+#                        situation (FUZZ_SITUATIONS); the findings replayed in each
+# make fuzz              long run: FUZZ_TIME seconds (default 600) in FUZZ_SITUATION (gdrdrv,
+#                        gdrdrv-nonpersistent, dmabuf or vulkan; FUZZ_VULKAN=1 is vulkan), corpus kept
+#                        in $(BUILD_DIR)/fuzz/corpus-<situation>
 # make test-faults       every driver call the library makes failed with every errno the driver returns
 # make test-stress       threads (one gdr_t, separate ones, one range), forks during activity and
 #                        during a held call (forkhold); bounded by timeouts
@@ -33,18 +34,28 @@ FUZZ_RUSTFLAGS := -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 # FUZZ_NO_MUNMAP=1 leaves injected munmap failures out of the fuzz runs (they were left out
 # while finding F1 of RELIABILITY.md was open); fuzz/findings/* are replayed by test-fuzz.
 FUZZ_NO_MUNMAP ?= 0
-FUZZ_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(FUZZ_OUT)/lib:$(SIM_DIR) \
-	$(if $(filter 1,$(FUZZ_NO_MUNMAP)),GDRAPI_FUZZ_NO_MUNMAP_FAULTS=1)
-# The Vulkan import's situation: the emulator's Vulkan stand-in first on the path, the
-# instrumented library, SIM_VULKAN_VARS (GDRAPI_TEST_ALLOC=vmm makes the target allocate with
-# cuMemCreate and model that backend).
-FUZZ_VULKAN_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 \
-	LD_LIBRARY_PATH=$(SIM_DIR)/vulkan:$(SIM_DIR):$(FUZZ_OUT)/lib $(SIM_VULKAN_VARS)
-FUZZ_VULKAN_SMOKE_RUNS ?= 30000
+# The situations the library meets, each an environment of the instrumented library on the
+# emulator; GDRAPI_FUZZ_SITUATION makes the target check that the library sees the same one.
+#   gdrdrv                 /dev/gdrdrv, persistent mode
+#   gdrdrv-nonpersistent   /dev/gdrdrv, GDRSIM_PERSISTENT=0 (freeing memory invalidates pins)
+#   dmabuf                 no device node: the DMA-BUF backend (CUDA 13.3 and later)
+#   vulkan                 the Vulkan import: its stand-in first on the path, SIM_VULKAN_VARS
+#                          (GDRAPI_TEST_ALLOC=vmm makes the target allocate with cuMemCreate)
+FUZZ_SITUATIONS := gdrdrv gdrdrv-nonpersistent dmabuf vulkan
 FUZZ_VULKAN ?= 0
+FUZZ_SITUATION ?= $(if $(filter 1,$(FUZZ_VULKAN)),vulkan,gdrdrv)
+FUZZ_SIM_ENV = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 LD_LIBRARY_PATH=$(FUZZ_OUT)/lib:$(SIM_DIR)
+FUZZ_ENV_gdrdrv = $(FUZZ_SIM_ENV)
+FUZZ_ENV_gdrdrv-nonpersistent = $(FUZZ_SIM_ENV) GDRSIM_PERSISTENT=0
+FUZZ_ENV_dmabuf = $(FUZZ_SIM_ENV) GDRSIM_NO_DEVICE=1
+FUZZ_ENV_vulkan = LD_PRELOAD=$(SIM_DIR)/libcuda.so.1 \
+	LD_LIBRARY_PATH=$(SIM_DIR)/vulkan:$(SIM_DIR):$(FUZZ_OUT)/lib $(SIM_VULKAN_VARS)
+# The environment of situation $(1).
+fuzz_env = $(FUZZ_ENV_$(1)) GDRAPI_FUZZ_SITUATION=$(1) \
+	$(if $(filter 1,$(FUZZ_NO_MUNMAP)),GDRAPI_FUZZ_NO_MUNMAP_FAULTS=1)
 FUZZ_OPTS := -timeout=10 -rss_limit_mb=2048 -max_len=1024 -print_final_stats=1
-FUZZ_FLAGS := $(FUZZ_OPTS) -artifact_prefix=$(FUZZ_OUT)/crash-
-FUZZ_VULKAN_FLAGS := $(FUZZ_OPTS) -artifact_prefix=$(FUZZ_OUT)/crash-vulkan-
+# libFuzzer's options in situation $(1): a crash or a broken invariant leaves crash-$(1)-*.
+fuzz_flags = $(FUZZ_OPTS) -artifact_prefix=$(FUZZ_OUT)/crash-$(1)-
 
 $(FUZZ_OUT)/lib/libsancov_stub.so: fuzz/sancov_stub.c
 	@mkdir -p $(@D)
@@ -68,33 +79,40 @@ $(FUZZ_OUT)/gdrapi_calls: fuzz/gdrapi_calls.c $(FUZZ_OUT)/lib/libgdrapi.so.2 inc
 
 fuzz-build: $(FUZZ_OUT)/gdrapi_calls
 
-# Smoke: a fixed seed over the committed corpus (a scratch copy: libFuzzer adds to it), on
-# gdrdrv, then in the Vulkan import's situation.
+# One smoke run in situation $(1): a fixed seed over the committed corpus (a scratch copy:
+# libFuzzer adds to it); its summary printed, its whole log when it fails.
+fuzz_smoke = echo "== fuzz smoke: $(1)"; rm -rf $(FUZZ_OUT)/smoke-$(1) && \
+	mkdir -p $(FUZZ_OUT)/smoke-$(1) && cp fuzz/corpus/* $(FUZZ_OUT)/smoke-$(1)/ && \
+	env $(call fuzz_env,$(1)) timeout 300 $(FUZZ_OUT)/gdrapi_calls -seed=1 -runs=$(FUZZ_SMOKE_RUNS) \
+		$(call fuzz_flags,$(1)) $(FUZZ_OUT)/smoke-$(1) > $(FUZZ_OUT)/smoke-$(1).log 2>&1 || \
+		{ tail -40 $(FUZZ_OUT)/smoke-$(1).log; exit 1; }; \
+	grep -E '^gdrapi_calls|DONE|^Done' $(FUZZ_OUT)/smoke-$(1).log;
+# Each finding replayed once in situation $(1).
+fuzz_replay = echo "== fuzz findings: $(1)"; \
+	env $(call fuzz_env,$(1)) $(FUZZ_OUT)/gdrapi_calls $(wildcard fuzz/findings/*) \
+		> $(FUZZ_OUT)/findings-$(1).log 2>&1 || { tail -40 $(FUZZ_OUT)/findings-$(1).log; exit 1; }; \
+	grep -E '^gdrapi_calls|^Executed' $(FUZZ_OUT)/findings-$(1).log;
+
+# Smoke runs in every situation, then the findings in every situation.
 test-fuzz: fuzz-build
-	rm -rf $(FUZZ_OUT)/smoke && mkdir -p $(FUZZ_OUT)/smoke && cp fuzz/corpus/* $(FUZZ_OUT)/smoke/
-	$(FUZZ_ENV) timeout 300 $(FUZZ_OUT)/gdrapi_calls -seed=1 -runs=$(FUZZ_SMOKE_RUNS) $(FUZZ_FLAGS) \
-		$(FUZZ_OUT)/smoke
-	rm -rf $(FUZZ_OUT)/smoke-vulkan && mkdir -p $(FUZZ_OUT)/smoke-vulkan && \
-		cp fuzz/corpus/* $(FUZZ_OUT)/smoke-vulkan/
-	$(FUZZ_VULKAN_ENV) timeout 300 $(FUZZ_OUT)/gdrapi_calls -seed=1 -runs=$(FUZZ_VULKAN_SMOKE_RUNS) \
-		$(FUZZ_VULKAN_FLAGS) $(FUZZ_OUT)/smoke-vulkan
+	@$(foreach sit,$(FUZZ_SITUATIONS),$(call fuzz_smoke,$(sit)))
 	$(MAKE) --no-print-directory FUZZ_NO_MUNMAP=0 fuzz-replay
 
-# Long run: FUZZ_TIME seconds; the corpus grows in $(FUZZ_OUT)/corpus (corpus-vulkan) across runs.
-FUZZ_CORPUS = $(FUZZ_OUT)/corpus$(if $(filter 1,$(FUZZ_VULKAN)),-vulkan)
+# Long run: FUZZ_TIME seconds in FUZZ_SITUATION; the corpus grows in $(FUZZ_OUT)/corpus-<situation>
+# across runs.
 fuzz: fuzz-build
-	mkdir -p $(FUZZ_CORPUS) && cp -n fuzz/corpus/* $(FUZZ_CORPUS)/
-	$(if $(filter 1,$(FUZZ_VULKAN)),$(FUZZ_VULKAN_ENV),$(FUZZ_ENV)) $(FUZZ_OUT)/gdrapi_calls \
-		-max_total_time=$(FUZZ_TIME) $(if $(filter 1,$(FUZZ_VULKAN)),$(FUZZ_VULKAN_FLAGS),$(FUZZ_FLAGS)) \
-		$(FUZZ_CORPUS)
+	@case " $(FUZZ_SITUATIONS) " in *" $(FUZZ_SITUATION) "*) ;; \
+		*) echo "FUZZ_SITUATION=$(FUZZ_SITUATION): one of $(FUZZ_SITUATIONS)"; exit 2;; esac
+	mkdir -p $(FUZZ_OUT)/corpus-$(FUZZ_SITUATION) && cp -n fuzz/corpus/* $(FUZZ_OUT)/corpus-$(FUZZ_SITUATION)/
+	env $(call fuzz_env,$(FUZZ_SITUATION)) $(FUZZ_OUT)/gdrapi_calls -max_total_time=$(FUZZ_TIME) \
+		$(call fuzz_flags,$(FUZZ_SITUATION)) $(FUZZ_OUT)/corpus-$(FUZZ_SITUATION)
 
-# The inputs that found library bugs, each replayed once with every fault allowed, in both
-# situations.
+# The inputs that found library bugs or false stops of the model (fuzz/findings/), each replayed
+# once with every fault allowed, in every situation.
 fuzz-findings: fuzz-build
 	$(MAKE) --no-print-directory FUZZ_NO_MUNMAP=0 fuzz-replay
 fuzz-replay:
-	$(FUZZ_ENV) $(FUZZ_OUT)/gdrapi_calls $(wildcard fuzz/findings/*)
-	$(FUZZ_VULKAN_ENV) $(FUZZ_OUT)/gdrapi_calls $(wildcard fuzz/findings/*)
+	@$(foreach sit,$(FUZZ_SITUATIONS),$(call fuzz_replay,$(sit)))
 
 TEST_TARGETS += test-fuzz
 .PHONY: fuzz fuzz-build test-fuzz fuzz-findings fuzz-replay

@@ -31,6 +31,7 @@ struct gdrsim_counters {
     uint64_t live_vk_instances; /* Vulkan stand-in VkInstances not destroyed */
     uint64_t vk_imports_made;   /* Vulkan stand-in imports this process made: a running total */
     uint64_t live_vk_import_bytes; /* bytes its live imports hold, each at its allocation's size */
+    uint64_t injected_faults;   /* calls a GDRSIM_FAIL rule failed, since the process started */
 };
 
 /* Copies min(out_size, sizeof(struct gdrsim_counters)) bytes of the current counters to

@@ -37,6 +37,9 @@ pub struct Counters {
     /// Bytes the live imports of this process hold, each import counted at its allocation's
     /// size (two imports of one allocation count twice).
     pub live_vk_import_bytes: u64,
+    /// Calls of this process that a `GDRSIM_FAIL` rule failed (or made panic), counted
+    /// since it started: a caller that reads it around a call knows whether a rule fired.
+    pub injected_faults: u64,
 }
 
 static FALLBACK: AtomicU64 = AtomicU64::new(0);

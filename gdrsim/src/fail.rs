@@ -8,7 +8,7 @@
 //! VK_ERROR_UNKNOWN, a system call -1 with `errno` EIO.
 
 use crate::forklock::{self, Mutex};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 const SYSCALL_NAMES: [&str; 4] = ["open", "mmap", "munmap", "close"];
 
@@ -190,6 +190,14 @@ pub fn hit(rules: &mut [Rule], called: &str) -> Option<i32> {
 
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static RULES: Mutex<Vec<Rule>> = Mutex::new(Vec::new());
+/// Calls failed by a rule so far (a forked child starts from its parent's count).
+static INJECTED: AtomicU64 = AtomicU64::new(0);
+
+/// How many calls a rule has failed (or made panic) in this process so far: the
+/// `injected_faults` counter.
+pub fn injected() -> u64 {
+    INJECTED.load(Ordering::Relaxed)
+}
 
 /// Replaces the process's rules with those of `spec` (`None` or empty clears them).
 pub fn set(spec: Option<&str>) -> Result<(), BadSpec> {
@@ -216,6 +224,9 @@ pub fn check(called: &str) -> Option<i32> {
         return None;
     }
     let e = hit(&mut RULES.lock(), called);
+    if e.is_some() {
+        INJECTED.fetch_add(1, Ordering::Relaxed);
+    }
     if e == Some(PANIC) {
         panic!("GDRSIM_FAIL: {called} panics, as a rule asks");
     }

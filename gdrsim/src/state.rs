@@ -238,6 +238,7 @@ impl State {
             ioctls: crate::counters::ioctls(),
             live_dmabufs: self.dmabufs.values().filter(|d| d.pid == me).count() as u64,
             live_vmm_exports: self.vmm_exports.values().filter(|e| e.pid == me).count() as u64,
+            injected_faults: crate::fail::injected(),
             ..self.vk.counters(me)
         }
     }

@@ -510,6 +510,8 @@ fn imports_map_the_exported_bytes_until_freed() {
         crate::counters::Counters {
             ioctls: c.ioctls,
             vk_imports_made: c.vk_imports_made,
+            // Other tests of this process inject faults.
+            injected_faults: c.injected_faults,
             ..Default::default()
         }
     );

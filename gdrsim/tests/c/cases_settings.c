@@ -38,9 +38,17 @@ int t_fail_injection(void)
     CHECK(fcntl(fd, F_GETFD) == -1 && errno == EBADF);
     CHECK_EQ(gdrsim_set_fail("cuMemAlloc_v2:1:2,cuInit:*:CUDA_ERROR_NO_DEVICE"), 0);
     CUdeviceptr q;
+    /* injected_faults counts the calls a rule failed, and only those. */
+    CHECK_EQ(gdrsim_get_counters(&c0, sizeof(c0)), 0);
     CHECK_EQ(cuMemAlloc(&q, 16), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ(gdrsim_get_counters(&c1, sizeof(c1)), 0);
+    CHECK_EQ(c1.injected_faults, c0.injected_faults + 1);
     CHECK_EQ(cuMemAlloc(&q, 16), CUDA_SUCCESS);
+    CHECK_EQ(gdrsim_get_counters(&c0, sizeof(c0)), 0);
+    CHECK_EQ(c0.injected_faults, c1.injected_faults);
     CHECK_EQ(cuInit(0), CUDA_ERROR_NO_DEVICE);
+    CHECK_EQ(gdrsim_get_counters(&c1, sizeof(c1)), 0);
+    CHECK_EQ(c1.injected_faults, c0.injected_faults + 1);
     CHECK_EQ(gdrsim_set_fail("bogus:1:EINVAL"), EINVAL);
     CHECK_EQ(gdrsim_set_fail("PIN_BUFFER:0:EINVAL"), EINVAL);
     CHECK_EQ(gdrsim_set_fail("PIN_BUFFER:1:ENOPE"), EINVAL);
