@@ -58,10 +58,11 @@ suite() {
         ln -sf "$dmabuf_bin/dmabuf_test" "$dmabuf_bin/dmabuf-probe" "$dir/dmabuf/"
         timeout -k 5 120 "$dmabuf_run" "$dir/dmabuf" "$shim" "$sim" ;;
     vulkan)
-        # vulkan_test is linked with -lgdrapi; nccl_pattern dlopens libgdrapi.so by name:
-        # both find the shim, first on the library path under both names.
+        # vulkan_test and pools are linked with -lgdrapi; nccl_pattern dlopens libgdrapi.so
+        # by name: all find the shim, first on the library path under both names.
         mkdir -p "$dir/vulkan"
-        ln -sf "$vulkan_bin/vulkan_test" "$vulkan_bin/nccl_pattern" "$dir/vulkan/"
+        ln -sf "$vulkan_bin/vulkan_test" "$vulkan_bin/nccl_pattern" "$vulkan_bin/pools" \
+            "$dir/vulkan/"
         timeout -k 5 120 "$vulkan_run" "$dir/vulkan" "$shim" "$sim" ;;
     *)
         echo "mutants/run.sh: unknown suite $name"
@@ -129,7 +130,7 @@ if [ -n "$control_killers" ]; then
 fi
 # ... through the shim: each suite's programs loaded it (a program that reached the real
 # library directly would let every mutant survive unseen there), the Vulkan configurations
-# (GDRAPI_USE_VULKAN=1) included, and both programs of the Vulkan suite.
+# (GDRAPI_USE_VULKAN=1) included, and every program of the Vulkan suite.
 missing=()
 loaded() { # SUITE PATTERN: a line of loads/SUITE matches
     grep -Eq -- "$2" "$work/loads/$1" 2>/dev/null || missing+=("$1 (${2:-any program})")
@@ -139,7 +140,10 @@ for s in $suites; do
     case $s in
     threads | fork) loaded "$s" "^$s vulkan$" ;;
     dmabuf) loaded "$s" '^dmabuf_test ' ;;
-    vulkan) loaded "$s" '^vulkan_test vulkan$'; loaded "$s" '^nccl_pattern vulkan$' ;;
+    vulkan)
+        loaded "$s" '^vulkan_test vulkan$'
+        loaded "$s" '^nccl_pattern vulkan$'
+        loaded "$s" '^pools vulkan$' ;;
     esac
 done
 if [ ${#missing[@]} -ne 0 ]; then
