@@ -6,10 +6,7 @@
 # Each mutant stops at the first suite that kills it (MUTANTS_FIRST_KILL=1, the default here);
 # MUTANTS_FIRST_KILL=0 runs every suite on every mutant, for the full table of which suites kill
 # what. MUTANTS="gdr_unmap:noop ..." runs some; MUTANTS_JOBS, MUTANTS_SUITES: see
-# abi-tests/mutants/run.sh. Then the mutants of the shared decisions, which the shim cannot
-# reach (src/session/refuse.rs): each part of the decision that both paths of a call ask
-# (the quick path and the one through the session) is broken in turn, and the check of that
-# call must fail on both paths (a Rust test of the library, printing what each mutant broke).
+# abi-tests/mutants/run.sh.
 MUTANTS_FIRST_KILL ?= 1
 
 MUT_SRC := abi-tests/mutants
@@ -36,8 +33,6 @@ test-mutants: lib sim abi-programs $(DMABUF_OUT)/dmabuf_test $(DMABUF_OUT)/dmabu
 	MUTANTS_FIRST_KILL=$(MUTANTS_FIRST_KILL) SIM_VULKAN_VARS="$(SIM_VULKAN_VARS)" $(MUT_SRC)/run.sh \
 		$(MUT_OUT)/work $(MUT_OUT)/lib $(LIB_DIR) $(SIM_DIR) $(ABI_OUT) $(DMABUF_OUT) $(VULKAN_OUT) \
 		$(MUT_OUT)/mutants-list
-	$(CARGO) test --locked -p gdrapi --lib $(CARGO_FLAGS) -- --exact --nocapture \
-		session::refuse::tests::breaking_a_shared_decision_fails_the_checks_of_both_paths
 
 TEST_TARGETS += test-mutants
 .PHONY: test-mutants mutants
