@@ -13,9 +13,9 @@
 //! and `gdr_close` take the lock exclusive, so `gdr_close` finds every handle of its session
 //! settled (pinned or mapped) and releases them newest first. A map, an unmap or an unpin
 //! moves its handle through a transient state by compare-and-swap ([`state`]), so two threads
-//! cannot map, unmap or unpin one handle at once; a query counts itself in the handle's
-//! `users`, which an unpin waits for. Copies take no lock: [`check_copy`] reads the handle
-//! record with atomic loads only.
+//! cannot map, unmap or unpin one handle at once; a query confirms after the backend's
+//! answer that its handle still names the pin it asked about. Copies take no lock:
+//! [`check_copy`] reads the handle record with atomic loads only.
 //!
 //! Processes: a session names the process that opened it by its [`crate::process::token`],
 //! which differs in every child however it was created, so a child is refused (EACCES) before

@@ -3,41 +3,48 @@
 //! `gdr_driver_get_version`).
 
 use super::records::HandleRecord;
-use super::state::{self, InUse};
+use super::state;
 use super::{accept_handle, record, session};
-use crate::backend::{Attr, Backend, BackendKind, Info};
+use crate::backend::{Attr, Backend, BackendKind, Info, Pin};
 use crate::error::{Error, Result};
 use std::sync::atomic::Ordering;
 
-/// What `ask` answers about the handle `mh` of the session `g`, asked while the handle is
-/// counted in its `users`: a query never answers about a buffer its handle no longer names,
-/// since an unpin waits for the count to drop before it asks the driver.
+/// What `ask` answers about the pin of the handle `mh` of the session `g`, once confirmed:
+/// the handle still names that pin after the answer. An unpin moves the handle's state before
+/// it asks the driver, and a record is reused only after 1024 later frees, so a query racing
+/// an unpin describes its own buffer or fails with EINVAL, never another buffer.
 fn query<T>(
     g: usize,
     mh: u64,
-    ask: impl FnOnce(&dyn Backend, &HandleRecord) -> Result<T>,
+    ask: impl FnOnce(&dyn Backend, &HandleRecord, &Pin) -> Result<T>,
 ) -> Result<T> {
     let open = session(g)?;
-    // Counted before the state is read (see `Open::release`).
-    let h = InUse::count(record(mh)?);
-    accept_handle(&h, open.serial).map_err(|r| r.refuse(mh))?;
-    ask(&*open.backend, &h)
+    let h = record(mh)?;
+    accept_handle(h, open.serial).map_err(|r| r.refuse(mh))?;
+    let pin = h.pin();
+    let answer = ask(&*open.backend, h, &pin);
+    accept_handle(h, open.serial).map_err(|r| r.refuse(mh))?;
+    if h.pin_handle.load(Ordering::Acquire) != pin.handle {
+        gdr_err!("invalid gdr_mh_t 0x{:x}: unpinned during the query", mh);
+        return Err(Error::InvalidHandle);
+    }
+    answer
 }
 
 /// `gdr_get_callback_flag`.
 pub fn callback_flag(g: usize, mh: u64) -> Result<bool> {
-    query(g, mh, |backend, h| backend.callback_flag(&h.pin()))
+    query(g, mh, |backend, _, pin| backend.callback_flag(pin))
 }
 
 /// `gdr_get_info_v2` (`legacy` = false) or the legacy v1 `gdr_get_info` (`legacy` = true):
 /// what the driver reports for `mh`.
 pub fn info(g: usize, mh: u64, legacy: bool) -> Result<Info> {
-    query(g, mh, |backend, h| {
+    query(g, mh, |backend, h, pin| {
         let m = (h.state.load(Ordering::Acquire) == state::MAPPED).then(|| h.mapping());
         if legacy {
-            backend.info_v1(&h.pin(), m.as_ref())
+            backend.info_v1(pin, m.as_ref())
         } else {
-            backend.info(&h.pin(), m.as_ref())
+            backend.info(pin, m.as_ref())
         }
     })
 }

@@ -87,8 +87,6 @@ pub struct HandleRecord {
     pub(super) owner: AtomicU64,
     /// One of [`state`].
     pub(super) state: AtomicU32,
-    /// Queries reading this handle right now; an unpin waits for them to leave.
-    pub(super) users: AtomicU32,
     pub(super) pin_va: AtomicU64,
     pub(super) pin_size: AtomicU64,
     pub(super) pin_handle: AtomicU64,
@@ -142,7 +140,6 @@ impl Record for HandleRecord {
             dmabuf_cpu_va: AtomicUsize::new(0),
             dmabuf_cpu_len: AtomicUsize::new(0),
             state: AtomicU32::new(state::FREE),
-            users: AtomicU32::new(0),
             owner: AtomicU64::new(0),
             seq: AtomicU64::new(0),
             pin_handle: AtomicU64::new(0),
@@ -303,7 +300,6 @@ mod tests {
             r.dmabuf_cpu_va.load(Ordering::Relaxed) as u64,
             r.dmabuf_cpu_len.load(Ordering::Relaxed) as u64,
             u64::from(r.state.load(Ordering::Relaxed)),
-            u64::from(r.users.load(Ordering::Relaxed)),
             r.owner.load(Ordering::Relaxed),
             r.seq.load(Ordering::Relaxed),
             r.pin_handle.load(Ordering::Relaxed),

@@ -1,8 +1,7 @@
 //! The states of a [`HandleRecord`], and the holds a call takes on a handle: a map, an unmap
 //! or an unpin moves it into a transient state by compare-and-swap ([`Transition`]), so that
-//! two threads never map, unmap or unpin one handle at once; a query counts itself in its
-//! `users` ([`InUse`]), which an unpin waits for; a pin keeps the record it reserved
-//! ([`Reserved`]). Each undoes itself on drop, an error or a panic included.
+//! two threads never map, unmap or unpin one handle at once; a pin keeps the record it
+//! reserved ([`Reserved`]). Each undoes itself on drop, an error or a panic included.
 //!
 //! ```text
 //! FREE -> RESERVED -> PINNED <-> MAPPING -> MAPPED <-> UNMAPPING
@@ -32,31 +31,6 @@ pub const UNPINNING: u32 = 6;
 /// Whether a handle in state `s` holds a pin that is not being released.
 pub(super) fn is_pinned(s: u32) -> bool {
     matches!(s, PINNED | MAPPING | MAPPED | UNMAPPING)
-}
-
-/// A query's hold on a handle: counted in its `users` before the query reads the state (both
-/// SeqCst), so that an unpin that moved the state on after that read sees the count and
-/// waits; released on drop.
-pub(super) struct InUse(&'static HandleRecord);
-
-impl InUse {
-    pub(super) fn count(h: &'static HandleRecord) -> InUse {
-        h.users.fetch_add(1, Ordering::SeqCst);
-        InUse(h)
-    }
-}
-
-impl std::ops::Deref for InUse {
-    type Target = HandleRecord;
-    fn deref(&self) -> &HandleRecord {
-        self.0
-    }
-}
-
-impl Drop for InUse {
-    fn drop(&mut self) {
-        self.0.users.fetch_sub(1, Ordering::SeqCst);
-    }
 }
 
 /// A handle held in a transient state by a map or an unmap: dropping it before the call's

@@ -38,11 +38,6 @@ impl Open {
                 break mapped;
             }
         };
-        // Queries that counted themselves in before the state changed finish with the pin
-        // they read; later ones see UNPINNING and refuse.
-        while h.users.load(Ordering::SeqCst) != 0 {
-            std::thread::yield_now();
-        }
         let pin = h.pin();
         let mut unmapped = Ok(());
         if mapped {
