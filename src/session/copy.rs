@@ -77,7 +77,7 @@ impl CopyRefusal {
                 Error::NotMapped
             }
             CopyRefusal::Outside { addr, len } => {
-                if host >= addr && host < addr + len {
+                if swapped(host, addr, len) {
                     gdr_err!(
                         "{}: the host pointer {:#x} lies inside the mapping and the mapping pointer {:#x} does not: \
                          are the arguments swapped?",
@@ -99,4 +99,10 @@ impl CopyRefusal {
             }
         }
     }
+}
+
+/// Whether `host`, the host pointer of a copy refused as outside the mapping `addr`+`len`, lies
+/// inside that mapping: the caller likely swapped the two pointers.
+pub(super) fn swapped(host: usize, addr: usize, len: usize) -> bool {
+    host.wrapping_sub(addr) < len
 }

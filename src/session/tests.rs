@@ -35,6 +35,7 @@ struct Calls {
 struct Fake {
     calls: Arc<Calls>,
     next: AtomicU64,
+    kind: BackendKind,
 }
 
 impl Fake {
@@ -56,7 +57,7 @@ fn failed(errno: i32) -> Error {
 
 impl Backend for Fake {
     fn kind(&self) -> BackendKind {
-        BackendKind::Gdrdrv
+        self.kind
     }
     fn fd(&self) -> i32 {
         1000
@@ -156,12 +157,18 @@ impl Backend for Fake {
     }
 }
 
-/// A session on a new [`Fake`], and what reaches it.
+/// A session on a new [`Fake`] that says it is gdrdrv, and what reaches it.
 fn fake() -> (usize, Arc<Calls>) {
+    fake_of(BackendKind::Gdrdrv)
+}
+
+/// A session on a new [`Fake`] that says it is a backend of `kind`, and what reaches it.
+fn fake_of(kind: BackendKind) -> (usize, Arc<Calls>) {
     let calls = Arc::new(Calls::default());
     let fake = Fake {
         calls: calls.clone(),
         next: AtomicU64::new(0),
+        kind,
     };
     (open_with(Box::new(fake)).unwrap(), calls)
 }
@@ -712,4 +719,88 @@ fn random_api_sequences_never_crash_and_give_upstream_errnos() {
     close(g2).unwrap();
     assert_eq!(count(&c1.pins), count(&c1.unpins));
     assert_eq!(count(&c1.maps), count(&c1.unmaps));
+}
+
+#[test]
+fn a_copy_refused_as_outside_names_swapped_pointers() {
+    let (addr, len) = (0x10_0000, 0x1000);
+    for (host, swapped) in [
+        (addr, true),
+        (addr + len - 1, true),
+        (addr + len, false),
+        (addr - 1, false),
+        (0, false),
+    ] {
+        assert_eq!(super::copy::swapped(host, addr, len), swapped, "{host:#x}");
+    }
+}
+
+#[test]
+fn a_child_process_is_refused_and_sees_no_handle() {
+    let (g, _) = fake();
+    let (closed, _) = fake();
+    let mh = pinned(g, 0x7700_0000);
+    let va = map(g, mh, 0x10000, 0).unwrap();
+    close(closed).unwrap();
+    // A raw fork system call: no fork handler runs in the child, which makes no allocation.
+    // SAFETY: the child only makes calls that refuse without allocating, and leaves with _exit.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0, 0, 0, 0) };
+    if pid == 0 {
+        let ok = pin(g, &pin_req(0x7710_0000, 1)) == Err(Error::ForeignProcess)
+            && unpin(g, mh) == Err(Error::ForeignProcess)
+            && check_copy(mh, va, 1) == Err(CopyRefusal::NotPinned)
+            && pin(closed, &pin_req(0x7710_0000, 1)) == Err(Error::InvalidHandle);
+        // SAFETY: _exit has no preconditions.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    assert!(pid > 0);
+    let mut status = 0;
+    // SAFETY: waiting for the child created above.
+    assert_eq!(
+        unsafe { libc::waitpid(pid as i32, &mut status, 0) },
+        pid as i32
+    );
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{status:#x}"
+    );
+    assert_eq!(check_copy(mh, va, 1), Ok(MappingType::WriteCombining));
+    close(g).unwrap();
+}
+
+#[test]
+fn the_dmabuf_arm_of_a_handle_record_is_filled_for_the_backends_without_gdrdrv() {
+    // What upstream's tests read of a `gdr_memh_t` on DMA-BUF: va, page offset, mapped size
+    // and page size at 32-56, the mapped and wc bits at 76, the CPU mapping at 88 and 96.
+    let arm = |mh: u64| {
+        let h = handle(mh);
+        (
+            h.dmabuf_va.load(Ordering::SeqCst),
+            h.dmabuf_page_offset.load(Ordering::SeqCst),
+            h.dmabuf_mapped_size.load(Ordering::SeqCst),
+            h.dmabuf_page_size.load(Ordering::SeqCst) as usize,
+            h.dmabuf_bits.load(Ordering::SeqCst),
+            h.dmabuf_cpu_va.load(Ordering::SeqCst),
+            h.dmabuf_cpu_len.load(Ordering::SeqCst),
+        )
+    };
+    let page = crate::sys::page_size();
+    // (A gdrdrv record leaves the arm as its last pin left it: nothing reads it.)
+    for kind in [BackendKind::DmaBuf, BackendKind::Vulkan] {
+        let (g, _) = fake_of(kind);
+        let rec = SESSIONS.lookup(g).unwrap();
+        assert_eq!(rec.cache_backend.load(Ordering::SeqCst), kind as u32);
+        let mh = pin(g, &pin_req(0x7800_1234, 0x10000)).unwrap();
+        let pinned_arm = (0x7800_0000, 0x1234, 0x20000, page, 0, 0, 0);
+        assert_eq!(arm(mh), pinned_arm, "{kind:?}");
+        for (flags, bits) in [(0, 3), (3, 1)] {
+            let va = map(g, mh, 0x20000, flags).unwrap();
+            let mapped = (va, 0x20000);
+            let want = (0x7800_0000, 0x1234, 0x20000, page, bits, mapped.0, mapped.1);
+            assert_eq!(arm(mh), want, "{kind:?}");
+            unmap(g, mh, va, 0x20000).unwrap();
+            assert_eq!(arm(mh), pinned_arm, "{kind:?}");
+        }
+        close(g).unwrap();
+    }
 }
