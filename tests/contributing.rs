@@ -17,7 +17,10 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// The lines of `text`, trimmed, blank ones left out.
 fn lines(text: &str) -> Vec<&str> {
-    text.lines().map(str::trim).filter(|l| !l.is_empty()).collect()
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 #[test]
@@ -45,6 +48,9 @@ fn the_conventions_quote_the_code() {
         let found = sources
             .iter()
             .any(|src| src.windows(want.len()).any(|w| w == want.as_slice()));
-        assert!(found, "CONTRIBUTING.md quotes code that src/ does not hold:\n{snippet}");
+        assert!(
+            found,
+            "CONTRIBUTING.md quotes code that src/ does not hold:\n{snippet}"
+        );
     }
 }
