@@ -316,14 +316,6 @@ impl<T: Record, const FIRST: usize, const WIPED: bool> Registry<T, FIRST, WIPED>
         }
     }
 
-    /// Starts loading the registry's first line (the allocation lock and the slab count: what
-    /// a release, and a lookup in a registry that is not wiped, read), for a caller that
-    /// needs it behind a locked access or a slow call, whose miss it then overlaps.
-    #[inline(always)]
-    pub fn prefetch(&'static self) {
-        crate::hint::prefetch(self as *const Self as usize);
-    }
-
     /// [`Registry::release`] of a record outside the first slab.
     #[cold]
     #[inline(never)]

@@ -6,7 +6,6 @@
 //! would issue.
 
 use crate::error::{Error, Result};
-use crate::hint::cold_path;
 use std::ffi::CStr;
 use std::os::raw::{c_int, c_ulong, c_void};
 use std::sync::atomic::{AtomicU64, AtomicU8};
@@ -31,65 +30,21 @@ pub fn open(path: &CStr, flags: c_int) -> Result<c_int> {
     }
 }
 
-/// The C library's `ioctl`, bound once and kept by the code that calls it often (the gdrdrv
-/// backend keeps it beside its descriptor): a call then reads the function's address from
-/// memory it touches anyway, not from a GOT page of its own (see PERFORMANCE.md, "API
-/// calls"). Bound through the dynamic linker like any call, so an interposer loaded first
-/// (the emulator) is the one called.
-#[derive(Clone, Copy)]
-pub struct Ioctl(unsafe extern "C" fn(c_int, libc::Ioctl, ...) -> c_int);
-
-impl Ioctl {
-    /// The C library's `ioctl` as this library was bound to it.
-    pub fn bind() -> Ioctl {
-        Ioctl(libc::ioctl)
-    }
-
-    /// The function's address, for storing in an atomic word.
-    #[inline(always)]
-    pub fn to_raw(self) -> usize {
-        self.0 as usize
-    }
-
-    /// The [`Ioctl`] whose [`Ioctl::to_raw`] gave `raw`.
-    ///
-    /// # Safety
-    /// `raw` came from [`Ioctl::to_raw`].
-    #[inline(always)]
-    pub unsafe fn from_raw(raw: usize) -> Ioctl {
-        // SAFETY: `raw` is the address of the C library's `ioctl` (the caller's contract),
-        // which has this type.
-        Ioctl(unsafe {
-            std::mem::transmute::<usize, unsafe extern "C" fn(c_int, libc::Ioctl, ...) -> c_int>(
-                raw,
-            )
-        })
-    }
-
-    /// `ioctl(fd, request, arg)`; the driver may read and write the whole of `*arg`.
-    #[inline(always)]
-    pub fn call<T: IoctlParam>(self, fd: c_int, request: c_ulong, arg: &mut T) -> Result<()> {
-        // SAFETY: `arg` is an exclusive reference to a `T` that, by the `IoctlParam` contract,
-        // is exactly the structure the driver copies in and out, and every bit pattern the
-        // driver writes back is a valid `T`; `self.0` is the C library's `ioctl`.
-        let rc = unsafe { (self.0)(fd, request as _, arg as *mut T as *mut c_void) };
-        if rc < 0 {
-            cold_path();
-            Err(Error::last_os("ioctl"))
-        } else {
-            Ok(())
-        }
-    }
-}
-
-/// `ioctl(fd, request, arg)` through [`Ioctl::bind`], for calls off the hot paths.
+/// `ioctl(fd, request, arg)`; the driver may read and write the whole of `*arg`.
 pub fn ioctl<T: IoctlParam>(fd: c_int, request: c_ulong, arg: &mut T) -> Result<()> {
-    Ioctl::bind().call(fd, request, arg)
+    // SAFETY: `arg` is an exclusive reference to a `T` that, by the `IoctlParam` contract, is
+    // exactly the structure the driver copies in and out, and every bit pattern the driver
+    // writes back is a valid `T`.
+    let rc = unsafe { libc::ioctl(fd, request as _, arg as *mut T as *mut c_void) };
+    if rc < 0 {
+        Err(Error::last_os("ioctl"))
+    } else {
+        Ok(())
+    }
 }
 
 /// `mmap(NULL, len, PROT_READ|PROT_WRITE, MAP_SHARED, fd, offset)`: a new shared mapping at an
 /// address the kernel chooses. Returns its address.
-#[inline(always)]
 pub fn mmap_shared(len: usize, fd: c_int, offset: u64) -> Result<usize> {
     let off = libc::off_t::try_from(offset)
         .map_err(|_| Error::InvalidArgument("mmap offset out of range"))?;
@@ -117,7 +72,6 @@ pub fn mmap_shared(len: usize, fd: c_int, offset: u64) -> Result<usize> {
 /// # Safety
 /// `[addr, addr+len)` must be a mapping this library created and that nothing still uses
 /// through a Rust reference.
-#[inline(always)]
 pub unsafe fn munmap(addr: usize, len: usize) -> Result<()> {
     // SAFETY: the caller guarantees the range is one of our mappings and unused.
     let rc = unsafe { libc::munmap(addr as *mut c_void, len) };

@@ -93,31 +93,8 @@ pub fn check_version(v: &VersionParams) -> Result<()> {
     Ok(())
 }
 
-/// `ioctl` with upstream's "ioctl error" log line on failure; returns `params` as the driver
-/// left them.
-#[inline(always)]
-fn drv_ioctl<T: IoctlParam>(
-    ioctl: sys::Ioctl,
-    fd: i32,
-    request: c_ulong,
-    mut params: T,
-) -> Result<T> {
-    match ioctl.call(fd, request, &mut params) {
-        Ok(()) => Ok(params),
-        Err(e) => Err(ioctl_failed(e)),
-    }
-}
-
-/// Logs upstream's line for a failed ioctl and passes its error on. Out of line, so that the
-/// callers' straight paths keep no register for it.
-#[cold]
-#[inline(never)]
-fn ioctl_failed(e: Error) -> Error {
-    gdr_err!("ioctl error (errno={})", e.errno());
-    e
-}
-
-/// Upstream's log line for a refused pin plus, where NVML answers, the BAR1 figures.
+/// Upstream's log line for a refused pin plus, where NVML answers, the BAR1 figures (a full
+/// BAR1 is the usual cause of a pin refused with ENOMEM).
 #[cold]
 fn log_failed_pin(e: &Error, size: u64) {
     match crate::nvml::note_for_failed_pin(size) {
@@ -138,22 +115,21 @@ fn version_ioctl(fd: i32) -> Result<VersionParams> {
     Ok(v)
 }
 
+/// The aligned range gdrdrv pins for `addr`/`size`: `(va, page_offset, mapped_size)`, the
+/// aligned address, the offset of `addr` in it and the aligned size.
+pub fn gpu_page_range(addr: u64, size: u64) -> (u64, u64, u64) {
+    let va = addr & !(GPU_PAGE_SIZE - 1);
+    let end = addr.saturating_add(size).saturating_add(GPU_PAGE_SIZE - 1) & !(GPU_PAGE_SIZE - 1);
+    (va, addr - va, end.saturating_sub(va))
+}
+
 /// An open `/dev/gdrdrv` whose version was checked.
 pub struct GdrDrv {
     fd: AtomicI32,
-    /// The C library's `ioctl`, kept beside `fd`.
-    ioctl: sys::Ioctl,
     version: u32,
-    page_shift: u32,
 }
 
 impl GdrDrv {
-    /// [`Backend::unpin`] of the pin whose driver handle is `handle`.
-    #[inline(always)]
-    pub fn unpin_handle(&self, handle: u64) -> Result<()> {
-        self.driver().unpin(handle)
-    }
-
     /// Opens `/dev/gdrdrv` with `O_RDWR|O_CLOEXEC` and checks the driver version, logging
     /// why and how to fix it on failure.
     pub fn open() -> Result<GdrDrv> {
@@ -179,183 +155,40 @@ impl GdrDrv {
                 );
             })
             .and_then(|v| check_version(&v).map(|()| v));
-        let v = match checked {
-            Ok(v) => v,
+        match checked {
+            Ok(v) => Ok(GdrDrv {
+                fd: AtomicI32::new(fd),
+                version: v.gdrdrv_version,
+            }),
             Err(e) => {
                 let _ = sys::close(fd);
-                return Err(e);
-            }
-        };
-        let page_size = sys::page_size();
-        Ok(GdrDrv {
-            fd: AtomicI32::new(fd),
-            ioctl: sys::Ioctl::bind(),
-            version: v.gdrdrv_version,
-            page_shift: page_size.trailing_zeros(),
-        })
-    }
-
-    /// What a call on one of this driver's pins needs (see [`Driver`]).
-    #[inline(always)]
-    pub fn driver(&self) -> Driver {
-        Driver {
-            fd: self.fd_now(),
-            version: self.version,
-            page_shift: self.page_shift,
-            ioctl: self.ioctl,
-        }
-    }
-
-    #[inline(always)]
-    fn fd_now(&self) -> i32 {
-        self.fd.load(Ordering::Acquire)
-    }
-
-    /// [`drv_ioctl`] on the current descriptor.
-    #[inline(always)]
-    fn ioctl<T: IoctlParam>(&self, request: c_ulong, params: T) -> Result<T> {
-        self.driver().ioctl(request, params)
-    }
-
-    /// A pin ioctl: on failure, upstream's log line plus, where NVML answers, the BAR1
-    /// figures (a full BAR1 is the usual cause of a pin refused with ENOMEM).
-    #[inline(always)]
-    fn pin_ioctl<T: IoctlParam>(&self, request: c_ulong, mut params: T, size: u64) -> Result<T> {
-        match self.ioctl.call(self.fd_now(), request, &mut params) {
-            Ok(()) => Ok(params),
-            Err(e) => {
-                log_failed_pin(&e, size);
                 Err(e)
             }
         }
     }
-}
 
-/// What a call on a pin (a query, a map, an unmap) needs of an open `/dev/gdrdrv`: small
-/// and `Copy`, so that a pin stores it in its handle record and those calls read that record
-/// only, not the session (see `session::quick_query` and `session::quick_handle`).
-#[derive(Clone, Copy)]
-pub struct Driver {
-    fd: i32,
-    /// A version [`check_version`] accepted: below 2^24.
-    version: u32,
-    /// The host page's.
-    page_shift: u32,
-    ioctl: sys::Ioctl,
-}
-
-/// Bits of [`Driver::to_words`]' first word: the descriptor (bits 0-31), the page shift
-/// (32-39), the version (40-63, on top, so that a test of the version is one compare of the
-/// word).
-const WORD_PAGE_SHIFT_SHIFT: u32 = 32;
-const WORD_VERSION_SHIFT: u32 = 40;
-
-impl Driver {
-    /// The two words a handle record keeps: never `(0, _)`, since `version` is at least 2.0.
-    #[inline(always)]
-    pub fn to_words(self) -> (u64, usize) {
-        debug_assert!(self.version < 1 << (64 - WORD_VERSION_SHIFT));
-        debug_assert!(self.page_shift < 1 << (WORD_VERSION_SHIFT - WORD_PAGE_SHIFT_SHIFT));
-        (
-            u64::from(self.fd as u32)
-                | u64::from(self.page_shift) << WORD_PAGE_SHIFT_SHIFT
-                | u64::from(self.version) << WORD_VERSION_SHIFT,
-            self.ioctl.to_raw(),
-        )
-    }
-
-    /// The [`Driver`] whose [`Driver::to_words`] gave `(word, ioctl)`.
-    ///
-    /// # Safety
-    /// The words came from [`Driver::to_words`].
-    #[inline(always)]
-    pub unsafe fn from_words(word: u64, ioctl: usize) -> Driver {
-        Driver {
-            fd: word as u32 as i32,
-            version: (word >> WORD_VERSION_SHIFT) as u32,
-            page_shift: u32::from((word >> WORD_PAGE_SHIFT_SHIFT) as u8),
-            // SAFETY: `ioctl` came from `Ioctl::to_raw` (the caller's contract).
-            ioctl: unsafe { sys::Ioctl::from_raw(ioctl) },
+    /// `ioctl` on the device, with upstream's "ioctl error" log line on failure; returns
+    /// `params` as the driver left them.
+    fn ioctl<T: IoctlParam>(&self, request: c_ulong, mut params: T) -> Result<T> {
+        match sys::ioctl(self.fd(), request, &mut params) {
+            Ok(()) => Ok(params),
+            Err(e) => {
+                gdr_err!("ioctl error (errno={})", e.errno());
+                Err(e)
+            }
         }
     }
 
-    /// The host page size, which mappings are rounded to.
-    #[inline(always)]
-    pub fn page_size(self) -> usize {
-        1 << self.page_shift
-    }
-
-    /// [`Driver::page_size`] of the driver whose [`Driver::to_words`] gave `word` first.
-    #[inline(always)]
-    pub fn page_size_of(word: u64) -> usize {
-        1 << (word >> WORD_PAGE_SHIFT_SHIFT) as u8
-    }
-
-    #[inline(always)]
-    fn ioctl<T: IoctlParam>(self, request: c_ulong, params: T) -> Result<T> {
-        drv_ioctl(self.ioctl, self.fd, request, params)
-    }
-
-    /// `gdr_get_info_v2` of the pin whose driver handle is `handle`: the v2 ioctl where the
-    /// driver has it, else the v1 ioctl.
-    #[inline(always)]
-    pub fn info(self, handle: u64) -> Result<Info> {
-        self.info_for(handle, false)
-    }
-
-    /// The legacy `gdr_get_info` (the v1 ioctl) of the pin whose driver handle is `handle`.
-    #[inline(always)]
-    pub fn info_v1(self, handle: u64) -> Result<Info> {
-        self.info_for(handle, true)
-    }
-
-    /// Whether the driver answers the v2 info ioctl (2.4 and later), which
-    /// [`Driver::info_v2`] asks.
-    #[inline(always)]
-    pub fn has_info_v2(self) -> bool {
-        self.version >= VERSION_WITH_GET_INFO_V2
-    }
-
-    /// [`Driver::has_info_v2`] of the driver whose [`Driver::to_words`] gave `word` first
-    /// (false for 0): one compare of the word, the version being its top bits.
-    #[inline(always)]
-    pub fn word_has_info_v2(word: u64) -> bool {
-        word >> WORD_VERSION_SHIFT >= u64::from(VERSION_WITH_GET_INFO_V2)
-    }
-
-    /// [`Driver::info`] through the v2 ioctl, for a driver that [`Driver::has_info_v2`].
-    #[inline(always)]
-    pub fn info_v2(self, handle: u64) -> Result<Info> {
-        let p = InfoV2Params {
-            handle,
-            ..Default::default()
-        };
-        let p = self.ioctl(ioc::GET_INFO_V2, p)?;
-        Ok(Info {
-            va: p.va,
-            mapped_size: p.mapped_size,
-            page_size: p.page_size,
-            tm_cycles: p.tm_cycles,
-            cycles_per_ms: p.tsc_khz,
-            mapped: p.mapping_type != MappingType::None as u32,
-            wc_mapping: p.mapping_type == MappingType::WriteCombining as u32,
-            mapping_type: p.mapping_type,
-        })
-    }
-
-    /// [`Driver::info`] (`legacy` = false) or [`Driver::info_v1`] (`legacy` = true).
-    #[inline(always)]
-    pub fn info_for(self, handle: u64, legacy: bool) -> Result<Info> {
-        if !legacy && self.has_info_v2() {
-            return self.info_v2(handle);
-        }
-        // The legacy call, and drivers before 2.4: laid out of the way of current ones.
-        crate::hint::cold_path();
-        let p = InfoParams {
-            handle,
-            ..Default::default()
-        };
-        let p = self.ioctl(ioc::GET_INFO, p)?;
+    /// The v1 `GET_INFO` of the pin whose driver handle is `handle`: the legacy
+    /// `gdr_get_info`, and `gdr_get_info_v2` on drivers before 2.4.
+    fn info_v1_ioctl(&self, handle: u64) -> Result<Info> {
+        let p = self.ioctl(
+            ioc::GET_INFO,
+            InfoParams {
+                handle,
+                ..Default::default()
+            },
+        )?;
         let mapping_type = match (p.mapped != 0, p.wc_mapping != 0) {
             (false, _) => MappingType::None,
             (true, true) => MappingType::WriteCombining,
@@ -372,131 +205,15 @@ impl Driver {
             mapping_type: mapping_type as u32,
         })
     }
-
-    /// The unpin of the pin whose driver handle is `handle`.
-    #[inline(always)]
-    pub fn unpin(self, handle: u64) -> Result<()> {
-        self.ioctl(ioc::UNPIN_BUFFER, UnpinParams { handle })
-            .map(drop)
-    }
-
-    /// `gdr_get_callback_flag` of the pin whose driver handle is `handle`.
-    #[inline(always)]
-    pub fn callback_flag(self, handle: u64) -> Result<bool> {
-        let p = CbFlagParams {
-            handle,
-            ..Default::default()
-        };
-        Ok(self.ioctl(ioc::GET_CB_FLAG, p)?.flag != 0)
-    }
-
-    /// `gdr_map_v2` of the pin whose driver handle is `handle`: asks for the mapping type
-    /// `request` (drivers 2.5+), maps `size` bytes (a multiple of the host page) of the device
-    /// at the pin's offset, and checks the type the driver granted; unmaps again on failure.
-    #[inline(always)]
-    pub fn map(self, handle: u64, size: usize, request: MappingType) -> Result<Mapping> {
-        self.map_asking(handle, size, request, || {
-            Ok(self.info(handle)?.mapping_type)
-        })
-    }
-
-    /// [`Driver::map`] with the granted mapping type (a raw `gdr_mapping_type_t`) asked of
-    /// the driver by `granted`, after the mmap.
-    #[inline(always)]
-    pub fn map_asking(
-        self,
-        handle: u64,
-        size: usize,
-        request: MappingType,
-        granted: impl FnOnce() -> Result<u32>,
-    ) -> Result<Mapping> {
-        if self.version >= VERSION_WITH_V2_API {
-            let p = ReqMappingTypeParams {
-                handle,
-                mapping_type: request as u32,
-                ..Default::default()
-            };
-            self.ioctl(ioc::REQ_MAPPING_TYPE, p)?;
-        }
-        let offset = handle
-            .checked_mul(1u64 << self.page_shift)
-            .ok_or(Error::InvalidArgument(
-                "driver handle too large for an mmap offset",
-            ))?;
-        let addr = match sys::mmap_shared(size, self.fd, offset) {
-            Ok(addr) => addr,
-            Err(e) => {
-                let errno = e.errno();
-                gdr_err!(
-                    "error {}({}) while mapping handle {:x}, rounded_size={} offset={:x}",
-                    sys::strerror(errno),
-                    errno,
-                    handle,
-                    size,
-                    offset
-                );
-                return Err(e);
-            }
-        };
-        let unmap = || {
-            // SAFETY: `addr..addr+size` was mapped just above and has not been handed out.
-            let _ = unsafe { sys::munmap(addr, size) };
-        };
-        let granted = match granted() {
-            Ok(t) => t,
-            Err(e) => {
-                gdr_err!(
-                    "error {} from get_info, munmapping before exiting",
-                    e.errno()
-                );
-                unmap();
-                return Err(e);
-            }
-        };
-        let kind = match MappingType::from_raw(granted) {
-            Some(MappingType::None) | None => {
-                gdr_err!("mh is not mapped");
-                unmap();
-                return Err(Error::MappingRefused);
-            }
-            Some(k) => k,
-        };
-        if request != MappingType::None && kind != request {
-            gdr_err!("gdrdrv cannot fulfill the requested mapping type. It might be too old.");
-            unmap();
-            return Err(Error::InvalidArgument("requested mapping type not granted"));
-        }
-        Ok(Mapping {
-            addr,
-            len: size,
-            kind,
-        })
-    }
 }
 
-#[cfg(test)]
-impl Driver {
-    /// A driver on no descriptor (-1), for the session's tests: a call on it fails in its first
-    /// `ioctl` and reaches nothing, which tells a test that the call took the quick path.
-    pub(crate) fn without_descriptor() -> Driver {
-        Driver {
-            fd: -1,
-            version: VERSION_WITH_V2_API,
-            page_shift: sys::page_size().trailing_zeros(),
-            ioctl: sys::Ioctl::bind(),
-        }
-    }
-}
-
-/// `gdr_unmap` of `mapping`, made by [`Driver::map`] for the pin whose driver handle is
-/// `handle`: one `munmap`, logged on failure as upstream does.
+/// Removes `mapping`, made by [`Backend::map`] of [`GdrDrv`] for the pin whose driver handle
+/// is `handle`: one `munmap`, logged on failure as upstream does.
 ///
 /// # Safety
-/// `mapping` is a live mapping [`Driver::map`] made, which the caller has taken out of use
-/// (the session's state machine holds its handle in the "unmapping" state).
-#[inline(always)]
-pub unsafe fn unmap(handle: u64, mapping: &Mapping) -> Result<()> {
-    // SAFETY: the range is a mapping of the driver's, out of use (the caller's contract).
+/// `mapping` is a live mapping of the device that nothing uses any more.
+unsafe fn unmap(handle: u64, mapping: &Mapping) -> Result<()> {
+    // SAFETY: the range is a mapping of the device, out of use (the caller's contract).
     let r = unsafe { sys::munmap(mapping.addr, mapping.len) };
     if let Err(e) = &r {
         let errno = e.errno();
@@ -511,51 +228,44 @@ pub unsafe fn unmap(handle: u64, mapping: &Mapping) -> Result<()> {
     r
 }
 
-/// The aligned range gdrdrv pins for `addr`/`size`: `(va, mapped_size, page_offset)`.
-pub fn gpu_page_range(addr: u64, size: u64) -> (u64, u64, u64) {
-    let va = addr & !(GPU_PAGE_SIZE - 1);
-    let end = addr.saturating_add(size).saturating_add(GPU_PAGE_SIZE - 1) & !(GPU_PAGE_SIZE - 1);
-    (va, end.saturating_sub(va), addr - va)
-}
-
 impl Backend for GdrDrv {
     fn kind(&self) -> BackendKind {
         BackendKind::Gdrdrv
     }
 
     fn fd(&self) -> i32 {
-        self.fd_now()
+        self.fd.load(Ordering::Acquire)
     }
 
     fn driver_version_word(&self) -> u32 {
         self.version
     }
 
-    #[inline(always)]
     fn pin(&self, req: &PinRequest) -> Result<Pin> {
-        let handle = if self.version >= VERSION_WITH_V2_API {
+        let pinned = if self.version >= VERSION_WITH_V2_API {
             // FORCE_PCIE is the only bit the driver knows; the rest is dropped as upstream does.
-            let p = PinV2Params {
+            let mut p = PinV2Params {
                 addr: req.addr,
                 size: req.size,
                 flags: req.flags & PIN_FLAG_FORCE_PCIE,
                 ..Default::default()
             };
-            self.pin_ioctl(ioc::PIN_BUFFER_V2, p, req.size)?.handle
+            sys::ioctl(self.fd(), ioc::PIN_BUFFER_V2, &mut p).map(|()| p.handle)
         } else if req.flags != 0 {
             gdr_err!("gdrdrv is too old and does not support the requested feature");
             return Err(Error::InvalidArgument("pin flags need gdrdrv 2.5 or newer"));
         } else {
-            let p = PinParams {
+            let mut p = PinParams {
                 addr: req.addr,
                 size: req.size,
                 p2p_token: req.p2p_token,
                 va_space: req.va_space,
                 ..Default::default()
             };
-            self.pin_ioctl(ioc::PIN_BUFFER, p, req.size)?.handle
+            sys::ioctl(self.fd(), ioc::PIN_BUFFER, &mut p).map(|()| p.handle)
         };
-        let (va, mapped_size, page_offset) = gpu_page_range(req.addr, req.size);
+        let handle = pinned.inspect_err(|e| log_failed_pin(e, req.size))?;
+        let (va, page_offset, mapped_size) = gpu_page_range(req.addr, req.size);
         Ok(Pin {
             handle,
             va,
@@ -565,35 +275,106 @@ impl Backend for GdrDrv {
         })
     }
 
-    #[inline(always)]
     fn unpin(&self, pin: &Pin) -> Result<()> {
-        self.unpin_handle(pin.handle)
+        let p = UnpinParams { handle: pin.handle };
+        self.ioctl(ioc::UNPIN_BUFFER, p).map(drop)
     }
 
-    #[inline(always)]
     fn callback_flag(&self, pin: &Pin) -> Result<bool> {
-        self.driver().callback_flag(pin.handle)
+        let p = CbFlagParams {
+            handle: pin.handle,
+            ..Default::default()
+        };
+        Ok(self.ioctl(ioc::GET_CB_FLAG, p)?.flag != 0)
     }
 
-    #[inline(always)]
+    /// The v2 ioctl where the driver has it (2.4 and later), else the v1 ioctl.
     fn info(&self, pin: &Pin, _current: Option<&Mapping>) -> Result<Info> {
-        self.driver().info(pin.handle)
+        if self.version < VERSION_WITH_GET_INFO_V2 {
+            return self.info_v1_ioctl(pin.handle);
+        }
+        let p = InfoV2Params {
+            handle: pin.handle,
+            ..Default::default()
+        };
+        let p = self.ioctl(ioc::GET_INFO_V2, p)?;
+        Ok(Info {
+            va: p.va,
+            mapped_size: p.mapped_size,
+            page_size: p.page_size,
+            tm_cycles: p.tm_cycles,
+            cycles_per_ms: p.tsc_khz,
+            mapped: p.mapping_type != MappingType::None as u32,
+            wc_mapping: p.mapping_type == MappingType::WriteCombining as u32,
+            mapping_type: p.mapping_type,
+        })
     }
 
-    #[inline(always)]
     fn info_v1(&self, pin: &Pin, _current: Option<&Mapping>) -> Result<Info> {
-        self.driver().info_v1(pin.handle)
+        self.info_v1_ioctl(pin.handle)
     }
 
-    #[inline(always)]
+    /// Asks for the mapping type `request` (drivers 2.5+), maps `size` bytes (a multiple of
+    /// the host page) of the device at the pin's offset, then asks the driver which type it
+    /// granted, as upstream's `gdr_map` does (its `gdr_get_info_v2`); unmaps again on failure.
     fn map(&self, pin: &Pin, size: usize, request: MappingType) -> Result<Mapping> {
-        self.driver().map(pin.handle, size, request)
+        let handle = pin.handle;
+        if self.version >= VERSION_WITH_V2_API {
+            let p = ReqMappingTypeParams {
+                handle,
+                mapping_type: request as u32,
+                ..Default::default()
+            };
+            self.ioctl(ioc::REQ_MAPPING_TYPE, p)?;
+        }
+        let offset = handle
+            .checked_mul(sys::page_size() as u64)
+            .ok_or(Error::InvalidArgument(
+                "driver handle too large for an mmap offset",
+            ))?;
+        let addr = sys::mmap_shared(size, self.fd(), offset).inspect_err(|e| {
+            let errno = e.errno();
+            gdr_err!(
+                "error {}({}) while mapping handle {:x}, rounded_size={} offset={:x}",
+                sys::strerror(errno),
+                errno,
+                handle,
+                size,
+                offset
+            );
+        })?;
+        let granted = self.info(pin, None).inspect_err(|e| {
+            gdr_err!(
+                "error {} from get_info, munmapping before exiting",
+                e.errno()
+            )
+        });
+        let refused = match granted.map(|i| MappingType::from_raw(i.mapping_type)) {
+            Err(e) => e,
+            Ok(None | Some(MappingType::None)) => {
+                gdr_err!("mh is not mapped");
+                Error::MappingRefused
+            }
+            Ok(Some(kind)) if request == MappingType::None || kind == request => {
+                return Ok(Mapping {
+                    addr,
+                    len: size,
+                    kind,
+                });
+            }
+            Ok(Some(_)) => {
+                gdr_err!("gdrdrv cannot fulfill the requested mapping type. It might be too old.");
+                Error::InvalidArgument("requested mapping type not granted")
+            }
+        };
+        // SAFETY: made just above and not handed out.
+        let _ = unsafe { sys::munmap(addr, size) };
+        Err(refused)
     }
 
-    #[inline(always)]
     fn unmap(&self, pin: &Pin, mapping: &Mapping) -> Result<()> {
-        // SAFETY: the session passes only mappings this backend created and that it has taken
-        // out of use (its state machine holds the handle in the "unmapping" state).
+        // SAFETY: the session passes only mappings this backend made and that it has taken out
+        // of use (its state machine holds the handle in the "unmapping" or "unpinning" state).
         unsafe { unmap(pin.handle, mapping) }
     }
 
@@ -610,7 +391,7 @@ impl Backend for GdrDrv {
     }
 
     fn driver_version(&self) -> Result<(i32, i32)> {
-        let v = version_ioctl(self.fd_now())?;
+        let v = version_ioctl(self.fd())?;
         Ok((
             (v.gdrdrv_version >> 16) as i32,
             (v.gdrdrv_version & 0xFFFF) as i32,
@@ -663,13 +444,13 @@ mod tests {
     fn gpu_page_rounding_follows_the_driver() {
         assert_eq!(
             gpu_page_range(0x10000 + 0x1234, 0x10000),
-            (0x10000, 0x20000, 0x1234)
+            (0x10000, 0x1234, 0x20000)
         );
-        assert_eq!(gpu_page_range(0x20000, 0x50000), (0x20000, 0x50000, 0));
-        assert_eq!(gpu_page_range(0x20000, 1), (0x20000, 0x10000, 0));
-        assert_eq!(gpu_page_range(0x20008, 8), (0x20000, 0x10000, 8));
+        assert_eq!(gpu_page_range(0x20000, 0x50000), (0x20000, 0, 0x50000));
+        assert_eq!(gpu_page_range(0x20000, 1), (0x20000, 0, 0x10000));
+        assert_eq!(gpu_page_range(0x20008, 8), (0x20000, 8, 0x10000));
         // No overflow on absurd sizes.
-        let (va, _, off) = gpu_page_range(u64::MAX - 5, 100);
+        let (va, off, _) = gpu_page_range(u64::MAX - 5, 100);
         assert_eq!((va, off), (!0xFFFF, 0xFFFA));
     }
 

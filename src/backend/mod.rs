@@ -188,89 +188,9 @@ pub trait Backend: Send + Sync {
     fn close(&self) -> Result<()>;
 }
 
-/// The backend a session opened: a closed set, so that the API path calls it directly, with
-/// no vtable and no heap allocation to reach.
-pub enum Opened {
-    Gdrdrv(gdrdrv::GdrDrv),
-    /// Boxed, so that an `Opened` is the size of the gdrdrv backend and a session's open
-    /// state fits in one cache line of its record.
-    DmaBuf(Box<dmabuf::DmaBuf>),
-    /// Boxed for the same reason.
-    Vulkan(Box<vulkan::VulkanImport>),
-    /// A test's own backend.
-    #[cfg(test)]
-    Other(Box<dyn Backend>),
-}
-
-impl Opened {
-    /// What a query, a map or an unmap of this backend's pins needs, for the handle records
-    /// to keep (see [`gdrdrv::Driver`]); `None` for a backend whose calls go through the
-    /// session.
-    #[inline(always)]
-    pub fn driver(&self) -> Option<gdrdrv::Driver> {
-        match self {
-            Opened::Gdrdrv(b) => Some(b.driver()),
-            _ => None,
-        }
-    }
-
-    /// [`Backend::unpin`] of the pin whose driver handle is `handle`; `pin` gives the whole
-    /// pin, which only the backends other than gdrdrv read (so that the straight path loads
-    /// the handle alone).
-    #[inline(always)]
-    pub fn unpin_with(&self, handle: u64, pin: impl FnOnce() -> Pin) -> Result<()> {
-        match self {
-            Opened::Gdrdrv(b) => b.unpin_handle(handle),
-            _ => {
-                crate::hint::cold_path();
-                self.unpin(&pin())
-            }
-        }
-    }
-}
-
-/// Forwards each listed [`Backend`] method to the backend inside an [`Opened`]. gdrdrv's is
-/// laid out as the straight path.
-macro_rules! forward {
-    ($(fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty;)*) => {
-        impl Backend for Opened {
-            $(
-                #[inline(always)]
-                fn $name(&self $(, $arg: $ty)*) -> $ret {
-                    match self {
-                        Opened::Gdrdrv(b) => b.$name($($arg),*),
-                        Opened::DmaBuf(b) => {
-                            crate::hint::cold_path();
-                            b.$name($($arg),*)
-                        }
-                        Opened::Vulkan(b) => {
-                            crate::hint::cold_path();
-                            b.$name($($arg),*)
-                        }
-                        #[cfg(test)]
-                        Opened::Other(b) => b.$name($($arg),*),
-                    }
-                }
-            )*
-        }
-    };
-}
-
-forward! {
-    fn kind(&self) -> BackendKind;
-    fn fd(&self) -> i32;
-    fn driver_version_word(&self) -> u32;
-    fn pin(&self, req: &PinRequest) -> Result<Pin>;
-    fn unpin(&self, pin: &Pin) -> Result<()>;
-    fn callback_flag(&self, pin: &Pin) -> Result<bool>;
-    fn info(&self, pin: &Pin, current: Option<&Mapping>) -> Result<Info>;
-    fn info_v1(&self, pin: &Pin, current: Option<&Mapping>) -> Result<Info>;
-    fn map(&self, pin: &Pin, size: usize, request: MappingType) -> Result<Mapping>;
-    fn unmap(&self, pin: &Pin, mapping: &Mapping) -> Result<()>;
-    fn attribute(&self, attr: Attr) -> Result<i32>;
-    fn driver_version(&self) -> Result<(i32, i32)>;
-    fn close(&self) -> Result<()>;
-}
+/// The backend a session opened. Every call reaches it through [`Backend`], the one list of
+/// what a backend does.
+pub type Opened = Box<dyn Backend>;
 
 /// Whether the caller forced the DMA-BUF backend: `GDRCOPY_USE_DMABUF_MMAP` is exactly "1",
 /// read at every `gdr_open` as upstream does.
@@ -286,7 +206,7 @@ pub fn open() -> Result<Opened> {
         match gdrdrv::GdrDrv::open() {
             Ok(b) => {
                 crate::gdr_info!("Using gdrdrv backend");
-                return Ok(Opened::Gdrdrv(b));
+                return Ok(Box::new(b));
             }
             Err(_) => {
                 crate::gdr_info!(
@@ -296,7 +216,7 @@ pub fn open() -> Result<Opened> {
         }
     }
     let e = match dmabuf::DmaBuf::open() {
-        Ok(b) => return Ok(Opened::DmaBuf(Box::new(b))),
+        Ok(b) => return Ok(Box::new(b)),
         Err(e) => e,
     };
     if !vulkan::requested() {
@@ -310,7 +230,7 @@ pub fn open() -> Result<Opened> {
         return Err(e);
     }
     match vulkan::VulkanImport::open() {
-        Ok(b) => Ok(Opened::Vulkan(Box::new(b))),
+        Ok(b) => Ok(Box::new(b)),
         Err(e) => {
             crate::gdr_err!(
                 "Error: gdrcopy requires gdrdrv, CUDA driver with dmabuf mmap support, or \

@@ -15,9 +15,9 @@ pub mod types;
 
 mod boundary;
 
-use crate::backend::{Info, PinRequest};
+use crate::backend::{Info, MappingType, PinRequest};
 use crate::copy::{Direction, FromMapping, ToMapping};
-use crate::session;
+use crate::session::{self, CopyRefusal};
 use boundary::{entry, null_arg, out, status, Out};
 use std::os::raw::{c_char, c_int, c_uint, c_ulong, c_void};
 use std::ptr::addr_of_mut;
@@ -45,7 +45,6 @@ entry! {
 ///
 /// # Safety
 /// `handle` is NULL or valid for writes of a `gdr_mh_t`.
-#[inline(always)]
 unsafe fn pin(func: &str, g: gdr_t, req: PinRequest, handle: *mut gdr_mh_t) -> c_int {
     // SAFETY: the caller's contract.
     match unsafe { out(func, handle, "handle") } {
@@ -105,7 +104,7 @@ entry! {
     /// Unpins `handle` (unmapping it first if still mapped); the handle is invalid afterwards,
     /// even when the driver reports an error.
     fn gdr_unpin_buffer(g: gdr_t, handle: gdr_mh_t) -> c_int {
-        session::unpin_then(g as usize, handle.h, status)
+        status(session::unpin(g as usize, handle.h))
     }
 }
 
@@ -151,7 +150,6 @@ trait InfoOut: Sized {
 ///
 /// # Safety
 /// `p` is valid for reads and writes of a `gdr_info_v1_t`.
-#[inline(always)]
 unsafe fn store_v1(p: *mut gdr_info_v1_t, i: &Info) {
     // SAFETY: the caller's contract; every access stays inside the struct.
     unsafe {
@@ -168,7 +166,6 @@ unsafe fn store_v1(p: *mut gdr_info_v1_t, i: &Info) {
 impl InfoOut for gdr_info_v1_t {
     const LEGACY: bool = true;
 
-    #[inline(always)]
     unsafe fn store_at(p: *mut Self, i: &Info) {
         // SAFETY: the caller's contract.
         unsafe { store_v1(p, i) }
@@ -178,7 +175,6 @@ impl InfoOut for gdr_info_v1_t {
 impl InfoOut for gdr_info_v2_t {
     const LEGACY: bool = false;
 
-    #[inline(always)]
     unsafe fn store_at(p: *mut Self, i: &Info) {
         // SAFETY: `p` is valid for reads and writes of a `gdr_info_v2_t` (the caller's
         // contract), whose first 40 bytes have `gdr_info_v1_t`'s layout (checked by
@@ -193,76 +189,27 @@ impl InfoOut for gdr_info_v2_t {
 /// The body of `gdr_get_info` / `gdr_get_info_v2`: EINVAL (logged) for a NULL `info`, else
 /// what the driver reports for `handle`, written into `*info`.
 ///
-/// The v2 query's quick case (a pinned gdrdrv handle of `g` whose driver has the v2 query)
-/// runs outside the panic guard, as a copy's accepted case does: nothing on it can panic (see
-/// [`session::info_v2_quick`]), and it stays one short straight run of code with its own
-/// return. Everything else, the legacy query included, starts again in
-/// [`get_info_checked`], out of line.
-///
 /// # Safety
 /// `info` is NULL or valid for reads and writes of a `T`.
-#[inline(always)]
-unsafe fn get_info<T: InfoOut>(
-    func: &'static str,
-    g: gdr_t,
-    handle: gdr_mh_t,
-    info: *mut T,
-) -> c_int {
-    if !T::LEGACY && !info.is_null() {
-        let store = |i: &Info| {
-            // SAFETY: `info` is non-NULL and valid for reads and writes of a `T` (the
-            // caller's contract).
-            unsafe { T::store_at(info, i) };
-            0
-        };
-        if let Some(rc) = session::info_v2_quick(g as usize, handle.h, store, failed) {
-            return rc;
-        }
-    }
+unsafe fn get_info<T: InfoOut>(func: &str, g: gdr_t, handle: gdr_mh_t, info: *mut T) -> c_int {
     // SAFETY: the caller's contract.
-    unsafe { get_info_checked(func, g, handle, info) }
-}
-
-/// The errno of a query the driver refused. Out of line, so that the conversion stays off
-/// the quick case's code.
-#[cold]
-#[inline(never)]
-fn failed(e: crate::error::Error) -> c_int {
-    e.errno()
-}
-
-/// [`get_info`] outside the quick case, inside the panic guard: the NULL check with its log
-/// line, then every check of the query from the start.
-///
-/// # Safety
-/// As [`get_info`].
-#[cold]
-#[inline(never)]
-unsafe fn get_info_checked<T: InfoOut>(
-    func: &'static str,
-    g: gdr_t,
-    handle: gdr_mh_t,
-    info: *mut T,
-) -> c_int {
-    boundary::guard(func, move || {
-        // SAFETY: the caller's contract.
-        let info = match unsafe { out(func, info, "info") } {
-            Ok(mut info) => info.as_ptr(),
-            Err(e) => return e,
-        };
-        // SAFETY: `info` is non-NULL and valid for reads and writes of a `T`.
-        match session::info(g as usize, handle.h, T::LEGACY, |i| unsafe {
-            T::store_at(info, i)
-        }) {
-            Ok(()) => 0,
-            Err(e) => e.errno(),
+    let mut info = match unsafe { out(func, info, "info") } {
+        Ok(info) => info,
+        Err(e) => return e,
+    };
+    match session::info(g as usize, handle.h, T::LEGACY) {
+        Ok(i) => {
+            // SAFETY: `info` is non-NULL and valid for reads and writes of a `T`.
+            unsafe { T::store_at(info.as_ptr(), &i) };
+            0
         }
-    })
+        Err(e) => e.errno(),
+    }
 }
 
 entry! {
     /// Fills `*info` (48 bytes) with what the driver reports for `handle`.
-    unguarded fn gdr_get_info_v2(g: gdr_t, handle: gdr_mh_t, info: *mut gdr_info_v2_t) -> c_int {
+    fn gdr_get_info_v2(g: gdr_t, handle: gdr_mh_t, info: *mut gdr_info_v2_t) -> c_int {
         // SAFETY: `info` is NULL or a writable gdr_info_v2_t (the API contract).
         unsafe { get_info(FUNC, g, handle, info) }
     }
@@ -271,7 +218,7 @@ entry! {
 entry! {
     /// The legacy `gdr_get_info` symbol (binaries built against gdrcopy ≤ 2.3 headers): fills
     /// the 40-byte v1 struct, and only those 40 bytes.
-    unguarded fn gdr_get_info(g: gdr_t, handle: gdr_mh_t, info: *mut gdr_info_v1_t) -> c_int {
+    fn gdr_get_info(g: gdr_t, handle: gdr_mh_t, info: *mut gdr_info_v1_t) -> c_int {
         // SAFETY: `info` is NULL or a writable 40-byte gdr_info_v1_t (the API contract of
         // gdrcopy ≤ 2.3).
         unsafe { get_info(FUNC, g, handle, info) }
@@ -283,7 +230,6 @@ entry! {
 ///
 /// # Safety
 /// `ptr_va` is NULL or valid for writes of a `void *`.
-#[inline(always)]
 unsafe fn map(
     func: &str,
     g: gdr_t,
@@ -294,33 +240,9 @@ unsafe fn map(
 ) -> c_int {
     // SAFETY: the caller's contract.
     match unsafe { out(func, ptr_va, "ptr_va") } {
-        Ok(ptr_va) => ptr_va.fill(
-            session::map(g as usize, handle.h, size, flags, || {
-                granted_type(g, handle)
-            })
-            .map(|addr| addr as *mut c_void),
-        ),
+        Ok(ptr_va) => ptr_va
+            .fill(session::map(g as usize, handle.h, size, flags).map(|addr| addr as *mut c_void)),
         Err(e) => e,
-    }
-}
-
-/// The mapping type the driver granted `handle`, asked through this library's own
-/// [`gdr_get_info_v2`] as upstream's `gdr_map` asks (the library links with
-/// `-Bsymbolic`, so the call cannot reach another library's symbol). One path
-/// answers both, and the caller's next query, which UCX and `gdrcopy_apiperf` make right
-/// after a map, finds its code warm (PERFORMANCE.md, "get_info after a map").
-fn granted_type(g: gdr_t, handle: gdr_mh_t) -> crate::error::Result<u32> {
-    // Zeroed, not uninitialised: the entry updates the bitfield word in place, as C code does.
-    let mut info = std::mem::MaybeUninit::<gdr_info_v2_t>::zeroed();
-    // SAFETY: `info` is valid for reads and writes of a gdr_info_v2_t.
-    match unsafe { gdr_get_info_v2(g, handle, info.as_mut_ptr()) } {
-        // SAFETY: all-zero bytes are a valid gdr_info_v2_t (integers only), and the entry
-        // wrote only whole values into it.
-        0 => Ok(unsafe { info.assume_init() }.mapping_type),
-        errno => Err(crate::error::Error::Sys {
-            call: "gdr_get_info_v2",
-            errno,
-        }),
     }
 }
 
@@ -359,6 +281,11 @@ entry! {
 /// inside `handle`'s live mapping, and host memory at `host`, in direction `D`. Returns 0 or
 /// an errno value; `func` names the entry in log lines.
 ///
+/// The accepted copy runs outside the panic guard: the check is atomic loads and compares,
+/// the copy is loads, stores, kernel calls and fences, and the kernel table's first-call
+/// resolver catches its own panics, so nothing on it can panic. Everything else goes to
+/// [`copy_refused`], inside the guard.
+///
 /// # Safety
 /// `host` is 0 or the address of `size` bytes of host memory valid for `D`'s access (read
 /// for [`ToMapping`], write for [`FromMapping`]).
@@ -370,12 +297,9 @@ unsafe fn copy<D: Direction>(
     host: usize,
     size: usize,
 ) -> c_int {
-    // The accepted case runs outside the panic guard: the checks are atomic loads and
-    // compares, the copy is loads, stores, kernel calls and fences, and the kernel table's
-    // first-call resolver catches its own panics, so nothing on this path can panic, and it
-    // does not pay for the guard's out-of-line closure call.
-    if size != 0 && host != 0 {
-        if let Some(kind) = session::copy_target_accepted(handle.h, dev, size) {
+    let checked = session::check_copy(handle.h, dev, size);
+    if let Ok(kind) = checked {
+        if size != 0 && host != 0 {
             // SAFETY: `[dev, +size)` lies inside the handle's live mapping (checked just
             // above); `host` is non-NULL and valid for `size` bytes of `D`'s access (the
             // caller's contract).
@@ -383,40 +307,25 @@ unsafe fn copy<D: Direction>(
             return 0;
         }
     }
-    // SAFETY: the caller's contract.
-    unsafe { copy_checked::<D>(func, handle, dev, host, size) }
+    copy_refused(func, handle, dev, host, size, checked)
 }
 
-/// [`copy`] for everything the quick check did not accept, inside the panic guard: the
-/// full checks, with their log lines, then the copy.
-///
-/// # Safety
-/// As [`copy`].
+/// [`copy`] of what it did not copy, inside the panic guard: the refusal with its log line,
+/// an empty copy (0), or a NULL host pointer (EINVAL).
 #[cold]
 #[inline(never)]
-unsafe fn copy_checked<D: Direction>(
+fn copy_refused(
     func: &'static str,
     handle: gdr_mh_t,
     dev: usize,
     host: usize,
     size: usize,
+    checked: Result<MappingType, CopyRefusal>,
 ) -> c_int {
-    boundary::guard(func, move || {
-        let kind = match session::copy_target_refused(handle.h, dev, host, size, func) {
-            Ok(k) => k,
-            Err(e) => return e.errno(),
-        };
-        if size == 0 {
-            return 0;
-        }
-        if host == 0 {
-            return null_arg(func, "h_ptr");
-        }
-        // SAFETY: `[dev, +size)` lies inside the handle's live mapping (checked just above);
-        // `host` is non-NULL and valid for `size` bytes of `D`'s access (the caller's
-        // contract).
-        unsafe { crate::copy::copy::<D>(kind, dev as *mut u8, host as *mut u8, size) };
-        0
+    boundary::guard(func, move || match checked {
+        Err(refusal) => refusal.refuse(func, handle.h, dev, host, size).errno(),
+        Ok(_) if size == 0 => 0,
+        Ok(_) => null_arg(func, "h_ptr"),
     })
 }
 

@@ -1,26 +1,22 @@
 //! `gdr_open` and `gdr_close` (also in a forked child, on its parent's `gdr_t`), and the fork
 //! handlers that keep the record registries usable in a child.
 
-use super::lookup::{already_closed, check_open, session_record};
 use super::records::{HandleRecord, Open, SessionRecord};
 use super::state;
 use super::unpin::Release;
-use super::{HANDLES, SESSIONS};
-use crate::backend::{self, Backend, Opened};
+use super::{already_closed, opener, session_record, HANDLES, SESSIONS};
+use crate::backend::{self, Opened};
 use crate::error::{Error, Result};
 use crate::{copy, process, sys};
-use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Source of session serial numbers (never 0 for a live session).
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
 impl Open {
-    /// Every record of this session, newest first: the handles it has pinned and not
-    /// released, those an unpin is releasing and those a pin has reserved. Called only under
-    /// the session's write lock, once the session is marked closing, where no call that
-    /// takes the lock is under way; pins, and calls that hold a handle instead (see
-    /// [`state::hold`]), may be, and [`Open::release`] waits for them.
-    pub(super) fn handles_newest_first(&self) -> Vec<&'static HandleRecord> {
+    /// Every handle of this session, newest first. Called under the session's write lock,
+    /// where no other call on the session is under way, so each is pinned or mapped.
+    fn handles_newest_first(&self) -> Vec<&'static HandleRecord> {
         let mut mine = Vec::new();
         HANDLES.for_each(|h| {
             if h.state.load(Ordering::Acquire) != state::FREE
@@ -116,7 +112,6 @@ pub(crate) fn open_with(backend: Opened) -> Result<usize> {
         live: AtomicUsize::new(0),
     });
     rec.opener_pid.store(sys::getpid(), Ordering::Relaxed);
-    rec.serial.store(serial, Ordering::Relaxed);
     rec.opener.store(process::token(), Ordering::Release);
     Ok(rec as *const SessionRecord as usize)
 }
@@ -125,18 +120,13 @@ pub(crate) fn open_with(backend: Opened) -> Result<usize> {
 /// failures), closes the backend and frees the session. Returns the first error.
 pub fn close(g: usize) -> Result<()> {
     let rec = session_record(g)?;
-    if check_open(rec, g)? != process::token() {
+    if opener(rec, g)? != process::token() {
         return close_foreign(rec, g);
     }
     let mut guard = rec.open.write();
-    // Read through a shared reference until every handle is released: pins and calls on a
-    // handle read the `Open` without the lock while they hold a record of this session.
-    let Some(open) = guard.as_ref() else {
+    let Some(open) = guard.take() else {
         return Err(already_closed(g));
     };
-    // Before the records are looked for: a pin either sees this or is found (see `pin`).
-    rec.closing.store(1, Ordering::Relaxed);
-    fence(Ordering::SeqCst);
     let mut first: Result<()> = Ok(());
     // Most recently pinned first, as upstream walks its list.
     for h in open.handles_newest_first() {
@@ -150,14 +140,11 @@ pub fn close(g: usize) -> Result<()> {
         }
     }
     first = first.and(open.backend.close());
-    drop(guard.take());
+    drop(open);
     rec.fd.store(-1, Ordering::Release);
     rec.gdrdrv_version.store(0, Ordering::Release);
     rec.opener.store(0, Ordering::Release);
     rec.opener_pid.store(0, Ordering::Relaxed);
-    // The serial goes first: a late pin that reads the mark cleared then reads serial 0.
-    rec.serial.store(0, Ordering::SeqCst);
-    rec.closing.store(0, Ordering::SeqCst);
     drop(guard);
     SESSIONS.release(rec);
     first
@@ -197,7 +184,6 @@ fn close_foreign(rec: &'static SessionRecord, g: usize) -> Result<()> {
     }
     rec.fd.store(-1, Ordering::Release);
     rec.opener.store(0, Ordering::Release);
-    rec.serial.store(0, Ordering::Relaxed);
     drop(guard);
     SESSIONS.release(rec);
     if owned == 0 {
@@ -210,94 +196,4 @@ fn close_foreign(rec: &'static SessionRecord, g: usize) -> Result<()> {
         opener
     );
     Err(Error::ForeignProcess)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::session::testing::*;
-
-    #[test]
-    fn close_goes_on_past_failures_and_returns_the_first() {
-        let (g, calls) = fake();
-        for i in 0..3 {
-            pin(g, &pin_req(0x7200_0000 + i * 0x10000, 0x10000)).unwrap();
-        }
-        calls.fail_unpin.store(true, Ordering::SeqCst);
-        assert_eq!(close(g).unwrap_err().errno(), libc::EIO);
-        assert_eq!(calls.unpins.load(Ordering::SeqCst), 3);
-        // Newest first, as upstream walks its list.
-        assert_eq!(*calls.unpinned.lock(), vec![32, 16, 0]);
-        assert_eq!(calls.closes.load(Ordering::SeqCst), 1);
-        assert_eq!(close(g).unwrap_err(), Error::InvalidHandle);
-    }
-
-    #[test]
-    fn close_waits_for_a_call_that_holds_a_handle() {
-        // What a map, an unmap or an unpin that took no session lock holds while it calls the
-        // driver, what it leaves, and the unpins close then still makes.
-        for (busy, settled, unpins) in [
-            (state::MAPPING, state::MAPPED, 1),
-            (state::UNMAPPING, state::PINNED, 1),
-            (state::UNPINNING, state::FREE, 0),
-        ] {
-            let (g, calls) = fake();
-            let mh = pin(g, &pin_req(0x7340_0000, 0x10000)).unwrap();
-            let va = map(g, mh, 0x10000, 0).unwrap();
-            if settled != state::MAPPED {
-                // The unmap that the call under way has made, or follows.
-                unmap(g, mh, va, 0x10000).unwrap();
-            }
-            let h = HANDLES.lookup(mh as usize).unwrap();
-            h.state.store(busy, Ordering::SeqCst);
-            let closing = std::thread::spawn(move || close(g));
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            assert!(
-                !closing.is_finished(),
-                "close must wait for the state to settle"
-            );
-            assert_eq!(calls.unpins.load(Ordering::SeqCst), 0);
-            if settled == state::FREE {
-                h.free();
-            } else {
-                h.state.store(settled, Ordering::SeqCst);
-            }
-            closing.join().unwrap().unwrap();
-            assert_eq!(calls.unmaps.load(Ordering::SeqCst), 1);
-            assert_eq!(calls.unpins.load(Ordering::SeqCst), unpins);
-            assert_eq!(h.state.load(Ordering::SeqCst), state::FREE);
-        }
-    }
-
-    #[test]
-    fn close_waits_for_its_pins_and_leaves_other_sessions_reserved_records() {
-        let (g, _calls) = fake();
-        let (other, _) = fake();
-        let serial_of = |g: usize| SESSIONS.lookup(g).unwrap().serial.load(Ordering::Relaxed);
-        // What a pin in flight holds: a reserved record that names its session.
-        let (mine, _) = HANDLES.allocate().unwrap();
-        mine.owner.store(serial_of(g), Ordering::Relaxed);
-        mine.state.store(state::RESERVED, Ordering::Release);
-        let (theirs, _) = HANDLES.allocate().unwrap();
-        theirs.owner.store(serial_of(other), Ordering::Relaxed);
-        theirs.state.store(state::RESERVED, Ordering::Release);
-        let closing = std::thread::spawn(move || close(g));
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(
-            !closing.is_finished(),
-            "close must wait for a pin of its session"
-        );
-        // Once marked closing, the session takes no new pin.
-        assert_eq!(
-            pin(g, &pin_req(0x7350_0000, 0x10000)),
-            Err(Error::InvalidHandle)
-        );
-        // The pin in flight fails and gives its record back.
-        mine.free();
-        closing.join().unwrap().unwrap();
-        assert_eq!(theirs.state.load(Ordering::Acquire), state::RESERVED);
-        theirs.free();
-        assert_eq!(theirs.owner.load(Ordering::Relaxed), 0);
-        close(other).unwrap();
-    }
 }

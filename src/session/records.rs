@@ -1,13 +1,10 @@
 //! The records behind a `gdr_t` ([`SessionRecord`]) and a `gdr_mh_t` ([`HandleRecord`]):
-//! upstream's layouts first, then this library's fields, laid out so that a call reads as few
-//! cache lines as it can (the tests at the end hold the layout).
+//! upstream's layouts first, which gdrcopy's own tests read, then this library's fields.
 
 use super::state;
 use super::HANDLES;
-use crate::backend::Mapping;
-use crate::backend::{gdrdrv, BackendKind, MappingType, Opened, Pin};
+use crate::backend::{BackendKind, Mapping, MappingType, Opened, Pin};
 use crate::ffi::types::{INFO_MAPPED_BIT, INFO_WC_MAPPING_BIT};
-use crate::hint::cold_path;
 use crate::registry::Record;
 use parking_lot::RwLock;
 use std::sync::atomic::{
@@ -16,7 +13,7 @@ use std::sync::atomic::{
 
 /// What a `gdr_t` points at. The first 48 bytes follow upstream's `struct gdr`.
 /// Aligned (and so sized) to a power of two, as [`HandleRecord`], so that validating an
-/// address is a mask, and a record's fields sit at the same place in its cache lines.
+/// address is a mask.
 #[repr(C, align(256))]
 pub struct SessionRecord {
     /// `fd` (int@0): the driver fd, -1 for DMA-BUF and once closed.
@@ -34,30 +31,16 @@ pub struct SessionRecord {
     pub gdrdrv_version: AtomicU32,
     /// `cache_backend` (u32@40): 0 gdrdrv, 1 DMA-BUF, 2 Vulkan import.
     pub cache_backend: AtomicU32,
-    /// (In upstream's padding.) Non-zero while `gdr_close` runs: a pin that finds it set
-    /// gives up (see [`super::pin()`]).
-    pub(super) closing: AtomicU32,
     /// The [`crate::process::token`] of the process that opened the session, 0 when the slot is
     /// free. Kept outside the lock so that a child process is refused before it touches a
     /// lock that a thread of its parent may have held at fork time (that thread does not
     /// exist in the child).
     pub(super) opener: AtomicU64,
-    /// [`Open::serial`] while open (0 when free), readable without the lock.
-    pub(super) serial: AtomicU64,
-    /// The open state; `None` when the slot is free. The lock and the state fill the second
-    /// cache line, so that a call reads two lines of the record.
+    /// The open state; `None` when the slot is free. Every call holds it shared, `gdr_open`
+    /// and `gdr_close` exclusive.
     pub(super) open: RwLock<Option<Open>>,
     /// The pid of the process that opened the session, for log lines.
     pub(super) opener_pid: AtomicI32,
-}
-
-impl SessionRecord {
-    /// Starts loading the line of the record at `g` that holds its open state (the backend and
-    /// the `live` count), before `g` is validated: a prefetch of any address is harmless.
-    #[inline(always)]
-    pub(super) fn prefetch_open(g: usize) {
-        crate::hint::prefetch(g.wrapping_add(std::mem::offset_of!(SessionRecord, open)));
-    }
 }
 
 /// A live session.
@@ -72,7 +55,7 @@ pub(super) struct Open {
 
 /// What a `gdr_mh_t` points at. The first 104 bytes follow upstream's `gdr_memh_t`.
 /// Aligned (and so sized) to a power of two so that validating an address is a mask, not a
-/// division, on the copy path.
+/// division.
 #[repr(C, align(256))]
 pub struct HandleRecord {
     pub(super) le_next: AtomicUsize,
@@ -102,23 +85,10 @@ pub struct HandleRecord {
     // ---- end of upstream's 104 bytes ----
     /// Serial of the owning session.
     pub(super) owner: AtomicU64,
-    pub(super) pin_va: AtomicU64,
-    pub(super) pin_size: AtomicU64,
-    // The third line (128-191) holds all that a query (see `quick_query`) and a copy (see
-    // `copy_target_accepted`) read, so that each reads one line of the record.
     /// One of [`state`].
     pub(super) state: AtomicU32,
-    /// Queries on the path through the session reading this handle right now; an unpin waits
-    /// for them to leave.
-    pub(super) users: AtomicU32,
-    /// The address (`gdr_t`) of the owning session.
-    pub(super) session: AtomicUsize,
-    /// [`gdrdrv::Driver::to_words`] of the owning session's driver, first word; 0 when calls
-    /// on the handle go through the session (DMA-BUF) or the record is outside wipe-on-fork
-    /// memory.
-    pub(super) driver: AtomicU64,
-    /// [`gdrdrv::Driver::to_words`], second word.
-    pub(super) driver_ioctl: AtomicUsize,
+    pub(super) pin_va: AtomicU64,
+    pub(super) pin_size: AtomicU64,
     pub(super) pin_handle: AtomicU64,
     pub(super) map_addr: AtomicUsize,
     pub(super) map_len: AtomicUsize,
@@ -141,10 +111,8 @@ impl Record for SessionRecord {
             page_shift: AtomicU8::new(0),
             gdrdrv_version: AtomicU32::new(0),
             cache_backend: AtomicU32::new(0),
-            closing: AtomicU32::new(0),
             opener: AtomicU64::new(0),
             opener_pid: AtomicI32::new(0),
-            serial: AtomicU64::new(0),
             open: RwLock::new(None),
         }
     }
@@ -172,10 +140,6 @@ impl Record for HandleRecord {
             dmabuf_cpu_va: AtomicUsize::new(0),
             dmabuf_cpu_len: AtomicUsize::new(0),
             state: AtomicU32::new(state::FREE),
-            users: AtomicU32::new(0),
-            session: AtomicUsize::new(0),
-            driver: AtomicU64::new(0),
-            driver_ioctl: AtomicUsize::new(0),
             owner: AtomicU64::new(0),
             seq: AtomicU64::new(0),
             pin_handle: AtomicU64::new(0),
@@ -200,7 +164,6 @@ impl HandleRecord {
         self as *const HandleRecord as usize as u64
     }
 
-    #[inline(always)]
     pub(super) fn pin(&self) -> Pin {
         Pin {
             handle: self.pin_handle.load(Ordering::Acquire),
@@ -211,7 +174,6 @@ impl HandleRecord {
         }
     }
 
-    #[inline(always)]
     pub(super) fn mapping(&self) -> Mapping {
         Mapping {
             addr: self.map_addr.load(Ordering::Acquire),
@@ -220,63 +182,6 @@ impl HandleRecord {
         }
     }
 
-    /// Records the owning session (its address `g`) and what a query, a map or an unmap needs
-    /// of its backend (`None`: those go through the session).
-    #[inline(always)]
-    pub(super) fn set_session(&self, g: usize, driver: Option<gdrdrv::Driver>) {
-        let (word, ioctl) = driver.map_or((0, 0), gdrdrv::Driver::to_words);
-        self.session.store(g, Ordering::Release);
-        self.driver_ioctl.store(ioctl, Ordering::Release);
-        self.driver.store(word, Ordering::Release);
-    }
-
-    /// Whether this record, when live, proves that the caller is the process that pinned it:
-    /// it lies in wipe-on-fork memory, where a child reads it as free. A pin records that by
-    /// keeping its session's driver (see [`super::pin()`]), so this reads no line but the record's;
-    /// for a DMA-BUF session, whose calls go through the session, it is always false.
-    #[inline(always)]
-    pub(super) fn proves_caller(&self) -> bool {
-        self.driver.load(Ordering::Acquire) != 0
-    }
-
-    /// The page size of its driver when this record proves its caller
-    /// ([`HandleRecord::proves_caller`], from the same word): the size a quick map or unmap
-    /// rounds to.
-    #[inline(always)]
-    pub(super) fn proven_page_size(&self) -> Option<usize> {
-        let word = self.driver.load(Ordering::Acquire);
-        (word != 0).then(|| gdrdrv::Driver::page_size_of(word))
-    }
-
-    /// The owning session's driver, when calls on this handle need not go through the
-    /// session.
-    #[inline(always)]
-    pub(super) fn driver(&self) -> Option<gdrdrv::Driver> {
-        self.driver_if(|word| word != 0)
-    }
-
-    /// [`HandleRecord::driver`] when that driver answers the v2 info query
-    /// ([`gdrdrv::Driver::has_info_v2`]), else `None`: one compare of the word.
-    #[inline(always)]
-    pub(super) fn driver_with_info_v2(&self) -> Option<gdrdrv::Driver> {
-        self.driver_if(gdrdrv::Driver::word_has_info_v2)
-    }
-
-    /// The driver whose first word passes `take`, which is false for 0 (a handle whose calls
-    /// go through the session).
-    #[inline(always)]
-    fn driver_if(&self, take: impl FnOnce(u64) -> bool) -> Option<gdrdrv::Driver> {
-        let word = self.driver.load(Ordering::Acquire);
-        if !take(word) {
-            return None;
-        }
-        let ioctl = self.driver_ioctl.load(Ordering::Acquire);
-        // SAFETY: `take` refuses 0, and a non-zero `driver` and `driver_ioctl` were stored
-        // together by `set_session`, from `Driver::to_words`.
-        Some(unsafe { gdrdrv::Driver::from_words(word, ioctl) })
-    }
-
-    #[inline(always)]
     pub(super) fn set_pin(&self, p: &Pin, owner: u64, kind: BackendKind, page_size: usize) {
         self.pin_handle.store(p.handle, Ordering::Release);
         self.pin_va.store(p.va, Ordering::Release);
@@ -293,7 +198,6 @@ impl HandleRecord {
         // Upstream keeps the kernel handle as a uint32_t (DMA-BUF: the fd, an int).
         self.driver_handle.store(p.handle as u32, Ordering::Release);
         if kind != BackendKind::Gdrdrv {
-            cold_path();
             self.dmabuf_va.store(p.va, Ordering::Release);
             self.dmabuf_page_offset
                 .store(p.page_offset, Ordering::Release);
@@ -309,20 +213,17 @@ impl HandleRecord {
     }
 
     /// Records `m` as this handle's mapping and counts it for the copy path's fences.
-    #[inline(always)]
     pub(super) fn record_mapping(&self, m: &Mapping, kind: BackendKind) {
         self.set_mapping(Some(m), kind);
         crate::copy::created(m.kind);
     }
 
     /// Undoes [`HandleRecord::record_mapping`] once the mapping, of type `t`, is gone.
-    #[inline(always)]
     pub(super) fn forget_mapping(&self, t: MappingType, kind: BackendKind) {
         crate::copy::destroyed(t);
         self.set_mapping(None, kind);
     }
 
-    #[inline(always)]
     pub(super) fn set_mapping(&self, m: Option<&Mapping>, kind: BackendKind) {
         let (addr, len, t) = m.map_or((0, 0, MappingType::None), |m| (m.addr, m.len, m.kind));
         self.map_addr.store(addr, Ordering::Release);
@@ -330,7 +231,6 @@ impl HandleRecord {
         self.map_kind.store(t as u16, Ordering::Release);
         self.mapping_type.store(t as u32, Ordering::Release);
         if kind != BackendKind::Gdrdrv {
-            cold_path();
             let mut bits = 0;
             if m.is_some() {
                 bits |= INFO_MAPPED_BIT;
@@ -346,10 +246,8 @@ impl HandleRecord {
 
     /// Returns the record to its free state and to the registry. Only the state and the owner
     /// change: the other fields are read only while the state says pinned or mapped, and the
-    /// next pin sets them again (zeroing them here would touch every line of the record, and
-    /// its code more lines of the library, in every unpin). The owner goes to 0 so that a
-    /// record that another session reserves next never names this one.
-    #[inline(always)]
+    /// next pin sets them again. The owner goes to 0 so that a record that another session
+    /// reserves next never names this one.
     pub(super) fn free(&'static self) {
         self.owner.store(0, Ordering::Relaxed);
         self.state.store(state::FREE, Ordering::Release);
@@ -402,7 +300,6 @@ mod tests {
             r.dmabuf_cpu_va.load(Ordering::Relaxed) as u64,
             r.dmabuf_cpu_len.load(Ordering::Relaxed) as u64,
             u64::from(r.state.load(Ordering::Relaxed)),
-            u64::from(r.users.load(Ordering::Relaxed)),
             r.owner.load(Ordering::Relaxed),
             r.seq.load(Ordering::Relaxed),
             r.pin_handle.load(Ordering::Relaxed),
@@ -436,46 +333,5 @@ mod tests {
         assert_eq!(offset_of!(HandleRecord, dmabuf_cpu_len), 96);
         assert!(offset_of!(HandleRecord, owner) >= 104);
         assert_eq!(std::mem::size_of::<HandleRecord>(), 256);
-    }
-
-    #[test]
-    fn what_a_query_or_a_copy_reads_of_a_handle_is_one_line() {
-        let line = offset_of!(HandleRecord, state) / 64;
-        for off in [
-            offset_of!(HandleRecord, state),
-            offset_of!(HandleRecord, users),
-            offset_of!(HandleRecord, session),
-            offset_of!(HandleRecord, driver),
-            offset_of!(HandleRecord, driver_ioctl),
-            offset_of!(HandleRecord, pin_handle),
-            offset_of!(HandleRecord, map_addr),
-            offset_of!(HandleRecord, map_len) + 7,
-            offset_of!(HandleRecord, pin_offset),
-            offset_of!(HandleRecord, map_kind),
-            offset_of!(HandleRecord, pin_fixed) + 1,
-        ] {
-            assert_eq!(off / 64, line, "offset {off}");
-        }
-        // What map, unmap and unpin read besides: one more line.
-        for off in [
-            offset_of!(HandleRecord, owner),
-            offset_of!(HandleRecord, pin_va),
-            offset_of!(HandleRecord, pin_size) + 7,
-        ] {
-            assert_eq!(off / 64, line - 1, "offset {off}");
-        }
-    }
-
-    #[test]
-    fn a_sessions_checks_and_open_state_take_two_lines_of_its_record() {
-        assert_eq!(offset_of!(SessionRecord, fd), 0);
-        assert_eq!(
-            offset_of!(SessionRecord, cache_backend),
-            gdrapi_abi::gdr::CACHE_BACKEND_OFFSET
-        );
-        assert!(offset_of!(SessionRecord, opener) < 64);
-        assert!(offset_of!(SessionRecord, serial) < 64);
-        assert_eq!(offset_of!(SessionRecord, open), 64);
-        assert!(std::mem::size_of::<RwLock<Option<Open>>>() <= 64);
     }
 }
