@@ -1,6 +1,6 @@
 //! DMA-BUF backend: GPU mappings without the kernel module. A pin exports the host-page-aligned
 //! range as a dma-buf (`cuMemGetHandleForAddressRange`, handle type `DMA_BUF_FD`); a map is an
-//! mmap of that fd. libcuda is loaded at run time only ([`crate::cuda`]).
+//! mmap of that fd. libcuda is loaded at run time only ([`super::cuda`]).
 //!
 //! Selection (in [`super::open`]): used when `/dev/gdrdrv` cannot be used, or always when
 //! `GDRCOPY_USE_DMABUF_MMAP=1`, provided the CUDA driver is 13.3 or newer and some device
@@ -9,7 +9,7 @@
 //! dma-buf support).
 //!
 //! Where this differs from upstream 2.6, on purpose:
-//! - errors are errno values, never a raw `CUresult` (table in [`crate::cuda::result`]);
+//! - errors are errno values, never a raw `CUresult` (table in [`super::cuda::result`]);
 //! - a pin that finds no current CUDA context uses the device's primary context, retained once
 //!   per device for the life of the backend and released at [`Backend::close`], instead of
 //!   retaining and releasing it around every pin; the caller's current context is left as it
@@ -24,16 +24,16 @@
 //!   provides (v2 pin with FORCE_PCIE, mapping types, attributes), so callers that require
 //!   success and at least 2.5 keep working (upstream aborts on an assertion). The CUDA driver
 //!   version is in the INFO line logged when the backend is chosen;
-//! - libcuda is loaded once per process and kept (see [`crate::cuda::loader`]) rather than
+//! - libcuda is loaded once per process and kept (see [`super::cuda::loader`]) rather than
 //!   unloaded at the last `gdr_close`;
 //! - the device of a pin is asked for the caller's own address (certainly inside the
 //!   allocation), not the page-aligned one; a map larger than the pinned range, or of a type
 //!   other than the one fixed at pin time, is refused (EINVAL) before any system call; the
 //!   kernel's ENOTSUPP (524) from mmap of an exporter without mmap becomes ENOTSUP.
 
+use super::cuda::types::{attr, MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE};
+use super::cuda::{self, Contexts, CuError, Driver};
 use super::{Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
-use crate::cuda::types::{attr, MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE};
-use crate::cuda::{self, Contexts, CuError, Driver};
 use crate::error::{Error, Result};
 use crate::ffi::types::GDR_PIN_FLAG_FORCE_PCIE;
 use crate::sys::strerror;
@@ -166,7 +166,7 @@ impl DmaBuf {
     /// figures.
     #[cold]
     fn fail_export(&self, e: CuError, size: u64) -> Error {
-        let bar1 = crate::nvml::note_for_failed_pin(size);
+        let bar1 = super::nvml::note_for_failed_pin(size);
         self.cuda.log_failure_with(e, bar1.as_deref());
         e.to_error()
     }
@@ -399,8 +399,8 @@ impl Backend for DmaBuf {
 
 #[cfg(test)]
 mod tests {
+    use super::cuda::fake;
     use super::*;
-    use crate::cuda::fake;
     use std::sync::atomic::Ordering::SeqCst;
 
     const BASE: u64 = 0x7f00_0000_0000;

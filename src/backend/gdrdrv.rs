@@ -120,7 +120,7 @@ fn ioctl_failed(e: Error) -> Error {
 /// Upstream's log line for a refused pin plus, where NVML answers, the BAR1 figures.
 #[cold]
 fn log_failed_pin(e: &Error, size: u64) {
-    match crate::nvml::note_for_failed_pin(size) {
+    match super::nvml::note_for_failed_pin(size) {
         Some(bar1) => gdr_err!("ioctl error (errno={}); {bar1}", e.errno()),
         None => gdr_err!("ioctl error (errno={})", e.errno()),
     }

@@ -7,8 +7,10 @@
 //! carries out one operation at a time and reports what the driver answered. Backends must be
 //! callable from many threads at once.
 
+pub mod cuda;
 pub mod dmabuf;
 pub mod gdrdrv;
+pub mod nvml;
 pub mod vulkan;
 
 use crate::error::{Error, Result};

@@ -29,16 +29,17 @@
 //!   are 1, `GDR_ATTR_USING_DMA_BUF_MMAP` 0, and `gdr_driver_get_version` returns 0 with 2.6,
 //!   the gdrdrv interface level the backend provides.
 
+mod driver;
 mod view;
 
-use super::{Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
-use crate::cuda::types::{
+use super::cuda::types::{
     status, CUdevice, CUdeviceptr, CUmemGenericAllocationHandle,
     MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
 };
-use crate::cuda::{self, Contexts, CuError, Driver};
+use super::cuda::{self, Contexts, CuError, Driver};
+use super::{Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
 use crate::error::{Error, Result};
-use crate::vulkan::{Device, Failure, Instance, PhysicalDevice, VkError};
+use driver::{Device, Failure, Instance, PhysicalDevice, VkError};
 use gdrapi_abi::vk::{VkDeviceMemory, MEMORY_PROPERTY_HOST_CACHED};
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -517,7 +518,7 @@ impl VulkanImport {
                  an import holds BAR1 for its whole allocation ({} MiB) while a pin in it \
                  lives{}",
                 size >> 20,
-                crate::nvml::note_for_failed_pin(size)
+                super::nvml::note_for_failed_pin(size)
                     .map(|n| format!("; {n}"))
                     .unwrap_or_default()
             );
