@@ -8,6 +8,7 @@
 //! callable from many threads at once.
 
 pub mod cuda;
+pub(crate) mod dl;
 pub mod dmabuf;
 pub mod gdrdrv;
 pub mod nvml;
