@@ -33,7 +33,9 @@
 
 use super::cuda::types::{attr, MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE};
 use super::cuda::{self, Contexts, CuError, Driver};
-use super::{Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
+use super::{
+    Attr, Backend, BackendKind, FixedMapRefusal, Info, Mapping, MappingType, Pin, PinRequest,
+};
 use crate::error::{Error, Result};
 use crate::ffi::types::GDR_PIN_FLAG_FORCE_PCIE;
 use crate::sys::strerror;
@@ -172,6 +174,31 @@ impl DmaBuf {
     }
 }
 
+/// Logs why [`Pin::accept_fixed_map`] refused a map, in upstream's words where it has them,
+/// and returns the map's error.
+#[cold]
+fn refuse_map(why: FixedMapRefusal, pin: &Pin, size: usize, request: MappingType) -> Error {
+    match why {
+        FixedMapRefusal::OtherType => crate::gdr_err!(
+            "dmabuf backend cannot fulfill the requested mapping type (requested={}, dmabuf mmap supports {}).",
+            request as u32,
+            pin.fixed_type as u32
+        ),
+        FixedMapRefusal::Size => crate::gdr_err!(
+            "dmabuf backend cannot map {size} bytes of a pinned range of {} bytes",
+            pin.mapped_size
+        ),
+        // Upstream maps at the pin's sub-page offset, which mmap refuses: same errno and log
+        // line, without the system call.
+        FixedMapRefusal::Offset => crate::gdr_err!(
+            "error {}({}) while mapping dma_buf_fd, rounded_size={size}",
+            strerror(libc::EINVAL),
+            libc::EINVAL
+        ),
+    }
+    why.error()
+}
+
 fn fd_of(pin: &Pin) -> Result<i32> {
     i32::try_from(pin.handle).map_err(|_| Error::InvalidHandle)
 }
@@ -294,28 +321,8 @@ impl Backend for DmaBuf {
             // Every pin of this backend fixes WC or CACHING; anything else was not made here.
             return Err(Error::InvalidHandle);
         }
-        if request != MappingType::None && request != pin.fixed_type {
-            crate::gdr_err!(
-                "dmabuf backend cannot fulfill the requested mapping type (requested={}, dmabuf mmap supports {}).",
-                request as u32,
-                pin.fixed_type as u32
-            );
-            return Err(Error::InvalidArgument(
-                "mapping type not available for this pin",
-            ));
-        }
-        pin.accept_map_size(size)?;
-        if pin.page_offset != 0 {
-            // Upstream maps at the pin's sub-page offset, which mmap refuses: same errno and
-            // log line, without the system call.
-            crate::gdr_err!(
-                "error {}({}) while mapping dma_buf_fd, rounded_size={size}",
-                strerror(libc::EINVAL),
-                libc::EINVAL
-            );
-            return Err(Error::InvalidArgument(
-                "the pinned address is not page aligned (offset != 0 is not supported)",
-            ));
+        if let Err(why) = pin.accept_fixed_map(size, request) {
+            return Err(refuse_map(why, pin, size, request));
         }
         let fd = fd_of(pin)?;
         // SAFETY: a fresh shared mapping at an address the kernel chooses; `fd` is the pin's

@@ -86,19 +86,47 @@ pub struct Pin {
 }
 
 impl Pin {
-    /// Whether a map of `size` bytes fits this pin (more than 0, at most the pinned range): the
-    /// check of the backends that map the whole range themselves; logs a refusal.
-    pub fn accept_map_size(&self, size: usize) -> Result<()> {
+    /// The checks of a map by a backend whose pins fix their mapping type and map from their
+    /// first byte (DMA-BUF, the Vulkan import): `request` is the default or the pin's type,
+    /// `size` is more than 0 and at most the pinned range, and the pin starts a page. The
+    /// backend words the refusal's log line ([`FixedMapRefusal::error`] gives its error).
+    pub fn accept_fixed_map(
+        &self,
+        size: usize,
+        request: MappingType,
+    ) -> std::result::Result<(), FixedMapRefusal> {
+        if request != MappingType::None && request != self.fixed_type {
+            return Err(FixedMapRefusal::OtherType);
+        }
         if size == 0 || size as u64 > self.mapped_size {
-            crate::gdr_err!(
-                "cannot map {size} bytes of a pinned range of {} bytes",
-                self.mapped_size
-            );
-            return Err(Error::InvalidArgument(
-                "map size is 0 or larger than the pinned range",
-            ));
+            return Err(FixedMapRefusal::Size);
+        }
+        if self.page_offset != 0 {
+            return Err(FixedMapRefusal::Offset);
         }
         Ok(())
+    }
+}
+
+/// Why [`Pin::accept_fixed_map`] refused a map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FixedMapRefusal {
+    /// Another type than the one the pin fixed was asked for.
+    OtherType,
+    /// The size is 0 or larger than the pinned range.
+    Size,
+    /// The pin does not start a page (`page_offset != 0`), so no mapping starts at its address.
+    Offset,
+}
+
+impl FixedMapRefusal {
+    /// The error the map returns (EINVAL for each).
+    pub fn error(self) -> Error {
+        Error::InvalidArgument(match self {
+            FixedMapRefusal::OtherType => "mapping type not available for this pin",
+            FixedMapRefusal::Size => "map size is 0 or larger than the pinned range",
+            FixedMapRefusal::Offset => "the pinned address does not start a page",
+        })
     }
 }
 

@@ -37,7 +37,9 @@ use super::cuda::types::{
     MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
 };
 use super::cuda::{self, Contexts, CuError, Driver};
-use super::{Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
+use super::{
+    Attr, Backend, BackendKind, FixedMapRefusal, Info, Mapping, MappingType, Pin, PinRequest,
+};
 use crate::error::{Error, Result};
 use driver::{Device, Failure, Instance, PhysicalDevice, VkError};
 use gdrapi_abi::vk::{VkDeviceMemory, MEMORY_PROPERTY_HOST_CACHED};
@@ -594,6 +596,27 @@ impl std::fmt::Display for Described {
     }
 }
 
+/// Logs why [`Pin::accept_fixed_map`] refused a map and returns the map's error.
+#[cold]
+fn refuse_map(why: FixedMapRefusal, pin: &Pin, size: usize, request: MappingType) -> Error {
+    match why {
+        FixedMapRefusal::OtherType => crate::gdr_err!(
+            "vulkan backend cannot fulfill the requested mapping type (requested={}, this memory maps as {}).",
+            request as u32,
+            pin.fixed_type as u32
+        ),
+        FixedMapRefusal::Size => crate::gdr_err!(
+            "vulkan backend cannot map {size} bytes of a pinned range of {} bytes",
+            pin.mapped_size
+        ),
+        FixedMapRefusal::Offset => crate::gdr_err!(
+            "cannot map a pin whose address is not 64 KiB aligned (offset {} != 0 is not supported)",
+            pin.page_offset
+        ),
+    }
+    why.error()
+}
+
 impl Backend for VulkanImport {
     fn kind(&self) -> BackendKind {
         BackendKind::Vulkan
@@ -680,25 +703,8 @@ impl Backend for VulkanImport {
     }
 
     fn map(&self, pin: &Pin, size: usize, request: MappingType) -> Result<Mapping> {
-        if request != MappingType::None && request != pin.fixed_type {
-            crate::gdr_err!(
-                "vulkan backend cannot fulfill the requested mapping type (requested={}, this memory maps as {}).",
-                request as u32,
-                pin.fixed_type as u32
-            );
-            return Err(Error::InvalidArgument(
-                "mapping type not available for this pin",
-            ));
-        }
-        pin.accept_map_size(size)?;
-        if pin.page_offset != 0 {
-            crate::gdr_err!(
-                "cannot map a pin whose address is not 64 KiB aligned (offset {} != 0 is not supported)",
-                pin.page_offset
-            );
-            return Err(Error::InvalidArgument(
-                "the pinned address is not 64 KiB aligned",
-            ));
+        if let Err(why) = pin.accept_fixed_map(size, request) {
+            return Err(refuse_map(why, pin, size, request));
         }
         let mut table = self.table.lock();
         let Some(&p) = table.pins.get(pin.handle) else {
