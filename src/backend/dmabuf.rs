@@ -199,6 +199,27 @@ fn refuse_map(why: FixedMapRefusal, pin: &Pin, size: usize, request: MappingType
     why.error()
 }
 
+/// Logs a failed mmap of a dma-buf as upstream does and returns its error; the kernel's
+/// ENOTSUPP (an exporter without mmap) becomes ENOTSUP, which C callers know.
+#[cold]
+fn refuse_mmap(e: Error, size: usize) -> Error {
+    let errno = e.errno();
+    if errno == KERNEL_ENOTSUPP {
+        crate::gdr_err!(
+            "error ENOTSUPP({errno}) while mapping dma_buf_fd, rounded_size={size}: this dma-buf exporter does not support mmap (CUDA driver too old?)"
+        );
+        return Error::Sys {
+            call: "mmap",
+            errno: libc::ENOTSUP,
+        };
+    }
+    crate::gdr_err!(
+        "error {}({errno}) while mapping dma_buf_fd, rounded_size={size}",
+        strerror(errno)
+    );
+    e
+}
+
 fn fd_of(pin: &Pin) -> Result<i32> {
     i32::try_from(pin.handle).map_err(|_| Error::InvalidHandle)
 }
@@ -325,48 +346,18 @@ impl Backend for DmaBuf {
             return Err(refuse_map(why, pin, size, request));
         }
         let fd = fd_of(pin)?;
-        // SAFETY: a fresh shared mapping at an address the kernel chooses; `fd` is the pin's
-        // dma-buf and offset 0 is the start of the export, the pinned address itself.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                size,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            let errno = Error::last_os("mmap").errno();
-            if errno == KERNEL_ENOTSUPP {
-                crate::gdr_err!(
-                    "error ENOTSUPP({errno}) while mapping dma_buf_fd, rounded_size={size}: this dma-buf exporter does not support mmap (CUDA driver too old?)"
-                );
-                return Err(Error::Sys {
-                    call: "mmap",
-                    errno: libc::ENOTSUP,
-                });
-            }
-            crate::gdr_err!(
-                "error {}({errno}) while mapping dma_buf_fd, rounded_size={size}",
-                strerror(errno)
-            );
-            return Err(Error::Sys {
-                call: "mmap",
-                errno,
-            });
-        }
-        if let Err(e) = crate::sys::dont_fork(addr as usize, size) {
+        // Offset 0 of the pin's dma-buf is the start of the export, the pinned address itself.
+        let addr = crate::sys::mmap_shared(size, fd, 0).map_err(|e| refuse_mmap(e, size))?;
+        if let Err(e) = crate::sys::dont_fork(addr, size) {
             // The copy functions refuse a child anyway (see `crate::process`); the mapping
             // itself would be inherited.
             crate::gdr_warn!(
                 "cannot mark the mapping of dma_buf_fd {fd} as not inherited by child processes: {e}"
             );
         }
-        crate::gdr_dbg!("ptr_va: {addr:p}");
+        crate::gdr_dbg!("ptr_va: {addr:#x}");
         Ok(Mapping {
-            addr: addr as usize,
+            addr,
             len: size,
             kind: pin.fixed_type,
         })
