@@ -9,7 +9,7 @@ VULKAN_SRC := abi-tests/vulkan
 VULKAN_OUT := $(BUILD_DIR)/vulkan
 VULKAN_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -O1 -g -Iinclude -Iharness -Igdrsim/include
 
-$(VULKAN_OUT)/vulkan_test: $(VULKAN_SRC)/vulkan_test.c harness/check.h harness/gpu.h \
+$(VULKAN_OUT)/vulkan_test: $(VULKAN_SRC)/vulkan_test.c harness/check.h harness/gdr_calls.h harness/gpu.h \
 		include/gdrapi.h gdrsim/include/gdrsim.h | lib sim
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(@D)
