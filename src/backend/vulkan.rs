@@ -42,7 +42,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use driver::{Device, Failure, Instance, PhysicalDevice, VkError};
-use gdrapi_abi::vk::{VkDeviceMemory, MEMORY_PROPERTY_HOST_CACHED};
+use gdrapi_abi::vk;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -82,7 +82,7 @@ struct Import {
     gpu: usize,
     /// CUDA's handle of the allocation.
     allocation: CUmemGenericAllocationHandle,
-    memory: VkDeviceMemory,
+    memory: vk::DeviceMemory,
     /// The allocation's size: what the import holds, in BAR1 too.
     size: u64,
     /// Live pins in it.
@@ -254,8 +254,8 @@ fn gpu_page_range(addr: u64, size: u64) -> Option<(u64, u64, u64)> {
 }
 
 /// The mapping type a memory type gives: cached for a HOST_CACHED type, else write-combining.
-fn mapping_type_of(flags: u32) -> MappingType {
-    if flags & MEMORY_PROPERTY_HOST_CACHED != 0 {
+fn mapping_type_of(flags: vk::MemoryPropertyFlags) -> MappingType {
+    if flags.contains(vk::MemoryPropertyFlags::HOST_CACHED) {
         MappingType::Caching
     } else {
         MappingType::WriteCombining
@@ -358,7 +358,7 @@ impl VulkanImport {
                 g.ordinal,
                 g.physical.name,
                 t.map_or(0, |t| t.index),
-                mapping_type_of(t.map_or(0, |t| t.flags))
+                mapping_type_of(t.map_or(vk::MemoryPropertyFlags::empty(), |t| t.flags))
             );
         }
         Ok(VulkanImport {
@@ -655,8 +655,12 @@ impl Backend for VulkanImport {
         let slot = self
             .attach(gpu, dev, handle, base, size, va - base, req.addr)
             .inspect_err(|_| self.release(handle))?;
-        let fixed_type =
-            mapping_type_of(self.gpus[gpu].physical.memory_type.map_or(0, |t| t.flags));
+        let fixed_type = mapping_type_of(
+            self.gpus[gpu]
+                .physical
+                .memory_type
+                .map_or(vk::MemoryPropertyFlags::empty(), |t| t.flags),
+        );
         crate::gdr_dbg!(
             "pinned va={va:#x} size={len} offset={page_offset} pin={slot} (allocation {base:#x}+{size}) type={fixed_type:?}"
         );
@@ -813,8 +817,9 @@ mod tests {
 
     #[test]
     fn memory_types_decide_the_mapping_type() {
-        assert_eq!(mapping_type_of(0x7), MappingType::WriteCombining);
-        assert_eq!(mapping_type_of(0xF), MappingType::Caching);
+        let flags = vk::MemoryPropertyFlags::from_raw;
+        assert_eq!(mapping_type_of(flags(0x7)), MappingType::WriteCombining);
+        assert_eq!(mapping_type_of(flags(0xF)), MappingType::Caching);
     }
 
     #[test]
@@ -845,7 +850,7 @@ mod tests {
         Import {
             gpu,
             allocation,
-            memory: 100 + allocation,
+            memory: vk::Handle::from_raw(100 + allocation),
             size: 1 << 30,
             pins: 0,
             view: None,
@@ -870,11 +875,17 @@ mod tests {
         assert!(gone.is_none(), "pin b still uses the import");
         let (p, gone) = t.remove(b as u64).unwrap();
         assert_eq!(p.offset, 1 << 16);
-        assert_eq!(gone.map(|i| i.memory), Some(107), "the last pin frees it");
+        assert_eq!(
+            gone.map(|i| vk::Handle::as_raw(i.memory)),
+            Some(107),
+            "the last pin frees it"
+        );
         assert_eq!(t.join(0, 7, 0), None, "and a later pin imports again");
         assert!(t.remove(b as u64).is_none(), "unpinned once");
         assert_eq!(
-            t.remove(c as u64).and_then(|(_, i)| i).map(|i| i.memory),
+            t.remove(c as u64)
+                .and_then(|(_, i)| i)
+                .map(|i| vk::Handle::as_raw(i.memory)),
             Some(108)
         );
         assert!(t.by_allocation.is_empty());
