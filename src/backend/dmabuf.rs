@@ -33,9 +33,7 @@
 
 use super::cuda::types::{attr, MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE};
 use super::cuda::{self, Contexts, CuError, Driver};
-use super::{
-    Attr, Backend, BackendKind, FixedMapRefusal, Info, Mapping, MappingType, Pin, PinRequest,
-};
+use super::{fixed, Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
 use crate::error::{Error, Result};
 use crate::ffi::types::GDR_PIN_FLAG_FORCE_PCIE;
 use crate::sys::strerror;
@@ -174,23 +172,23 @@ impl DmaBuf {
     }
 }
 
-/// Logs why [`Pin::accept_fixed_map`] refused a map, in upstream's words where it has them,
+/// Logs why [`fixed::accept_map`] refused a map, in upstream's words where it has them,
 /// and returns the map's error.
 #[cold]
-fn refuse_map(why: FixedMapRefusal, pin: &Pin, size: usize, request: MappingType) -> Error {
+fn refuse_map(why: fixed::Refusal, pin: &Pin, size: usize, request: MappingType) -> Error {
     match why {
-        FixedMapRefusal::OtherType => crate::gdr_err!(
+        fixed::Refusal::OtherType => crate::gdr_err!(
             "dmabuf backend cannot fulfill the requested mapping type (requested={}, dmabuf mmap supports {}).",
             request as u32,
             pin.fixed_type as u32
         ),
-        FixedMapRefusal::Size => crate::gdr_err!(
+        fixed::Refusal::Size => crate::gdr_err!(
             "dmabuf backend cannot map {size} bytes of a pinned range of {} bytes",
             pin.mapped_size
         ),
         // Upstream maps at the pin's sub-page offset, which mmap refuses: same errno and log
         // line, without the system call.
-        FixedMapRefusal::Offset => crate::gdr_err!(
+        fixed::Refusal::Offset => crate::gdr_err!(
             "error {}({}) while mapping dma_buf_fd, rounded_size={size}",
             strerror(libc::EINVAL),
             libc::EINVAL
@@ -317,17 +315,7 @@ impl Backend for DmaBuf {
     }
 
     fn info(&self, pin: &Pin, current: Option<&Mapping>) -> Result<Info> {
-        let kind = current.map_or(MappingType::None, |m| m.kind);
-        Ok(Info {
-            va: pin.va,
-            mapped_size: pin.mapped_size,
-            page_size: self.page_size as u32,
-            tm_cycles: 0,
-            cycles_per_ms: 0,
-            mapped: kind != MappingType::None,
-            wc_mapping: kind == MappingType::WriteCombining,
-            mapping_type: kind as u32,
-        })
+        Ok(fixed::info(pin, self.page_size as u32, current))
     }
 
     fn info_v1(&self, pin: &Pin, current: Option<&Mapping>) -> Result<Info> {
@@ -342,7 +330,7 @@ impl Backend for DmaBuf {
             // Every pin of this backend fixes WC or CACHING; anything else was not made here.
             return Err(Error::InvalidHandle);
         }
-        if let Err(why) = pin.accept_fixed_map(size, request) {
+        if let Err(why) = fixed::accept_map(pin, size, request) {
             return Err(refuse_map(why, pin, size, request));
         }
         let fd = fd_of(pin)?;

@@ -10,11 +10,12 @@
 pub mod cuda;
 pub(crate) mod dl;
 pub mod dmabuf;
+pub mod fixed;
 pub mod gdrdrv;
 pub mod nvml;
 pub mod vulkan;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ffi::types::{
     GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE, GDR_ATTR_USE_PERSISTENT_MAPPING,
     GDR_ATTR_USING_DMA_BUF_MMAP, GDR_MAPPING_TYPE_CACHING, GDR_MAPPING_TYPE_DEVICE,
@@ -83,51 +84,6 @@ pub struct Pin {
     pub page_offset: u64,
     /// DMA-BUF: the mapping type decided at pin time. gdrdrv: [`MappingType::None`].
     pub fixed_type: MappingType,
-}
-
-impl Pin {
-    /// The checks of a map by a backend whose pins fix their mapping type and map from their
-    /// first byte (DMA-BUF, the Vulkan import): `request` is the default or the pin's type,
-    /// `size` is more than 0 and at most the pinned range, and the pin starts a page. The
-    /// backend words the refusal's log line ([`FixedMapRefusal::error`] gives its error).
-    pub fn accept_fixed_map(
-        &self,
-        size: usize,
-        request: MappingType,
-    ) -> std::result::Result<(), FixedMapRefusal> {
-        if request != MappingType::None && request != self.fixed_type {
-            return Err(FixedMapRefusal::OtherType);
-        }
-        if size == 0 || size as u64 > self.mapped_size {
-            return Err(FixedMapRefusal::Size);
-        }
-        if self.page_offset != 0 {
-            return Err(FixedMapRefusal::Offset);
-        }
-        Ok(())
-    }
-}
-
-/// Why [`Pin::accept_fixed_map`] refused a map.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FixedMapRefusal {
-    /// Another type than the one the pin fixed was asked for.
-    OtherType,
-    /// The size is 0 or larger than the pinned range.
-    Size,
-    /// The pin does not start a page (`page_offset != 0`), so no mapping starts at its address.
-    Offset,
-}
-
-impl FixedMapRefusal {
-    /// The error the map returns (EINVAL for each).
-    pub fn error(self) -> Error {
-        Error::InvalidArgument(match self {
-            FixedMapRefusal::OtherType => "mapping type not available for this pin",
-            FixedMapRefusal::Size => "map size is 0 or larger than the pinned range",
-            FixedMapRefusal::Offset => "the pinned address does not start a page",
-        })
-    }
 }
 
 /// What `gdr_get_info(_v2)` reports for a pinned buffer.

@@ -37,9 +37,7 @@ use super::cuda::types::{
     MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
 };
 use super::cuda::{self, Contexts, CuError, Driver};
-use super::{
-    Attr, Backend, BackendKind, FixedMapRefusal, Info, Mapping, MappingType, Pin, PinRequest,
-};
+use super::{fixed, Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
 use crate::error::{Error, Result};
 use driver::{Device, Failure, Instance, PhysicalDevice, VkError};
 use gdrapi_abi::vk;
@@ -596,20 +594,20 @@ impl std::fmt::Display for Described {
     }
 }
 
-/// Logs why [`Pin::accept_fixed_map`] refused a map and returns the map's error.
+/// Logs why [`fixed::accept_map`] refused a map and returns the map's error.
 #[cold]
-fn refuse_map(why: FixedMapRefusal, pin: &Pin, size: usize, request: MappingType) -> Error {
+fn refuse_map(why: fixed::Refusal, pin: &Pin, size: usize, request: MappingType) -> Error {
     match why {
-        FixedMapRefusal::OtherType => crate::gdr_err!(
+        fixed::Refusal::OtherType => crate::gdr_err!(
             "vulkan backend cannot fulfill the requested mapping type (requested={}, this memory maps as {}).",
             request as u32,
             pin.fixed_type as u32
         ),
-        FixedMapRefusal::Size => crate::gdr_err!(
+        fixed::Refusal::Size => crate::gdr_err!(
             "vulkan backend cannot map {size} bytes of a pinned range of {} bytes",
             pin.mapped_size
         ),
-        FixedMapRefusal::Offset => crate::gdr_err!(
+        fixed::Refusal::Offset => crate::gdr_err!(
             "cannot map a pin whose address is not 64 KiB aligned (offset {} != 0 is not supported)",
             pin.page_offset
         ),
@@ -689,17 +687,7 @@ impl Backend for VulkanImport {
     }
 
     fn info(&self, pin: &Pin, current: Option<&Mapping>) -> Result<Info> {
-        let kind = current.map_or(MappingType::None, |m| m.kind);
-        Ok(Info {
-            va: pin.va,
-            mapped_size: pin.mapped_size,
-            page_size: GPU_PAGE as u32,
-            tm_cycles: 0,
-            cycles_per_ms: 0,
-            mapped: kind != MappingType::None,
-            wc_mapping: kind == MappingType::WriteCombining,
-            mapping_type: kind as u32,
-        })
+        Ok(fixed::info(pin, GPU_PAGE as u32, current))
     }
 
     fn info_v1(&self, pin: &Pin, current: Option<&Mapping>) -> Result<Info> {
@@ -707,7 +695,7 @@ impl Backend for VulkanImport {
     }
 
     fn map(&self, pin: &Pin, size: usize, request: MappingType) -> Result<Mapping> {
-        if let Err(why) = pin.accept_fixed_map(size, request) {
+        if let Err(why) = fixed::accept_map(pin, size, request) {
             return Err(refuse_map(why, pin, size, request));
         }
         let mut table = self.table.lock();
