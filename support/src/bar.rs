@@ -95,49 +95,27 @@ fn text(field: std::result::Result<&CStr, std::ffi::FromBytesUntilNulError>) -> 
     field.map_or_else(|_| String::new(), |c| c.to_string_lossy().into_owned())
 }
 
-/// Resolves `name` through `vkGetInstanceProcAddr(instance, name)` as function type `F`.
+/// The command `name` as `get` resolves it for `handle` (`vkGetInstanceProcAddr` for an
+/// instance, or null for the global commands; `vkGetDeviceProcAddr` for a device), as its
+/// function pointer type `F`.
 ///
 /// # Safety
-/// `F` must be the function pointer type of the entry point `name` (ash's `PFN_<name>`).
-unsafe fn instance_fn<F: Copy>(
-    gipa: vk::PFN_vkGetInstanceProcAddr,
-    instance: vk::Instance,
+/// `F` must be the function pointer type of the command `name` (ash's `PFN_<name>`), and
+/// `handle` null or live.
+unsafe fn resolve_command<H, F: Copy>(
+    get: unsafe extern "system" fn(H, *const c_char) -> vk::PFN_vkVoidFunction,
+    handle: H,
     name: &'static str,
 ) -> Result<F> {
-    let c = CString::new(name).map_err(|_| Error::Symbol {
+    let missing = || Error::Symbol {
         name: name.to_owned(),
-    })?;
-    // SAFETY: `gipa` is the loader's vkGetInstanceProcAddr; `instance` is null or live.
-    let p = unsafe { gipa(instance, c.as_ptr()) };
-    match p {
-        // SAFETY: the caller names the matching type; both are one code pointer wide.
+    };
+    let c = CString::new(name).map_err(|_| missing())?;
+    // SAFETY: `get` is the driver's vkGet*ProcAddr and `handle` is null or live.
+    match unsafe { get(handle, c.as_ptr()) } {
+        // SAFETY: the caller names the command's type; both are one code pointer wide.
         Some(f) => Ok(unsafe { std::mem::transmute_copy::<unsafe extern "system" fn(), F>(&f) }),
-        None => Err(Error::Symbol {
-            name: name.to_owned(),
-        }),
-    }
-}
-
-/// Resolves `name` through `vkGetDeviceProcAddr(device, name)` as function type `F`.
-///
-/// # Safety
-/// As [`instance_fn`], for a live `device`.
-unsafe fn device_fn<F: Copy>(
-    gdpa: vk::PFN_vkGetDeviceProcAddr,
-    device: vk::Device,
-    name: &'static str,
-) -> Result<F> {
-    let c = CString::new(name).map_err(|_| Error::Symbol {
-        name: name.to_owned(),
-    })?;
-    // SAFETY: `gdpa` is the device's vkGetDeviceProcAddr and `device` is live.
-    let p = unsafe { gdpa(device, c.as_ptr()) };
-    match p {
-        // SAFETY: as in `instance_fn`.
-        Some(f) => Ok(unsafe { std::mem::transmute_copy::<unsafe extern "system" fn(), F>(&f) }),
-        None => Err(Error::Symbol {
-            name: name.to_owned(),
-        }),
+        None => Err(missing()),
     }
 }
 
@@ -163,7 +141,7 @@ impl Instance {
         let gipa: vk::PFN_vkGetInstanceProcAddr = unsafe { lib.function("vkGetInstanceProcAddr")? };
         // SAFETY: the type named is vkCreateInstance's.
         let create_instance: vk::PFN_vkCreateInstance =
-            unsafe { instance_fn(gipa, vk::Instance::null(), "vkCreateInstance")? };
+            unsafe { resolve_command(gipa, vk::Instance::null(), "vkCreateInstance")? };
 
         let app = vk::application_info(c"vkbar");
         let ici = vk::InstanceCreateInfo::default().application_info(&app);
@@ -175,7 +153,7 @@ impl Instance {
         // Without vkDestroyInstance the instance can only be leaked.
         // SAFETY: the type named is this entry point's own, on a live instance.
         let destroy: vk::PFN_vkDestroyInstance =
-            unsafe { instance_fn(gipa, instance, "vkDestroyInstance")? };
+            unsafe { resolve_command(gipa, instance, "vkDestroyInstance")? };
         let guard = Destroy(instance, destroy);
         // Each type named below is its entry point's own, on a live instance.
         let made = Instance {
@@ -183,17 +161,21 @@ impl Instance {
             gipa,
             destroy,
             // SAFETY: see above.
-            enumerate: unsafe { instance_fn(gipa, instance, "vkEnumeratePhysicalDevices")? },
+            enumerate: unsafe { resolve_command(gipa, instance, "vkEnumeratePhysicalDevices")? },
             // SAFETY: see above.
-            get_props: unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceProperties")? },
+            get_props: unsafe { resolve_command(gipa, instance, "vkGetPhysicalDeviceProperties")? },
             // SAFETY: see above.
-            get_props2: unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceProperties2") }
-                .ok(),
+            get_props2: unsafe {
+                resolve_command(gipa, instance, "vkGetPhysicalDeviceProperties2")
+            }
+            .ok(),
             // SAFETY: see above.
-            get_mem: unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceMemoryProperties")? },
+            get_mem: unsafe {
+                resolve_command(gipa, instance, "vkGetPhysicalDeviceMemoryProperties")?
+            },
             // SAFETY: see above.
             enum_ext: unsafe {
-                instance_fn(gipa, instance, "vkEnumerateDeviceExtensionProperties")?
+                resolve_command(gipa, instance, "vkEnumerateDeviceExtensionProperties")?
             },
             _lib: lib,
         };
@@ -333,10 +315,10 @@ impl VkBar {
         let instance = Instance::create()?;
         // SAFETY: the types named are these entry points' own, on a live instance.
         let create_device: vk::PFN_vkCreateDevice =
-            unsafe { instance_fn(instance.gipa, instance.handle, "vkCreateDevice")? };
+            unsafe { resolve_command(instance.gipa, instance.handle, "vkCreateDevice")? };
         // SAFETY: as above.
         let gdpa: vk::PFN_vkGetDeviceProcAddr =
-            unsafe { instance_fn(instance.gipa, instance.handle, "vkGetDeviceProcAddr")? };
+            unsafe { resolve_command(instance.gipa, instance.handle, "vkGetDeviceProcAddr")? };
         let phys = instance.physical_devices()?;
         if phys.is_empty() {
             return Err(Error::NoDevice);
@@ -381,23 +363,23 @@ impl VkBar {
         check("vkCreateDevice", unsafe {
             create_device(pd, &dci, ptr::null(), &mut device)
         })?;
-        // SAFETY: each device_fn call below names its entry point's own type; `device` is live.
+        // SAFETY: each resolve_command call below names its entry point's own type; `device` is live.
         let destroy_device: vk::PFN_vkDestroyDevice =
-            unsafe { device_fn(gdpa, device, "vkDestroyDevice")? };
+            unsafe { resolve_command(gdpa, device, "vkDestroyDevice")? };
         let partial = PartialDevice(device, destroy_device);
         let fns = Fns {
             destroy_device,
             // SAFETY: as above.
-            allocate_memory: unsafe { device_fn(gdpa, device, "vkAllocateMemory")? },
+            allocate_memory: unsafe { resolve_command(gdpa, device, "vkAllocateMemory")? },
             // SAFETY: as above.
-            free_memory: unsafe { device_fn(gdpa, device, "vkFreeMemory")? },
+            free_memory: unsafe { resolve_command(gdpa, device, "vkFreeMemory")? },
             // SAFETY: as above.
-            map_memory: unsafe { device_fn(gdpa, device, "vkMapMemory")? },
+            map_memory: unsafe { resolve_command(gdpa, device, "vkMapMemory")? },
             // SAFETY: as above.
-            unmap_memory: unsafe { device_fn(gdpa, device, "vkUnmapMemory")? },
+            unmap_memory: unsafe { resolve_command(gdpa, device, "vkUnmapMemory")? },
             get_memory_fd: if info.external_fd {
                 // SAFETY: as above.
-                Some(unsafe { device_fn(gdpa, device, "vkGetMemoryFdKHR")? })
+                Some(unsafe { resolve_command(gdpa, device, "vkGetMemoryFdKHR")? })
             } else {
                 None
             },

@@ -1,8 +1,8 @@
 //! A Vulkan logical device: opaque fds imported as device memory, mapped for the CPU.
 
-use super::{check, Failure, VkError};
+use super::{check, resolve_command, Failure, VkError};
 use gdrapi_abi::vk;
-use std::ffi::{c_void, CStr};
+use std::ffi::c_void;
 use std::os::fd::{IntoRawFd, OwnedFd};
 use std::ptr;
 
@@ -25,24 +25,6 @@ pub struct Device {
     fns: Fns,
 }
 
-/// Resolves `name` through `gdpa(device, name)` as function type `F`.
-///
-/// # Safety
-/// `F` must be the function pointer type of the entry point `name` (ash's `PFN_<name>`), and
-/// `device` live.
-unsafe fn device_fn<F: Copy>(
-    gdpa: vk::PFN_vkGetDeviceProcAddr,
-    device: vk::Device,
-    name: &'static CStr,
-) -> Result<F, Failure> {
-    // SAFETY: `gdpa` is the instance's vkGetDeviceProcAddr and `device` is live.
-    match unsafe { gdpa(device, name.as_ptr()) } {
-        // SAFETY: the caller names the matching type; both are one code pointer wide.
-        Some(f) => Ok(unsafe { std::mem::transmute_copy::<unsafe extern "system" fn(), F>(&f) }),
-        None => Err(Failure::Missing(name)),
-    }
-}
-
 impl Device {
     /// Takes ownership of `handle`, resolving its entry points; destroys it if one is missing.
     ///
@@ -56,19 +38,19 @@ impl Device {
         // SAFETY: the caller's contract; the type named is the entry point's own. Without it
         // the device can only be leaked.
         let destroy_device: vk::PFN_vkDestroyDevice =
-            unsafe { device_fn(gdpa, handle, c"vkDestroyDevice")? };
+            unsafe { resolve_command(gdpa, handle, c"vkDestroyDevice")? };
         // Each field's type is the entry point's own (`PFN_<name>`), on a live device.
         let fns = (|| {
             Ok::<_, Failure>(Fns {
                 destroy_device,
                 // SAFETY: see above.
-                allocate_memory: unsafe { device_fn(gdpa, handle, c"vkAllocateMemory")? },
+                allocate_memory: unsafe { resolve_command(gdpa, handle, c"vkAllocateMemory")? },
                 // SAFETY: see above.
-                free_memory: unsafe { device_fn(gdpa, handle, c"vkFreeMemory")? },
+                free_memory: unsafe { resolve_command(gdpa, handle, c"vkFreeMemory")? },
                 // SAFETY: see above.
-                map_memory: unsafe { device_fn(gdpa, handle, c"vkMapMemory")? },
+                map_memory: unsafe { resolve_command(gdpa, handle, c"vkMapMemory")? },
                 // SAFETY: see above.
-                unmap_memory: unsafe { device_fn(gdpa, handle, c"vkUnmapMemory")? },
+                unmap_memory: unsafe { resolve_command(gdpa, handle, c"vkUnmapMemory")? },
             })
         })();
         match fns {

@@ -1,7 +1,7 @@
 //! A Vulkan instance and its physical devices, as the backend needs to know them.
 
 use super::device::Device;
-use super::{check, loader, Failure, VkError};
+use super::{check, loader, resolve_command, Failure, VkError};
 use gdrapi_abi::vk::{self, choose_memory_type, MemoryTypeInfo};
 use std::ffi::{c_char, CStr};
 use std::ptr;
@@ -40,24 +40,6 @@ pub struct Instance {
     fns: Fns,
 }
 
-/// Resolves `name` through `gipa(instance, name)` as function type `F`.
-///
-/// # Safety
-/// `F` must be the function pointer type of the entry point `name` (ash's `PFN_<name>`), and
-/// `instance` null (global entry points) or live.
-pub(super) unsafe fn instance_fn<F: Copy>(
-    gipa: vk::PFN_vkGetInstanceProcAddr,
-    instance: vk::Instance,
-    name: &'static CStr,
-) -> Result<F, Failure> {
-    // SAFETY: `gipa` is the loader's vkGetInstanceProcAddr; `instance` is null or live.
-    match unsafe { gipa(instance, name.as_ptr()) } {
-        // SAFETY: the caller names the matching type; both are one code pointer wide.
-        Some(f) => Ok(unsafe { std::mem::transmute_copy::<unsafe extern "system" fn(), F>(&f) }),
-        None => Err(Failure::Missing(name)),
-    }
-}
-
 /// Destroys an instance whose set-up failed half-way.
 struct Partial(vk::Instance, vk::PFN_vkDestroyInstance);
 
@@ -75,7 +57,7 @@ impl Instance {
         let gipa = loader::load().map_err(Failure::Load)?;
         // SAFETY: the type named is vkCreateInstance's.
         let create: vk::PFN_vkCreateInstance =
-            unsafe { instance_fn(gipa, vk::Instance::null(), c"vkCreateInstance")? };
+            unsafe { resolve_command(gipa, vk::Instance::null(), c"vkCreateInstance")? };
         let app = vk::application_info(c"libgdrapi");
         let info = vk::InstanceCreateInfo::default().application_info(&app);
         let mut handle = vk::Instance::null();
@@ -87,31 +69,31 @@ impl Instance {
         // SAFETY: the type named is vkDestroyInstance's, on a live instance. Without it the
         // instance can only be leaked.
         let destroy: vk::PFN_vkDestroyInstance =
-            unsafe { instance_fn(gipa, handle, c"vkDestroyInstance")? };
+            unsafe { resolve_command(gipa, handle, c"vkDestroyInstance")? };
         let partial = Partial(handle, destroy);
         // Each field's type is the entry point's own (`PFN_<name>`), on a live instance.
         let fns = Fns {
             destroy_instance: destroy,
             // SAFETY: see above.
             enumerate_physical_devices: unsafe {
-                instance_fn(gipa, handle, c"vkEnumeratePhysicalDevices")?
+                resolve_command(gipa, handle, c"vkEnumeratePhysicalDevices")?
             },
             // SAFETY: see above.
             get_properties2: unsafe {
-                instance_fn(gipa, handle, c"vkGetPhysicalDeviceProperties2")?
+                resolve_command(gipa, handle, c"vkGetPhysicalDeviceProperties2")?
             },
             // SAFETY: see above.
             get_memory_properties: unsafe {
-                instance_fn(gipa, handle, c"vkGetPhysicalDeviceMemoryProperties")?
+                resolve_command(gipa, handle, c"vkGetPhysicalDeviceMemoryProperties")?
             },
             // SAFETY: see above.
             enumerate_extensions: unsafe {
-                instance_fn(gipa, handle, c"vkEnumerateDeviceExtensionProperties")?
+                resolve_command(gipa, handle, c"vkEnumerateDeviceExtensionProperties")?
             },
             // SAFETY: see above.
-            create_device: unsafe { instance_fn(gipa, handle, c"vkCreateDevice")? },
+            create_device: unsafe { resolve_command(gipa, handle, c"vkCreateDevice")? },
             // SAFETY: see above.
-            get_device_proc_addr: unsafe { instance_fn(gipa, handle, c"vkGetDeviceProcAddr")? },
+            get_device_proc_addr: unsafe { resolve_command(gipa, handle, c"vkGetDeviceProcAddr")? },
         };
         std::mem::forget(partial);
         Ok(Instance { handle, fns })

@@ -14,7 +14,7 @@ pub use loader::LoadError;
 
 use crate::error::Error;
 use gdrapi_abi::vk;
-use std::ffi::CStr;
+use std::ffi::{c_char, CStr};
 use std::fmt;
 
 /// Why Vulkan could not be set up: the loader, an entry point, or a call.
@@ -111,6 +111,26 @@ impl fmt::Display for VkError {
             self.call,
             self.code.as_raw()
         )
+    }
+}
+
+/// The command `name` as `get` resolves it for `handle` (`vkGetInstanceProcAddr` for an
+/// instance, or null for the global commands; `vkGetDeviceProcAddr` for a device), as its
+/// function pointer type `F`; [`Failure::Missing`] when `get` gives none.
+///
+/// # Safety
+/// `F` is the function pointer type of the command `name` (ash's `PFN_<name>`), and `handle`
+/// is null or live.
+unsafe fn resolve_command<H, F: Copy>(
+    get: unsafe extern "system" fn(H, *const c_char) -> vk::PFN_vkVoidFunction,
+    handle: H,
+    name: &'static CStr,
+) -> Result<F, Failure> {
+    // SAFETY: `get` is the driver's vkGet*ProcAddr and `handle` is null or live.
+    match unsafe { get(handle, name.as_ptr()) } {
+        // SAFETY: the caller names the command's type; both are one code pointer wide.
+        Some(f) => Ok(unsafe { std::mem::transmute_copy::<unsafe extern "system" fn(), F>(&f) }),
+        None => Err(Failure::Missing(name)),
     }
 }
 
