@@ -2,11 +2,11 @@
 //! of the backend asking ([`Requirement`]); the entry points through `cuGetProcAddress_v2` (or the
 //! legacy `cuGetProcAddress`); `cuInit`.
 //!
-//! The library is never linked against libcuda and opens it ([`crate::backend::dl`]) only when
-//! the DMA-BUF or the Vulkan backend is tried. Once a load succeeded, the table is kept for the life of the process and shared by
-//! every session: after `cuInit` the driver owns threads and process-wide state, so unloading it
-//! again (as upstream does at its last `gdr_close`) is not safe. A load that fails is undone
-//! (`dlclose`) and tried afresh at the next `gdr_open`.
+//! The library is never linked against libcuda and opens it (`backend::dl`) only when the
+//! DMA-BUF or the Vulkan backend is tried. Once a load succeeded, the table is kept for the
+//! life of the process and shared by every session: after `cuInit` the driver owns threads and
+//! process-wide state, so unloading it again (as upstream does at its last `gdr_close`) is not
+//! safe. A load that fails is undone (`dlclose`) and tried afresh at the next `gdr_open`.
 
 use super::driver::{Api, Driver, Missing, VmmApi};
 use super::result::{error_of, fallback_name};
