@@ -35,7 +35,7 @@
  * situation's gdr_t may fall back to DMA-BUF only when an armed fault made opening the device
  * fail.
  *
- * With GDRAPI_TEST_ALLOC=vmm (as abi-tests/c/gpu.h reads it; make test-fuzz sets it with the
+ * With GDRAPI_TEST_ALLOC=vmm (as harness/gpu.h reads it; make test-fuzz sets it with the
  * rest of the Vulkan import's situation, SIM_VULKAN_ENV) the target runs the Vulkan import
  * backend: device memory comes from cuMemCreate (reserve, map, set access; freed by unmap,
  * release, unreserve), mostly with the POSIX-fd handle type, some without it, some from

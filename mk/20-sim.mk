@@ -36,15 +36,15 @@ $(SIM_DIR)/vulkan/libvulkan.so.1:
 
 SIM_TESTS_DIR := $(BUILD_DIR)/sim-tests
 SIM_TESTS_SRC := $(wildcard gdrsim/tests/c/*.c)
-# The harness (abi-tests/c/check.h and its case runner) and gdrdrv's ABI (abi/include).
+# The harness (harness/check.h and its case runner) and gdrdrv's ABI (abi/include).
 SIM_TESTS_DEPS := $(SIM_TESTS_SRC) $(wildcard gdrsim/tests/c/*.h) gdrsim/include/gdrsim.h \
-	abi-tests/c/check.h abi-tests/c/check_cases.h abi/include/gdrdrv_abi.h
+	harness/check.h harness/check_cases.h abi/include/gdrdrv_abi.h
 
 $(SIM_TESTS_DIR)/sim_tests: $(SIM_TESTS_DEPS) $(SIM_DIR)/libcuda.so.1
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(SIM_TESTS_DIR)
 	$(CC) -O1 -g -Wall -Wextra -Werror -Wno-unused-result -I$(CUDA_INCLUDE) -Igdrsim/include \
-		-Iabi-tests/c -Iabi/include -o $@ $(SIM_TESTS_SRC) -L$(SIM_DIR) -lcuda -lpthread -ldl
+		-Iharness -Iabi/include -o $@ $(SIM_TESTS_SRC) -L$(SIM_DIR) -lcuda -lpthread -ldl
 
 # Every case of the driver, CUDA and Vulkan stand-in surface, under each setting that changes
 # behaviour.

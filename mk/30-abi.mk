@@ -5,10 +5,10 @@
 ABI_SRC := abi-tests/c
 ABI_OUT := $(BUILD_DIR)/abi
 ABI_WARN := -Wall -Wextra -Werror
-ABI_CFLAGS := -std=c11 $(ABI_WARN) -O1 -g -Iinclude
+ABI_CFLAGS := -std=c11 $(ABI_WARN) -O1 -g -Iinclude -Iharness
 ABI_SIM_CFLAGS := $(ABI_CFLAGS) -I$(CUDA_INCLUDE) -Igdrsim/include
 ABI_SIM_LIBS := -L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda -lpthread -ldl
-ABI_DEPS := include/gdrapi.h include/gdrconfig.h $(ABI_SRC)/check.h
+ABI_DEPS := include/gdrapi.h include/gdrconfig.h harness/check.h
 
 ABI_HEADER_OBJS := $(addprefix $(ABI_OUT)/header/,gcc-c99.o gcc-c11.o gxx-c++11.o gxx-c++17.o link-c link-c++)
 ABI_SIM_PROGS := $(addprefix $(ABI_OUT)/,api handles threads fork bar1)
@@ -36,7 +36,7 @@ $(ABI_OUT)/layout: $(ABI_SRC)/layout.c $(ABI_DEPS)
 	$(CC) $(ABI_CFLAGS) $< -o $@
 
 # Programs on the emulator: link against the library and the emulator's libcuda.
-$(ABI_SIM_PROGS): $(ABI_OUT)/%: $(ABI_SRC)/%.c $(ABI_SRC)/gpu.h $(ABI_DEPS) | lib sim
+$(ABI_SIM_PROGS): $(ABI_OUT)/%: $(ABI_SRC)/%.c harness/gpu.h $(ABI_DEPS) | lib sim
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(@D)
 	$(CC) $(ABI_SIM_CFLAGS) $< -o $@ $(ABI_SIM_LIBS)

@@ -4,10 +4,10 @@
 
 DMABUF_SRC := abi-tests/dmabuf
 DMABUF_OUT := $(BUILD_DIR)/dmabuf
-DMABUF_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -O1 -g -Iinclude -Iabi-tests/c \
+DMABUF_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -O1 -g -Iinclude -Iharness \
 	-Igdrsim/include
 
-$(DMABUF_OUT)/dmabuf_test: $(DMABUF_SRC)/dmabuf_test.c abi-tests/c/check.h abi-tests/c/gpu.h \
+$(DMABUF_OUT)/dmabuf_test: $(DMABUF_SRC)/dmabuf_test.c harness/check.h harness/gdr_calls.h harness/gpu.h \
 		include/gdrapi.h | lib sim
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(@D)

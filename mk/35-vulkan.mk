@@ -7,22 +7,22 @@
 
 VULKAN_SRC := abi-tests/vulkan
 VULKAN_OUT := $(BUILD_DIR)/vulkan
-VULKAN_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -O1 -g -Iinclude -Iabi-tests/c -Igdrsim/include
+VULKAN_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -O1 -g -Iinclude -Iharness -Igdrsim/include
 
-$(VULKAN_OUT)/vulkan_test: $(VULKAN_SRC)/vulkan_test.c abi-tests/c/check.h abi-tests/c/gpu.h \
+$(VULKAN_OUT)/vulkan_test: $(VULKAN_SRC)/vulkan_test.c harness/check.h harness/gdr_calls.h harness/gpu.h \
 		include/gdrapi.h gdrsim/include/gdrsim.h | lib sim
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(@D)
 	$(CC) $(VULKAN_CFLAGS) -I$(CUDA_INCLUDE) $< -o $@ -L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda -lpthread -ldl
 
 # NCCL's way: libgdrapi is dlopened by name, never linked.
-$(VULKAN_OUT)/nccl_pattern: $(VULKAN_SRC)/nccl_pattern.c abi-tests/c/check.h | sim
+$(VULKAN_OUT)/nccl_pattern: $(VULKAN_SRC)/nccl_pattern.c harness/check.h | sim
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(@D)
 	$(CC) $(VULKAN_CFLAGS) -I$(CUDA_INCLUDE) $< -o $@ -L$(SIM_DIR) -lcuda -lpthread -ldl
 
 # Many pins inside one allocation, and many allocations (the scale of memory pools).
-$(VULKAN_OUT)/pools: $(VULKAN_SRC)/pools.c abi-tests/c/check.h abi-tests/c/gpu.h \
+$(VULKAN_OUT)/pools: $(VULKAN_SRC)/pools.c harness/check.h harness/gpu.h \
 		include/gdrapi.h gdrsim/include/gdrsim.h | lib sim
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(@D)

@@ -29,9 +29,9 @@ $(LIB_DIR)/$(EXT_REAL):
 EXT_SRC := abi-tests/ext
 EXT_OUT := $(BUILD_DIR)/ext
 EXT_WARN := -Wall -Wextra -Werror
-EXT_CFLAGS := -std=gnu11 $(EXT_WARN) -O1 -g -Iinclude -Iabi-tests/c -Igdrsim/include
+EXT_CFLAGS := -std=gnu11 $(EXT_WARN) -O1 -g -Iinclude -Iharness -Igdrsim/include
 EXT_LIBS := -L$(LIB_DIR) -Wl,-rpath-link,$(LIB_DIR) -lgdrapi_ext -L$(SIM_DIR) -lcuda -lpthread -ldl
-EXT_DEPS := $(EXT_SRC)/ext.h abi-tests/c/check.h abi-tests/c/check_cases.h abi-tests/c/check_faults.h abi-tests/c/gpu.h include/gdrapi_ext.h \
+EXT_DEPS := $(EXT_SRC)/ext.h harness/check.h harness/check_cases.h harness/check_faults.h harness/gpu.h include/gdrapi_ext.h \
 	gdrsim/include/gdrsim.h
 EXT_PROGS := $(addprefix $(EXT_OUT)/,ext_test ext_faults flags)
 EXT_HEADER := $(addprefix $(EXT_OUT)/header/,gcc-c99.o gcc-c11.o gxx-c++11.o gxx-c++17.o link-c link-c++)

@@ -18,7 +18,7 @@
 
 REL_SRC := abi-tests/reliability
 REL_OUT := $(BUILD_DIR)/reliability
-REL_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -O1 -g -Iinclude -Iabi-tests/c -Igdrsim/include
+REL_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -O1 -g -Iinclude -Iharness -Igdrsim/include
 REL_LIBS := -L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda -lpthread -ldl
 REL_TIMEOUT ?= 300
 
@@ -119,7 +119,7 @@ TEST_TARGETS += test-fuzz
 
 # ---- fault injection ----
 
-$(REL_OUT)/%: $(REL_SRC)/%.c abi-tests/c/check.h abi-tests/c/check_cases.h abi-tests/c/check_faults.h abi-tests/c/gpu.h include/gdrapi.h \
+$(REL_OUT)/%: $(REL_SRC)/%.c harness/check.h harness/check_cases.h harness/check_faults.h harness/gpu.h include/gdrapi.h \
 		gdrsim/include/gdrsim.h | lib sim
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(@D)
@@ -193,7 +193,7 @@ TEST_TARGETS += test-memcheck
 # Rust libraries are suppressed. No forks here: ThreadSanitizer does not support fork in a
 # multithreaded process.
 
-$(REL_OUT)/stress-tsan: $(REL_SRC)/stress.c abi-tests/c/check.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
+$(REL_OUT)/stress-tsan: $(REL_SRC)/stress.c harness/check.h harness/gpu.h include/gdrapi.h | lib sim
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(REL_CFLAGS) -fsanitize=thread -I$(CUDA_INCLUDE) $< -o $@ $(REL_LIBS)
 

@@ -76,7 +76,7 @@ BENCH_VKIMPORT = python3 bench/upstream/compare.py --rounds $(BENCH_ROUNDS) --cp
 define bench_program
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iabi-tests/c -I$(CUDA_INCLUDE) $< -o $@ $(1)
+	$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -Iinclude -Iharness -I$(CUDA_INCLUDE) $< -o $@ $(1)
 endef
 
 # $(call each_library,<command>,<on failure: exit 1 or true>): the command with this library,
@@ -93,7 +93,7 @@ endef
 # The one CPU a benchmark in one process runs on (BENCH_CPU, CPU 1 for auto).
 BENCH_TASKSET = taskset -c $(if $(filter auto,$(BENCH_CPU)),1,$(BENCH_CPU))
 
-$(BENCH_UP_OUT)/drivercalls: bench/upstream/drivercalls.c abi-tests/c/gpu.h include/gdrapi.h | lib sim
+$(BENCH_UP_OUT)/drivercalls: bench/upstream/drivercalls.c harness/gpu.h include/gdrapi.h | lib sim
 	$(call bench_program,-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda -ldl)
 
 # The recipe lines bench-upstream and bench-upstream-aa share: the check of their variables,
@@ -205,7 +205,7 @@ TEST_TARGETS += test-bench-upstream
 bench-freshness: $(BENCH_UP_OUT)/freshness
 	$(call each_library,$(BENCH_UP_OUT)/freshness $(FRESHNESS_ITERS),true)
 
-$(BENCH_UP_OUT)/freshness: bench/upstream/freshness.c bench/upstream/timing.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
+$(BENCH_UP_OUT)/freshness: bench/upstream/freshness.c bench/upstream/timing.h harness/gpu.h include/gdrapi.h | lib sim
 	$(call bench_program,-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda)
 
 FRESHNESS_ITERS ?= 2000
@@ -218,7 +218,7 @@ APICOST_ARGS ?= 2000 128
 bench-apicost: $(BENCH_UP_OUT)/apicost
 	$(call each_library,$(BENCH_UP_OUT)/apicost $(APICOST_ARGS),exit 1)
 
-$(BENCH_UP_OUT)/apicost: bench/upstream/apicost.c bench/upstream/timing.h bench/upstream/evict.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
+$(BENCH_UP_OUT)/apicost: bench/upstream/apicost.c bench/upstream/timing.h bench/upstream/evict.h harness/gpu.h include/gdrapi.h | lib sim
 	$(call bench_program,-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda)
 .PHONY: bench-apicost
 
@@ -229,7 +229,7 @@ READAFTER_ARGS ?= 1000 10000
 bench-readafter: $(BENCH_UP_OUT)/readafter
 	$(call each_library,$(BENCH_TASKSET) $(BENCH_UP_OUT)/readafter $(READAFTER_ARGS),exit 1)
 
-$(BENCH_UP_OUT)/readafter: bench/upstream/readafter.c bench/upstream/timing.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
+$(BENCH_UP_OUT)/readafter: bench/upstream/readafter.c bench/upstream/timing.h harness/gpu.h include/gdrapi.h | lib sim
 	$(call bench_program,-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda)
 .PHONY: bench-readafter
 
@@ -277,7 +277,7 @@ bench-copyab: $(BENCH_UP_OUT)/copyab
 		$(BENCH_TASKSET) $(BENCH_UP_OUT)/copyab $(COPYAB_ROUNDS) \
 		$(LIB_DIR)/libgdrapi.so.2 $(abspath $(UPSTREAM_LIB_DIR))/libgdrapi.so.2 $(BENCH_UP_OUT)/aa/libgdrapi.so.2
 
-$(BENCH_UP_OUT)/copyab: bench/upstream/copyab.c bench/upstream/timing.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
+$(BENCH_UP_OUT)/copyab: bench/upstream/copyab.c bench/upstream/timing.h harness/gpu.h include/gdrapi.h | lib sim
 	$(call bench_program,-L$(SIM_DIR) -lcuda -ldl)
 .PHONY: bench-copyab
 
@@ -285,7 +285,7 @@ $(BENCH_UP_OUT)/ioctlstamp.so: bench/upstream/ioctlstamp.c bench/upstream/timing
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O2 -Wall -Wextra -Werror -shared -fPIC $< -o $@ -ldl
 
-$(BENCH_UP_OUT)/apiab: bench/upstream/apiab.c bench/upstream/timing.h bench/upstream/evict.h bench/upstream/pmu.h abi-tests/c/gpu.h include/gdrapi.h | lib sim
+$(BENCH_UP_OUT)/apiab: bench/upstream/apiab.c bench/upstream/timing.h bench/upstream/evict.h bench/upstream/pmu.h harness/gpu.h include/gdrapi.h | lib sim
 	$(call bench_program,-L$(SIM_DIR) -lcuda -ldl)
 .PHONY: bench-apiab
 
@@ -298,6 +298,6 @@ FOOTPRINT = python3 bench/upstream/footprint.py --exe $(BENCH_UP_OUT)/footprint 
 bench-footprint: $(BENCH_UP_OUT)/footprint
 	@$(FOOTPRINT) $(LIB_DIR) $(if $(UPSTREAM_LIB_DIR),$(abspath $(UPSTREAM_LIB_DIR)))
 
-$(BENCH_UP_OUT)/footprint: bench/upstream/footprint.c abi-tests/c/gpu.h include/gdrapi.h | lib sim
+$(BENCH_UP_OUT)/footprint: bench/upstream/footprint.c harness/gpu.h include/gdrapi.h | lib sim
 	$(call bench_program,-L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda)
 .PHONY: bench-footprint

@@ -19,11 +19,11 @@ VKREAL_ENV := GDRSIM_BACKING=vulkan GDRSIM_VRAM_SIZE=$(or $(VKREAL_VRAM),256M)
 UPSTREAM_TESTS ?=
 UPSTREAM_LIB_DIR ?=
 
-$(VKREAL_OUT)/vkreal: gdrsim/tests/vkreal.c abi-tests/c/check.h abi/include/gdrdrv_abi.h \
+$(VKREAL_OUT)/vkreal: gdrsim/tests/vkreal.c harness/check.h abi/include/gdrdrv_abi.h \
 		gdrsim/include/gdrsim.h | sim
 	@test -n "$(CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE (pip install nvidia-cuda-runtime)"; exit 1; }
 	@mkdir -p $(@D)
-	$(CC) -std=c11 -O1 -g -Wall -Wextra -Werror -I$(CUDA_INCLUDE) -Igdrsim/include -Iabi-tests/c -Iabi/include \
+	$(CC) -std=c11 -O1 -g -Wall -Wextra -Werror -I$(CUDA_INCLUDE) -Igdrsim/include -Iharness -Iabi/include \
 		$< -o $@ -L$(SIM_DIR) -lcuda
 
 test-vkreal: $(VKREAL_OUT)/vkreal

@@ -14,11 +14,11 @@
 GPU_OUT := $(BUILD_DIR)/gpu
 GPU_CUDA_INCLUDE = $(or $(CUDA_INCLUDE),$(wildcard /usr/local/cuda/include))
 
-$(GPU_OUT)/copysweep: abi-tests/gpu/copysweep.c abi-tests/c/check.h abi-tests/c/gpu.h \
+$(GPU_OUT)/copysweep: abi-tests/gpu/copysweep.c harness/check.h harness/gpu.h \
 		include/gdrapi.h | lib sim
 	@test -n "$(GPU_CUDA_INCLUDE)" || { echo "cuda.h not found: set CUDA_INCLUDE"; exit 1; }
 	@mkdir -p $(@D)
-	$(CC) -std=gnu11 -Wall -Wextra -Werror -O1 -g -Iinclude -Iabi-tests/c -I$(GPU_CUDA_INCLUDE) \
+	$(CC) -std=gnu11 -Wall -Wextra -Werror -O1 -g -Iinclude -Iharness -I$(GPU_CUDA_INCLUDE) \
 		$< -o $@ -L$(LIB_DIR) -lgdrapi -L$(SIM_DIR) -lcuda
 
 # Everything test-gpu runs.

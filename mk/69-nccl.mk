@@ -20,11 +20,11 @@
 NCCL_OUT := $(BUILD_DIR)/nccl
 NCCL_SHIM := $(NCCL_OUT)/count/libgdrapi.so
 
-# ucx/gdr_count.c as a libgdrapi.so of its own, needing libgdrapi.so.2 (run.sh builds it the
+# harness/gdr_count.c as a libgdrapi.so of its own, needing libgdrapi.so.2 (run.sh builds it the
 # same way for test-nccl): first on LD_LIBRARY_PATH, it is what dlopen("libgdrapi.so") finds
 # (NCCL's dlsym on that handle cannot be interposed with LD_PRELOAD). --no-as-needed: it calls
 # nothing of libgdrapi.so.2 by name.
-$(NCCL_SHIM): ucx/gdr_count.c | $(if $(PREBUILT),,lib)
+$(NCCL_SHIM): harness/gdr_count.c | $(if $(PREBUILT),,lib)
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -Wall -Werror -shared -fPIC -Iinclude -Wl,-soname,libgdrapi.so $< -o $@ \
 		-Wl,--no-as-needed -L$(LIB_DIR) -l:libgdrapi.so.2 -ldl

@@ -75,10 +75,10 @@ gdrdrv-vm-image: lib sim tools $(ABI_OUT)/api $(ABI_OUT)/handles $(ABI_OUT)/thre
 		cp -a $(UCX_DIR)/inst/bin $(UCX_DIR)/inst/lib $(GDRVM_DIR)/stage/t/ucx/ && \
 		rm -rf $(GDRVM_DIR)/stage/t/ucx/lib/pkgconfig && \
 		find $(GDRVM_DIR)/stage/t/ucx/lib -name '*.la' -delete && \
-		$(CC) -O1 -g -Wall -Werror -I$(UCX_DIR)/inst/include -I$(UCX_DIR)/cuda/include -Iabi-tests/c \
+		$(CC) -O1 -g -Wall -Werror -I$(UCX_DIR)/inst/include -I$(UCX_DIR)/cuda/include -Iharness \
 			ucx/uct_gdr_check.c -o $(GDRVM_DIR)/stage/t/ucx/bin/uct_gdr_check \
 			-L$(UCX_DIR)/inst/lib -L$(SIM_DIR) -luct -lucs -lcuda && \
-		$(CC) -O1 -g -Wall -Werror -shared -fPIC -Iinclude ucx/gdr_count.c \
+		$(CC) -O1 -g -Wall -Werror -shared -fPIC -Iinclude harness/gdr_count.c \
 			-o $(GDRVM_DIR)/stage/t/ucx/lib/gdr_count.so -ldl || exit 1; \
 	else echo "gdrdrv VM: without UCX (make test-ucx builds it)"; fi
 ifneq ($(strip $(UPSTREAM_TESTS)),)

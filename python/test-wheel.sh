@@ -191,7 +191,7 @@ C
         "$(LD_LIBRARY_PATH=$("$py" -m gdrapi_rs --libdir) "$work/use-pc")" "2.6"
 
     # dlopen("libgdrapi.so") and dlopen("libgdrapi.so.2") as consumers do, on the emulator.
-    expect "dlopen_main builds" $CC -std=c11 -Wall -Iinclude -Iabi-tests/c \
+    expect "dlopen_main builds" $CC -std=c11 -Wall -Iinclude -Iharness \
         abi-tests/c/dlopen_main.c -o "$work/dlopen_main" -ldl
     expect "dlopen by both names finds the wheel's library and opens a gdr_t (dlopen_main)" \
         env LD_PRELOAD="$SIM_DIR/libcuda.so.1" LD_LIBRARY_PATH="$site/gdrapi_rs/lib:$SIM_DIR" \
@@ -236,7 +236,7 @@ if check_wheel aarch64; then
           -E LD_LIBRARY_PATH="$a/lib:$SIM_AARCH64_DIR")
     for e in "${DOCTOR_ENV[@]}"; do QEMU+=(-E "$e"); done
     expect "aarch64: dlopen_main builds with aarch64-linux-gnu-gcc" aarch64-linux-gnu-gcc -std=c11 -Wall \
-        -Iinclude -Iabi-tests/c abi-tests/c/dlopen_main.c -o "$work/dlopen_main-aarch64" -ldl
+        -Iinclude -Iharness abi-tests/c/dlopen_main.c -o "$work/dlopen_main-aarch64" -ldl
     expect "aarch64: dlopen by both names finds the wheel's library and opens a gdr_t (dlopen_main)" \
         "${QEMU[@]}" "$work/dlopen_main-aarch64" "$a/lib"
     out=$("${QEMU[@]}" "$a/bin/gdrcopy" doctor 2>&1); rc=$?

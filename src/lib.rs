@@ -13,15 +13,15 @@
 //!   C hands back can be checked without dereferencing foreign memory.
 //! - [`backend`]: the pin/map mechanisms: [`backend::gdrdrv`] (ioctl + mmap on
 //!   `/dev/gdrdrv`), [`backend::dmabuf`] (CUDA dma-buf export) and [`backend::vulkan`]
-//!   (CUDA VMM memory exported as an fd, imported and mapped through Vulkan).
-//! - [`cuda`], [`vulkan`]: the CUDA driver and the Vulkan loader, loaded at run time.
+//!   (CUDA VMM memory exported as an fd, imported and mapped through Vulkan), with the drivers
+//!   only they load at run time: [`backend::cuda`], the Vulkan driver of [`backend::vulkan`],
+//!   and NVML ([`backend::nvml`], BAR1 figures for the log line of a failed pin).
 //! - [`copy`]: the MMIO-safe copy kernels and fences of `gdr_copy_to/from_mapping`.
 //! - [`process`]: which process is calling (a token a child never shares with its parent).
 //! - [`sys`]: thin `Result` wrappers over the C library's `open`, `ioctl`, `mmap`,
 //!   `munmap`, `madvise`, `close`, `sysconf`.
 //! - [`log`]: upstream's `GDRCOPY_ENABLE_LOGGING` / `GDRCOPY_LOG_LEVEL` logging (from
 //!   `gdrapi-boundary`, shared with `libgdrapi_ext.so.0`, as is the `entry!` macro).
-//! - [`nvml`]: BAR1 figures for the log line of a failed pin (NVML, dlopened then only).
 //! - [`error`]: the typed error and its errno mapping.
 
 #[macro_use]
@@ -30,13 +30,10 @@ pub use gdrapi_boundary::log;
 pub use gdrapi_boundary::{gdr_dbg, gdr_err, gdr_info, gdr_warn};
 pub mod backend;
 pub mod copy;
-pub mod cuda;
 pub mod error;
 pub mod ffi;
 pub(crate) mod hint;
-pub mod nvml;
 pub mod process;
 pub(crate) mod registry;
 pub(crate) mod session;
 pub mod sys;
-pub mod vulkan;

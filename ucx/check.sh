@@ -32,7 +32,7 @@ for want in "Memory domain: gdr_copy" "Transport: gdr_copy"; do
     if grep -q "$want" <<<"$info"; then echo "   $want: listed"; else echo "FAIL: $want missing"; fail=1; fi
 done
 
-cc -O1 -g -Wall -Werror -shared -fPIC -I"$HERE/../include" -o "$DIR/gdr_count.so" "$HERE/gdr_count.c" -ldl
+cc -O1 -g -Wall -Werror -shared -fPIC -I"$HERE/../include" -o "$DIR/gdr_count.so" "$HERE/../harness/gdr_count.c" -ldl
 
 # perf <label> <min copies through libgdrapi per iteration, 0: not required> <env> <args...>
 perf() {
@@ -82,7 +82,7 @@ fi
 
 echo "== uct_gdr_check"
 CUDA_INC="$DIR/cuda/include"
-cc -O1 -g -Wall -Werror -I"$INST/include" -I"$CUDA_INC" -I"$HERE/../abi-tests/c" -o "$DIR/uct_gdr_check" \
+cc -O1 -g -Wall -Werror -I"$INST/include" -I"$CUDA_INC" -I"$HERE/../harness" -o "$DIR/uct_gdr_check" \
     "$HERE/uct_gdr_check.c" -L"$INST/lib" -L"$SIM" -luct -lucs -lcuda
 for m in $MODES; do
     if out=$(GDRSIM_PERSISTENT=$m "$DIR/uct_gdr_check" 2>&1); then

@@ -5,7 +5,7 @@
  *
  * Usage: uct_gdr_check [buffer bytes]   (exit 0: all checks passed; 1: a check failed;
  * 77: no gdr_copy transport). GDRAPI_TEST_ALLOC=vmm allocates the buffer as NCCL's cuMem
- * allocator does (cuMemCreate with the POSIX-fd handle type: what the Vulkan import maps). Prints "N passed, N failed" (abi-tests/c/check.h, the harness
+ * allocator does (cuMemCreate with the POSIX-fd handle type: what the Vulkan import maps). Prints "N passed, N failed" (harness/check.h, the harness
  * of every C suite: a CHECK counts and the program goes on, a failed REQUIRE ends it).
  */
 #include <cuda.h>

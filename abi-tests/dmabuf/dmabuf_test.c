@@ -20,6 +20,7 @@
 
 #include "check.h"
 #include "gdrapi.h"
+#include "gdr_calls.h"
 #include "gdrsim.h"
 #include "gpu.h"
 
@@ -49,18 +50,11 @@ static uint64_t live_dmabufs(void)
     return c.live_dmabufs;
 }
 
-static int attr(gdr_t g, int a)
-{
-    int v = -1;
-    int r = gdr_get_attribute(g, (gdr_attr_t)a, &v);
-    return r == 0 ? v : -100 - r;
-}
-
 static int scenario_gdrdrv(void)
 {
     gdr_t g = gdr_open();
     REQUIRE(g != NULL);
-    CHECK_EQ(attr(g, GDR_ATTR_USING_DMA_BUF_MMAP), 0);
+    CHECK_EQ(attribute_value(g, GDR_ATTR_USING_DMA_BUF_MMAP), 0);
     CHECK_EQ(gdr_close(g), 0);
     return check_done("dmabuf_test gdrdrv");
 }
@@ -69,9 +63,9 @@ static int scenario_selected(void)
 {
     gdr_t g = gdr_open();
     REQUIRE(g != NULL);
-    CHECK_EQ(attr(g, GDR_ATTR_USING_DMA_BUF_MMAP), 1);
-    CHECK_EQ(attr(g, GDR_ATTR_USE_PERSISTENT_MAPPING), 1);
-    CHECK_EQ(attr(g, GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE), 1);
+    CHECK_EQ(attribute_value(g, GDR_ATTR_USING_DMA_BUF_MMAP), 1);
+    CHECK_EQ(attribute_value(g, GDR_ATTR_USE_PERSISTENT_MAPPING), 1);
+    CHECK_EQ(attribute_value(g, GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE), 1);
     int major = -1, minor = -1;
     CHECK_EQ(gdr_driver_get_version(g, &major, &minor), 0); /* upstream aborts here */
     CHECK_EQ(major, 2);
@@ -94,33 +88,12 @@ static int scenario_refused(void)
     return check_done("dmabuf_test refused");
 }
 
-/* Pins [addr, addr+size), maps the whole pinned range; returns the map or NULL. */
-static void *pin_map(gdr_t g, unsigned long addr, size_t size, uint32_t flags, gdr_mh_t *mh,
-                     gdr_info_t *info)
-{
-    memset(mh, 0, sizeof *mh);
-    int r = gdr_pin_buffer_v2(g, addr, size, flags, mh);
-    CHECK_EQ(r, 0);
-    if (r)
-        return NULL;
-    CHECK_EQ(gdr_get_info_v2(g, *mh, info), 0);
-    void *map = NULL;
-    r = gdr_map(g, *mh, &map, info->mapped_size);
-    CHECK_EQ(r, 0);
-    if (r) {
-        gdr_unpin_buffer(g, *mh);
-        return NULL;
-    }
-    CHECK_EQ(gdr_get_info_v2(g, *mh, info), 0);
-    return map;
-}
-
 static void test_round_trip(gdr_t g, unsigned long d)
 {
     const size_t size = 256 * 1024;
     gdr_mh_t mh;
     gdr_info_t info;
-    void *map = pin_map(g, d, size, 0, &mh, &info);
+    void *map = pin_and_map(g, d, size, 0, &mh, &info);
     if (!map)
         return;
     CHECK_EQ(info.va, d);
@@ -199,7 +172,7 @@ static void test_force_pcie(gdr_t g, unsigned long d)
 {
     gdr_mh_t mh;
     gdr_info_t info;
-    void *map = pin_map(g, d, 64 * 1024, GDR_PIN_FLAG_FORCE_PCIE, &mh, &info);
+    void *map = pin_and_map(g, d, 64 * 1024, GDR_PIN_FLAG_FORCE_PCIE, &mh, &info);
     if (!map)
         return;
     CHECK_EQ(info.mapping_type, GDR_MAPPING_TYPE_WC);
@@ -258,7 +231,7 @@ static void test_unaligned(gdr_t g, unsigned long d)
         const size_t size = 5000;
         gdr_mh_t mh;
         gdr_info_t info;
-        void *map = pin_map(g, addr, size, 0, &mh, &info);
+        void *map = pin_and_map(g, addr, size, 0, &mh, &info);
         if (!map)
             continue;
         CHECK_EQ(info.va, addr);
@@ -329,7 +302,7 @@ static void *pin_on_fresh_thread(void *p)
     struct thread_arg *a = p;
     gdr_mh_t mh;
     gdr_info_t info;
-    void *map = pin_map(a->g, a->d, 65536, 0, &mh, &info);
+    void *map = pin_and_map(a->g, a->d, 65536, 0, &mh, &info);
     a->ok = map != NULL;
     if (map) {
         ((volatile char *)map)[0] = 'T';
@@ -433,7 +406,7 @@ static int scenario_api(void)
     REQUIRE(live_dmabufs() == 0);
     gdr_t g = gdr_open();
     REQUIRE(g != NULL);
-    REQUIRE(attr(g, GDR_ATTR_USING_DMA_BUF_MMAP) == 1);
+    REQUIRE(attribute_value(g, GDR_ATTR_USING_DMA_BUF_MMAP) == 1);
 
     test_round_trip(g, d);
     test_force_pcie(g, d + MIB);

@@ -2,7 +2,7 @@
 # counts.sh LOG PROCESSES: what reached the library in a run made with the counting shim in
 # front of it and the library's debug log on (GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=1).
 #
-# The shim is ucx/gdr_count.c built as a libgdrapi.so of its own (soname libgdrapi.so, needing
+# The shim is harness/gdr_count.c built as a libgdrapi.so of its own (soname libgdrapi.so, needing
 # libgdrapi.so.2): NCCL dlopens "libgdrapi.so" and takes every function with dlsym on that
 # handle, which an LD_PRELOAD cannot interpose, so the shim's folder goes first on
 # LD_LIBRARY_PATH instead. It counts pins (both versions), maps, unmaps, unpins and copies

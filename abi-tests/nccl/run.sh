@@ -6,7 +6,7 @@
 # Usage: run.sh BUILD_DIR [--build-only]
 #   BUILD_DIR holds lib/ (the library, `make lib`); the script builds BUILD_DIR/nccl/allreduce
 #   (abi-tests/nccl/allreduce.c) against the NCCL it finds, and nccl/count/libgdrapi.so, the
-#   counting shim (ucx/gdr_count.c as a libgdrapi.so in front of the library, as
+#   counting shim (harness/gdr_count.c as a libgdrapi.so in front of the library, as
 #   mk/69-nccl.mk builds it for test-nccl-count). --build-only builds and stops (no GPU needed).
 #
 # Steps: skips (exit 0) with a reason where fewer than two GPUs are visible; finds NCCL and the
@@ -103,7 +103,7 @@ build() {
         -L"$NCCL_LIBDIR" -l:libnccl.so.2 -L"$CUDART_LIBDIR" -l:"$CUDART_LIB" \
         -Wl,-rpath,"$NCCL_LIBDIR:$CUDART_LIBDIR" || return 1
     mkdir -p "$OUT/count"
-    ${CC:-cc} -O1 -g -Wall -Werror -shared -fPIC -I"$ROOT/include" -Wl,-soname,libgdrapi.so "$ROOT/ucx/gdr_count.c" \
+    ${CC:-cc} -O1 -g -Wall -Werror -shared -fPIC -I"$ROOT/include" -Wl,-soname,libgdrapi.so "$ROOT/harness/gdr_count.c" \
         -o "$OUT/count/libgdrapi.so" -Wl,--no-as-needed -L"$B/lib" -l:libgdrapi.so.2 -ldl || return 1
     echo "test-nccl: built $OUT/allreduce and $OUT/count/libgdrapi.so"
 }
@@ -167,7 +167,7 @@ main() {
 
     # The counted run: the shim in front of the library, the library's debug log on.
     local log=$LOGS/counted.log rc
-    echo "test-nccl: counted run: NCCL_GDRCOPY_ENABLE=1, ucx/gdr_count.c in front, GDRCOPY_LOG_LEVEL=1 ($log)"
+    echo "test-nccl: counted run: NCCL_GDRCOPY_ENABLE=1, harness/gdr_count.c in front, GDRCOPY_LOG_LEVEL=1 ($log)"
     timeout -k 10 "$limit" "${env_common[@]}" NCCL_GDRCOPY_ENABLE=1 \
         LD_LIBRARY_PATH="$OUT/count:$libs" GDRCOPY_ENABLE_LOGGING=1 GDRCOPY_LOG_LEVEL=1 \
         "${prog[@]}" >"$log" 2>&1

@@ -14,7 +14,7 @@
  * Built twice: linked with `pkg-config --libs gdrapi` (as UCX and libfabric link), and with
  * -DDLOPEN_ONLY, not linked at all (as NCCL, NVSHMEM and aws-ofi-nccl load it). Either way
  * it dlopens "libgdrapi.so" and "libgdrapi.so.2", the two names users pass.
- * The harness is the C suites' abi-tests/c/check.h (-Iabi-tests/c; the installed headers come
+ * The harness is the C suites' harness/check.h (-Iharness; the installed headers come
  * from pkg-config): each failed check prints "file:line: FAILED: what", and the program ends
  * with "N passed, N failed" and exit status 0 when every check passed.
  */

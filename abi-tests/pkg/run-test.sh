@@ -254,10 +254,10 @@ expect "pkg-config --libs gdrapi_ext is -lgdrapi_ext" test "$(pkg-config --libs 
 src=abi-tests/pkg/pkg_smoke.c
 # shellcheck disable=SC2046 # pkg-config prints several words on purpose
 expect "cc ... \$(pkg-config --cflags --libs gdrapi) builds a program against the package" \
-    "$CC" -Wall -Wextra -Werror -Iabi-tests/c -o "$TMP/smoke" "$src" $(pkg-config --cflags --libs gdrapi) -ldl
+    "$CC" -Wall -Wextra -Werror -Iharness -o "$TMP/smoke" "$src" $(pkg-config --cflags --libs gdrapi) -ldl
 # shellcheck disable=SC2046
 expect "a program that only dlopens builds with \$(pkg-config --cflags gdrapi)" \
-    "$CC" -Wall -Wextra -Werror -Iabi-tests/c -DDLOPEN_ONLY -o "$TMP/smoke-dl" "$src" $(pkg-config --cflags gdrapi) -ldl
+    "$CC" -Wall -Wextra -Werror -Iharness -DDLOPEN_ONLY -o "$TMP/smoke-dl" "$src" $(pkg-config --cflags gdrapi) -ldl
 expect "the program records DT_NEEDED libgdrapi.so.2" \
     bash -c 'readelf -d "$1" | grep -q "NEEDED.*\[libgdrapi\.so\.2\]"' _ "$TMP/smoke"
 
@@ -371,7 +371,7 @@ fi
 real=$P/lib/libgdrapi.so.2.6
 # shellcheck disable=SC2046
 expect "a program builds against the prefix with PKG_CONFIG_PATH=<tmp>/lib/pkgconfig" \
-    "$CC" -Wall -Werror -Iabi-tests/c -o "$TMP/smoke-prefix" "$src" \
+    "$CC" -Wall -Werror -Iharness -o "$TMP/smoke-prefix" "$src" \
     $(PKG_CONFIG_PATH="$P/lib/pkgconfig" pkg-config --cflags --libs gdrapi) -ldl
 expect "with LD_LIBRARY_PATH=<tmp>/lib every name resolves to the prefix's library" \
     run_smoke "$TMP/smoke-prefix" "$bare" LD_LIBRARY_PATH="$P/lib"

@@ -33,6 +33,7 @@
 
 #include "check.h"
 #include "gdrapi.h"
+#include "gdr_calls.h"
 #include "gdrsim.h"
 #include "gpu.h"
 
@@ -85,20 +86,13 @@ static size_t free_vram(void)
     return f;
 }
 
-static int attr(gdr_t g, int a)
-{
-    int v = -1;
-    int r = gdr_get_attribute(g, (gdr_attr_t)a, &v);
-    return r == 0 ? v : -100 - r;
-}
-
 static int scenario_selected(void)
 {
     gdr_t g = gdr_open();
     REQUIRE(g != NULL);
-    CHECK_EQ(attr(g, GDR_ATTR_USING_DMA_BUF_MMAP), 0);
-    CHECK_EQ(attr(g, GDR_ATTR_USE_PERSISTENT_MAPPING), 1);
-    CHECK_EQ(attr(g, GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE), 1);
+    CHECK_EQ(attribute_value(g, GDR_ATTR_USING_DMA_BUF_MMAP), 0);
+    CHECK_EQ(attribute_value(g, GDR_ATTR_USE_PERSISTENT_MAPPING), 1);
+    CHECK_EQ(attribute_value(g, GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE), 1);
     CHECK_EQ(*(const int *)g, -1); /* struct gdr's fd: no driver node */
     CHECK_EQ(gdr_cache_backend(g), GDR_CACHE_BACKEND_VULKAN);
     int major = -1, minor = -1;
@@ -123,26 +117,6 @@ static int scenario_refused(void)
         gdr_close(g);
     CHECK_EQ(left_after_close(), 0);
     return check_done("vulkan_test refused");
-}
-
-/* Pins [addr, addr+size) and maps its whole pinned range; returns the map or NULL. */
-static void *pin_map(gdr_t g, unsigned long addr, size_t size, gdr_mh_t *mh, gdr_info_t *info)
-{
-    memset(mh, 0, sizeof *mh);
-    int r = gdr_pin_buffer_v2(g, addr, size, 0, mh);
-    CHECK_EQ(r, 0);
-    if (r)
-        return NULL;
-    CHECK_EQ(gdr_get_info_v2(g, *mh, info), 0);
-    void *map = NULL;
-    r = gdr_map(g, *mh, &map, info->mapped_size);
-    CHECK_EQ(r, 0);
-    if (r) {
-        gdr_unpin_buffer(g, *mh);
-        return NULL;
-    }
-    CHECK_EQ(gdr_get_info_v2(g, *mh, info), 0);
-    return map;
 }
 
 static unsigned char pattern(size_t i, unsigned seed)
@@ -193,7 +167,7 @@ static void test_info_and_data(gdr_t g, CUdeviceptr d)
     const size_t size = 4 * MIB;
     gdr_mh_t mh;
     gdr_info_t info;
-    void *map = pin_map(g, d, size, &mh, &info);
+    void *map = pin_and_map(g, d, size, 0, &mh, &info);
     if (!map)
         return;
     CHECK_EQ(info.va, d);
@@ -277,7 +251,7 @@ static void test_inner_pin(gdr_t g, CUdeviceptr d, size_t alloc_size)
             continue;
         gdr_mh_t mh;
         gdr_info_t info;
-        void *map = pin_map(g, d + at[k], 2 * GPU_PAGE, &mh, &info);
+        void *map = pin_and_map(g, d + at[k], 2 * GPU_PAGE, 0, &mh, &info);
         if (!map)
             continue;
         CHECK_EQ(info.va, d + at[k]);
@@ -308,8 +282,8 @@ static void test_shared_import(gdr_t g, CUdeviceptr d)
 {
     gdr_mh_t a, b;
     gdr_info_t ia, ib;
-    unsigned char *pa = pin_map(g, d, 2 * GPU_PAGE, &a, &ia);
-    unsigned char *pb = pin_map(g, d + GPU_PAGE, 2 * GPU_PAGE, &b, &ib);
+    unsigned char *pa = pin_and_map(g, d, 2 * GPU_PAGE, 0, &a, &ia);
+    unsigned char *pb = pin_and_map(g, d + GPU_PAGE, 2 * GPU_PAGE, 0, &b, &ib);
     if (!pa || !pb)
         return;
     if (sim_counters)
@@ -459,7 +433,7 @@ static int scenario_api(void)
     /* gdr_close unmaps and unpins what is left. */
     gdr_mh_t a, b;
     gdr_info_t info;
-    void *ma = pin_map(g, d, GPU_PAGE, &a, &info);
+    void *ma = pin_and_map(g, d, GPU_PAGE, 0, &a, &info);
     CHECK(ma != NULL);
     CHECK_EQ(gdr_pin_buffer_v2(g, d + MIB, GPU_PAGE, 0, &b), 0);
     CHECK_EQ(gdr_close(g), 0);
@@ -480,7 +454,7 @@ static int scenario_lifetime(void)
     REQUIRE(g != NULL);
     gdr_mh_t mh;
     gdr_info_t info;
-    void *map = pin_map(g, d, size, &mh, &info);
+    void *map = pin_and_map(g, d, size, 0, &mh, &info);
     REQUIRE(map != NULL);
     unsigned char *h = malloc(size), *back = malloc(size);
     REQUIRE(h != NULL && back != NULL);

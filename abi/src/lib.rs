@@ -9,7 +9,8 @@
 //!   against `include/gdrapi.h`);
 //! - [`gdrdrv`]: the gdrdrv kernel driver's ioctl ABI (checked against `include/gdrdrv_abi.h`);
 //! - [`nvml`]: NVML's memory figures and the prototypes loaded (checked against `nvml.h`);
-//! - [`vk`]: the Vulkan 1.1 subset used to reach GPU memory through the PCIe BAR.
+//! - [`vk`]: Vulkan's declarations, from `ash`, and the choice of the memory type that maps
+//!   VRAM through the PCIe BAR.
 
 #![no_std]
 

@@ -240,7 +240,7 @@ fn every_kind_of_drift_is_caught() {
 }
 
 /// The C harness's own copy of where `struct gdr` keeps its backend, and the values it compares
-/// with (`abi-tests/c/check.h`), state `CACHE_BACKEND_*`.
+/// with (`harness/check.h`), state `CACHE_BACKEND_*`.
 #[test]
 fn the_c_harness_reads_the_backend_where_the_rust_side_says() {
     let mut src = String::from("#include \"check.h\"\n\n");
@@ -253,6 +253,6 @@ fn the_c_harness_reads_the_backend_where_the_rust_side_says() {
         writeln!(src, "_Static_assert({name} == {value}, \"{name}\");").unwrap();
     }
     src += "\nint main(void) { return 0; }\n";
-    let harness = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../abi-tests/c");
+    let harness = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../harness");
     c::compile_and_run("check_h_backend", &src, &[&harness]);
 }

@@ -131,24 +131,13 @@ VmFlags: rd wr mr mw me ac
     #[test]
     fn finds_an_anonymous_mapping_of_this_process() {
         let len = 3 * 4096;
-        // SAFETY: a fresh private anonymous mapping, unmapped below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
+        let p = gdrapi::sys::anonymous_pages(len).expect("anonymous pages");
         let m = find(p as usize + 4096).expect("mapping listed");
         assert!(m.start <= p as usize && p as usize + len <= m.end);
         assert!(m.perms.starts_with("rw"));
         assert!(m.has_flag("rd") && m.has_flag("wr"));
         assert!(!m.is_io_pfnmap());
         // SAFETY: unmaps exactly the mapping made above.
-        unsafe { libc::munmap(p, len) };
+        unsafe { libc::munmap(p.cast(), len) };
     }
 }

@@ -8,6 +8,7 @@
 //! VK_ERROR_UNKNOWN, a system call -1 with `errno` EIO.
 
 use crate::forklock::{self, Mutex};
+use gdrapi_abi::vk;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 const SYSCALL_NAMES: [&str; 4] = ["open", "mmap", "munmap", "close"];
@@ -102,46 +103,35 @@ fn parse_err(s: &str) -> Option<i32> {
         .or_else(|| crate::cuda::errors::code_of(s))
 }
 
-/// A Vulkan rule's error: a negative `VkResult`, as a number or a `VK_ERROR_*` name.
+/// A Vulkan rule's error: a negative `VkResult`, as a number or the `VK_ERROR_*` name of one
+/// of [`VK_ERRORS`].
 fn parse_vk_err(s: &str) -> Option<i32> {
     if let Ok(n) = s.parse::<i32>() {
         return (n < 0).then_some(n);
     }
-    VK_ERROR_NAMES
-        .iter()
-        .find(|(n, _)| *n == s)
-        .map(|(_, v)| *v)
+    // ash's Debug of a known result is its name without the `VK_` prefix.
+    let name = s.strip_prefix("VK_")?;
+    VK_ERRORS
+        .into_iter()
+        .find(|r| format!("{r:?}") == name)
+        .map(vk::Result::as_raw)
 }
 
-const VK_ERROR_NAMES: [(&str, i32); 12] = {
-    use gdrapi_abi::vk::*;
-    [
-        ("VK_ERROR_OUT_OF_HOST_MEMORY", VK_ERROR_OUT_OF_HOST_MEMORY),
-        (
-            "VK_ERROR_OUT_OF_DEVICE_MEMORY",
-            VK_ERROR_OUT_OF_DEVICE_MEMORY,
-        ),
-        (
-            "VK_ERROR_INITIALIZATION_FAILED",
-            VK_ERROR_INITIALIZATION_FAILED,
-        ),
-        ("VK_ERROR_DEVICE_LOST", VK_ERROR_DEVICE_LOST),
-        ("VK_ERROR_MEMORY_MAP_FAILED", VK_ERROR_MEMORY_MAP_FAILED),
-        ("VK_ERROR_LAYER_NOT_PRESENT", VK_ERROR_LAYER_NOT_PRESENT),
-        (
-            "VK_ERROR_EXTENSION_NOT_PRESENT",
-            VK_ERROR_EXTENSION_NOT_PRESENT,
-        ),
-        ("VK_ERROR_FEATURE_NOT_PRESENT", VK_ERROR_FEATURE_NOT_PRESENT),
-        ("VK_ERROR_INCOMPATIBLE_DRIVER", VK_ERROR_INCOMPATIBLE_DRIVER),
-        ("VK_ERROR_TOO_MANY_OBJECTS", VK_ERROR_TOO_MANY_OBJECTS),
-        ("VK_ERROR_UNKNOWN", VK_ERROR_UNKNOWN),
-        (
-            "VK_ERROR_INVALID_EXTERNAL_HANDLE",
-            VK_ERROR_INVALID_EXTERNAL_HANDLE,
-        ),
-    ]
-};
+/// The Vulkan errors a rule may name.
+const VK_ERRORS: [vk::Result; 12] = [
+    vk::Result::ERROR_OUT_OF_HOST_MEMORY,
+    vk::Result::ERROR_OUT_OF_DEVICE_MEMORY,
+    vk::Result::ERROR_INITIALIZATION_FAILED,
+    vk::Result::ERROR_DEVICE_LOST,
+    vk::Result::ERROR_MEMORY_MAP_FAILED,
+    vk::Result::ERROR_LAYER_NOT_PRESENT,
+    vk::Result::ERROR_EXTENSION_NOT_PRESENT,
+    vk::Result::ERROR_FEATURE_NOT_PRESENT,
+    vk::Result::ERROR_INCOMPATIBLE_DRIVER,
+    vk::Result::ERROR_TOO_MANY_OBJECTS,
+    vk::Result::ERROR_UNKNOWN,
+    vk::Result::ERROR_INVALID_EXTERNAL_HANDLE,
+];
 
 const ERRNO_NAMES: [(&str, i32); 24] = [
     ("EPERM", libc::EPERM),

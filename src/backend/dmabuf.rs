@@ -1,6 +1,6 @@
 //! DMA-BUF backend: GPU mappings without the kernel module. A pin exports the host-page-aligned
 //! range as a dma-buf (`cuMemGetHandleForAddressRange`, handle type `DMA_BUF_FD`); a map is an
-//! mmap of that fd. libcuda is loaded at run time only ([`crate::cuda`]).
+//! mmap of that fd. libcuda is loaded at run time only ([`super::cuda`]).
 //!
 //! Selection (in [`super::open`]): used when `/dev/gdrdrv` cannot be used, or always when
 //! `GDRCOPY_USE_DMABUF_MMAP=1`, provided the CUDA driver is 13.3 or newer and some device
@@ -9,7 +9,7 @@
 //! dma-buf support).
 //!
 //! Where this differs from upstream 2.6, on purpose:
-//! - errors are errno values, never a raw `CUresult` (table in [`crate::cuda::result`]);
+//! - errors are errno values, never a raw `CUresult` (table in [`super::cuda::result`]);
 //! - a pin that finds no current CUDA context uses the device's primary context, retained once
 //!   per device for the life of the backend and released at [`Backend::close`], instead of
 //!   retaining and releasing it around every pin; the caller's current context is left as it
@@ -24,16 +24,16 @@
 //!   provides (v2 pin with FORCE_PCIE, mapping types, attributes), so callers that require
 //!   success and at least 2.5 keep working (upstream aborts on an assertion). The CUDA driver
 //!   version is in the INFO line logged when the backend is chosen;
-//! - libcuda is loaded once per process and kept (see [`crate::cuda::loader`]) rather than
+//! - libcuda is loaded once per process and kept (see [`super::cuda::loader`]) rather than
 //!   unloaded at the last `gdr_close`;
 //! - the device of a pin is asked for the caller's own address (certainly inside the
 //!   allocation), not the page-aligned one; a map larger than the pinned range, or of a type
 //!   other than the one fixed at pin time, is refused (EINVAL) before any system call; the
 //!   kernel's ENOTSUPP (524) from mmap of an exporter without mmap becomes ENOTSUP.
 
-use super::{Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
-use crate::cuda::types::{attr, MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE};
-use crate::cuda::{self, Contexts, CuError, Driver};
+use super::cuda::types::{attr, MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE};
+use super::cuda::{self, Contexts, CuError, Driver};
+use super::{fixed, Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
 use crate::error::{Error, Result};
 use crate::ffi::types::GDR_PIN_FLAG_FORCE_PCIE;
 use crate::sys::strerror;
@@ -166,10 +166,56 @@ impl DmaBuf {
     /// figures.
     #[cold]
     fn fail_export(&self, e: CuError, size: u64) -> Error {
-        let bar1 = crate::nvml::note_for_failed_pin(size);
+        let bar1 = super::nvml::note_for_failed_pin(size);
         self.cuda.log_failure_with(e, bar1.as_deref());
         e.to_error()
     }
+}
+
+/// Logs why [`fixed::accept_map`] refused a map, in upstream's words where it has them,
+/// and returns the map's error.
+#[cold]
+fn refuse_map(why: fixed::Refusal, pin: &Pin, size: usize, request: MappingType) -> Error {
+    match why {
+        fixed::Refusal::OtherType => crate::gdr_err!(
+            "dmabuf backend cannot fulfill the requested mapping type (requested={}, dmabuf mmap supports {}).",
+            request as u32,
+            pin.fixed_type as u32
+        ),
+        fixed::Refusal::Size => crate::gdr_err!(
+            "dmabuf backend cannot map {size} bytes of a pinned range of {} bytes",
+            pin.mapped_size
+        ),
+        // Upstream maps at the pin's sub-page offset, which mmap refuses: same errno and log
+        // line, without the system call.
+        fixed::Refusal::Offset => crate::gdr_err!(
+            "error {}({}) while mapping dma_buf_fd, rounded_size={size}",
+            strerror(libc::EINVAL),
+            libc::EINVAL
+        ),
+    }
+    why.error()
+}
+
+/// Logs a failed mmap of a dma-buf as upstream does and returns its error; the kernel's
+/// ENOTSUPP (an exporter without mmap) becomes ENOTSUP, which C callers know.
+#[cold]
+fn refuse_mmap(e: Error, size: usize) -> Error {
+    let errno = e.errno();
+    if errno == KERNEL_ENOTSUPP {
+        crate::gdr_err!(
+            "error ENOTSUPP({errno}) while mapping dma_buf_fd, rounded_size={size}: this dma-buf exporter does not support mmap (CUDA driver too old?)"
+        );
+        return Error::Sys {
+            call: "mmap",
+            errno: libc::ENOTSUP,
+        };
+    }
+    crate::gdr_err!(
+        "error {}({errno}) while mapping dma_buf_fd, rounded_size={size}",
+        strerror(errno)
+    );
+    e
 }
 
 fn fd_of(pin: &Pin) -> Result<i32> {
@@ -269,17 +315,7 @@ impl Backend for DmaBuf {
     }
 
     fn info(&self, pin: &Pin, current: Option<&Mapping>) -> Result<Info> {
-        let kind = current.map_or(MappingType::None, |m| m.kind);
-        Ok(Info {
-            va: pin.va,
-            mapped_size: pin.mapped_size,
-            page_size: self.page_size as u32,
-            tm_cycles: 0,
-            cycles_per_ms: 0,
-            mapped: kind != MappingType::None,
-            wc_mapping: kind == MappingType::WriteCombining,
-            mapping_type: kind as u32,
-        })
+        Ok(fixed::info(pin, self.page_size as u32, current))
     }
 
     fn info_v1(&self, pin: &Pin, current: Option<&Mapping>) -> Result<Info> {
@@ -294,72 +330,22 @@ impl Backend for DmaBuf {
             // Every pin of this backend fixes WC or CACHING; anything else was not made here.
             return Err(Error::InvalidHandle);
         }
-        if request != MappingType::None && request != pin.fixed_type {
-            crate::gdr_err!(
-                "dmabuf backend cannot fulfill the requested mapping type (requested={}, dmabuf mmap supports {}).",
-                request as u32,
-                pin.fixed_type as u32
-            );
-            return Err(Error::InvalidArgument(
-                "mapping type not available for this pin",
-            ));
-        }
-        pin.accept_map_size(size)?;
-        if pin.page_offset != 0 {
-            // Upstream maps at the pin's sub-page offset, which mmap refuses: same errno and
-            // log line, without the system call.
-            crate::gdr_err!(
-                "error {}({}) while mapping dma_buf_fd, rounded_size={size}",
-                strerror(libc::EINVAL),
-                libc::EINVAL
-            );
-            return Err(Error::InvalidArgument(
-                "the pinned address is not page aligned (offset != 0 is not supported)",
-            ));
+        if let Err(why) = fixed::accept_map(pin, size, request) {
+            return Err(refuse_map(why, pin, size, request));
         }
         let fd = fd_of(pin)?;
-        // SAFETY: a fresh shared mapping at an address the kernel chooses; `fd` is the pin's
-        // dma-buf and offset 0 is the start of the export, the pinned address itself.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                size,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            let errno = Error::last_os("mmap").errno();
-            if errno == KERNEL_ENOTSUPP {
-                crate::gdr_err!(
-                    "error ENOTSUPP({errno}) while mapping dma_buf_fd, rounded_size={size}: this dma-buf exporter does not support mmap (CUDA driver too old?)"
-                );
-                return Err(Error::Sys {
-                    call: "mmap",
-                    errno: libc::ENOTSUP,
-                });
-            }
-            crate::gdr_err!(
-                "error {}({errno}) while mapping dma_buf_fd, rounded_size={size}",
-                strerror(errno)
-            );
-            return Err(Error::Sys {
-                call: "mmap",
-                errno,
-            });
-        }
-        if let Err(e) = crate::sys::dont_fork(addr as usize, size) {
+        // Offset 0 of the pin's dma-buf is the start of the export, the pinned address itself.
+        let addr = crate::sys::mmap_shared(size, fd, 0).map_err(|e| refuse_mmap(e, size))?;
+        if let Err(e) = crate::sys::dont_fork(addr, size) {
             // The copy functions refuse a child anyway (see `crate::process`); the mapping
             // itself would be inherited.
             crate::gdr_warn!(
                 "cannot mark the mapping of dma_buf_fd {fd} as not inherited by child processes: {e}"
             );
         }
-        crate::gdr_dbg!("ptr_va: {addr:p}");
+        crate::gdr_dbg!("ptr_va: {addr:#x}");
         Ok(Mapping {
-            addr: addr as usize,
+            addr,
             len: size,
             kind: pin.fixed_type,
         })
@@ -399,8 +385,8 @@ impl Backend for DmaBuf {
 
 #[cfg(test)]
 mod tests {
+    use super::cuda::fake;
     use super::*;
-    use crate::cuda::fake;
     use std::sync::atomic::Ordering::SeqCst;
 
     const BASE: u64 = 0x7f00_0000_0000;

@@ -97,7 +97,7 @@ pub fn check_version(v: &VersionParams) -> Result<()> {
 /// BAR1 is the usual cause of a pin refused with ENOMEM).
 #[cold]
 fn log_failed_pin(e: &Error, size: u64) {
-    match crate::nvml::note_for_failed_pin(size) {
+    match super::nvml::note_for_failed_pin(size) {
         Some(bar1) => gdr_err!("ioctl error (errno={}); {bar1}", e.errno()),
         None => gdr_err!("ioctl error (errno={})", e.errno()),
     }

@@ -7,11 +7,15 @@
 //! carries out one operation at a time and reports what the driver answered. Backends must be
 //! callable from many threads at once.
 
+pub mod cuda;
+pub(crate) mod dl;
 pub mod dmabuf;
+pub mod fixed;
 pub mod gdrdrv;
+pub mod nvml;
 pub mod vulkan;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ffi::types::{
     GDR_ATTR_SUPPORT_PIN_FLAG_FORCE_PCIE, GDR_ATTR_USE_PERSISTENT_MAPPING,
     GDR_ATTR_USING_DMA_BUF_MMAP, GDR_MAPPING_TYPE_CACHING, GDR_MAPPING_TYPE_DEVICE,
@@ -80,23 +84,6 @@ pub struct Pin {
     pub page_offset: u64,
     /// DMA-BUF: the mapping type decided at pin time. gdrdrv: [`MappingType::None`].
     pub fixed_type: MappingType,
-}
-
-impl Pin {
-    /// Whether a map of `size` bytes fits this pin (more than 0, at most the pinned range): the
-    /// check of the backends that map the whole range themselves; logs a refusal.
-    pub fn accept_map_size(&self, size: usize) -> Result<()> {
-        if size == 0 || size as u64 > self.mapped_size {
-            crate::gdr_err!(
-                "cannot map {size} bytes of a pinned range of {} bytes",
-                self.mapped_size
-            );
-            return Err(Error::InvalidArgument(
-                "map size is 0 or larger than the pinned range",
-            ));
-        }
-        Ok(())
-    }
 }
 
 /// What `gdr_get_info(_v2)` reports for a pinned buffer.

@@ -29,17 +29,18 @@
 //!   are 1, `GDR_ATTR_USING_DMA_BUF_MMAP` 0, and `gdr_driver_get_version` returns 0 with 2.6,
 //!   the gdrdrv interface level the backend provides.
 
+mod driver;
 mod view;
 
-use super::{Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
-use crate::cuda::types::{
+use super::cuda::types::{
     status, CUdevice, CUdeviceptr, CUmemGenericAllocationHandle,
     MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
 };
-use crate::cuda::{self, Contexts, CuError, Driver};
+use super::cuda::{self, Contexts, CuError, Driver};
+use super::{fixed, Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest};
 use crate::error::{Error, Result};
-use crate::vulkan::{Device, Failure, Instance, PhysicalDevice, VkError};
-use gdrapi_abi::vk::{VkDeviceMemory, MEMORY_PROPERTY_HOST_CACHED};
+use driver::{Device, Failure, Instance, PhysicalDevice, VkError};
+use gdrapi_abi::vk;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -79,7 +80,7 @@ struct Import {
     gpu: usize,
     /// CUDA's handle of the allocation.
     allocation: CUmemGenericAllocationHandle,
-    memory: VkDeviceMemory,
+    memory: vk::DeviceMemory,
     /// The allocation's size: what the import holds, in BAR1 too.
     size: u64,
     /// Live pins in it.
@@ -251,8 +252,8 @@ fn gpu_page_range(addr: u64, size: u64) -> Option<(u64, u64, u64)> {
 }
 
 /// The mapping type a memory type gives: cached for a HOST_CACHED type, else write-combining.
-fn mapping_type_of(flags: u32) -> MappingType {
-    if flags & MEMORY_PROPERTY_HOST_CACHED != 0 {
+fn mapping_type_of(flags: vk::MemoryPropertyFlags) -> MappingType {
+    if flags.contains(vk::MemoryPropertyFlags::HOST_CACHED) {
         MappingType::Caching
     } else {
         MappingType::WriteCombining
@@ -355,7 +356,7 @@ impl VulkanImport {
                 g.ordinal,
                 g.physical.name,
                 t.map_or(0, |t| t.index),
-                mapping_type_of(t.map_or(0, |t| t.flags))
+                mapping_type_of(t.map_or(vk::MemoryPropertyFlags::empty(), |t| t.flags))
             );
         }
         Ok(VulkanImport {
@@ -517,7 +518,7 @@ impl VulkanImport {
                  an import holds BAR1 for its whole allocation ({} MiB) while a pin in it \
                  lives{}",
                 size >> 20,
-                crate::nvml::note_for_failed_pin(size)
+                super::nvml::note_for_failed_pin(size)
                     .map(|n| format!("; {n}"))
                     .unwrap_or_default()
             );
@@ -593,6 +594,27 @@ impl std::fmt::Display for Described {
     }
 }
 
+/// Logs why [`fixed::accept_map`] refused a map and returns the map's error.
+#[cold]
+fn refuse_map(why: fixed::Refusal, pin: &Pin, size: usize, request: MappingType) -> Error {
+    match why {
+        fixed::Refusal::OtherType => crate::gdr_err!(
+            "vulkan backend cannot fulfill the requested mapping type (requested={}, this memory maps as {}).",
+            request as u32,
+            pin.fixed_type as u32
+        ),
+        fixed::Refusal::Size => crate::gdr_err!(
+            "vulkan backend cannot map {size} bytes of a pinned range of {} bytes",
+            pin.mapped_size
+        ),
+        fixed::Refusal::Offset => crate::gdr_err!(
+            "cannot map a pin whose address is not 64 KiB aligned (offset {} != 0 is not supported)",
+            pin.page_offset
+        ),
+    }
+    why.error()
+}
+
 impl Backend for VulkanImport {
     fn kind(&self) -> BackendKind {
         BackendKind::Vulkan
@@ -631,8 +653,12 @@ impl Backend for VulkanImport {
         let slot = self
             .attach(gpu, dev, handle, base, size, va - base, req.addr)
             .inspect_err(|_| self.release(handle))?;
-        let fixed_type =
-            mapping_type_of(self.gpus[gpu].physical.memory_type.map_or(0, |t| t.flags));
+        let fixed_type = mapping_type_of(
+            self.gpus[gpu]
+                .physical
+                .memory_type
+                .map_or(vk::MemoryPropertyFlags::empty(), |t| t.flags),
+        );
         crate::gdr_dbg!(
             "pinned va={va:#x} size={len} offset={page_offset} pin={slot} (allocation {base:#x}+{size}) type={fixed_type:?}"
         );
@@ -661,17 +687,7 @@ impl Backend for VulkanImport {
     }
 
     fn info(&self, pin: &Pin, current: Option<&Mapping>) -> Result<Info> {
-        let kind = current.map_or(MappingType::None, |m| m.kind);
-        Ok(Info {
-            va: pin.va,
-            mapped_size: pin.mapped_size,
-            page_size: GPU_PAGE as u32,
-            tm_cycles: 0,
-            cycles_per_ms: 0,
-            mapped: kind != MappingType::None,
-            wc_mapping: kind == MappingType::WriteCombining,
-            mapping_type: kind as u32,
-        })
+        Ok(fixed::info(pin, GPU_PAGE as u32, current))
     }
 
     fn info_v1(&self, pin: &Pin, current: Option<&Mapping>) -> Result<Info> {
@@ -679,25 +695,8 @@ impl Backend for VulkanImport {
     }
 
     fn map(&self, pin: &Pin, size: usize, request: MappingType) -> Result<Mapping> {
-        if request != MappingType::None && request != pin.fixed_type {
-            crate::gdr_err!(
-                "vulkan backend cannot fulfill the requested mapping type (requested={}, this memory maps as {}).",
-                request as u32,
-                pin.fixed_type as u32
-            );
-            return Err(Error::InvalidArgument(
-                "mapping type not available for this pin",
-            ));
-        }
-        pin.accept_map_size(size)?;
-        if pin.page_offset != 0 {
-            crate::gdr_err!(
-                "cannot map a pin whose address is not 64 KiB aligned (offset {} != 0 is not supported)",
-                pin.page_offset
-            );
-            return Err(Error::InvalidArgument(
-                "the pinned address is not 64 KiB aligned",
-            ));
+        if let Err(why) = fixed::accept_map(pin, size, request) {
+            return Err(refuse_map(why, pin, size, request));
         }
         let mut table = self.table.lock();
         let Some(&p) = table.pins.get(pin.handle) else {
@@ -806,8 +805,9 @@ mod tests {
 
     #[test]
     fn memory_types_decide_the_mapping_type() {
-        assert_eq!(mapping_type_of(0x7), MappingType::WriteCombining);
-        assert_eq!(mapping_type_of(0xF), MappingType::Caching);
+        let flags = vk::MemoryPropertyFlags::from_raw;
+        assert_eq!(mapping_type_of(flags(0x7)), MappingType::WriteCombining);
+        assert_eq!(mapping_type_of(flags(0xF)), MappingType::Caching);
     }
 
     #[test]
@@ -838,7 +838,7 @@ mod tests {
         Import {
             gpu,
             allocation,
-            memory: 100 + allocation,
+            memory: vk::Handle::from_raw(100 + allocation),
             size: 1 << 30,
             pins: 0,
             view: None,
@@ -863,11 +863,17 @@ mod tests {
         assert!(gone.is_none(), "pin b still uses the import");
         let (p, gone) = t.remove(b as u64).unwrap();
         assert_eq!(p.offset, 1 << 16);
-        assert_eq!(gone.map(|i| i.memory), Some(107), "the last pin frees it");
+        assert_eq!(
+            gone.map(|i| vk::Handle::as_raw(i.memory)),
+            Some(107),
+            "the last pin frees it"
+        );
         assert_eq!(t.join(0, 7, 0), None, "and a later pin imports again");
         assert!(t.remove(b as u64).is_none(), "unpinned once");
         assert_eq!(
-            t.remove(c as u64).and_then(|(_, i)| i).map(|i| i.memory),
+            t.remove(c as u64)
+                .and_then(|(_, i)| i)
+                .map(|i| vk::Handle::as_raw(i.memory)),
             Some(108)
         );
         assert!(t.by_allocation.is_empty());

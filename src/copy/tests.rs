@@ -22,19 +22,7 @@ impl Guarded {
     fn new(min_len: usize) -> Guarded {
         let len = min_len.div_ceil(PAGE).max(1) * PAGE;
         let map_len = len + 2 * PAGE;
-        // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
-        let map = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(map, libc::MAP_FAILED, "mmap failed");
-        let map = map.cast::<u8>();
+        let map = crate::sys::anonymous_pages(map_len).expect("anonymous pages");
         // SAFETY: both pages lie inside the mapping made above.
         unsafe {
             assert_eq!(libc::mprotect(map.cast(), PAGE, libc::PROT_NONE), 0);

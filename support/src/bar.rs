@@ -9,21 +9,21 @@
 
 use crate::dl::Library;
 use crate::error::{Error, Result};
-use crate::vk::*;
+use crate::vk;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::ptr;
 
-pub use crate::vk::{choose_memory_type, MemoryType};
+pub use crate::vk::{choose_memory_type, MemoryTypeInfo};
 
 /// Picks a physical device from their `VkPhysicalDeviceType`s: a discrete GPU first, then an
 /// integrated one, a virtual one, a CPU device, anything else; the first of equals wins.
-pub fn choose_device(types: &[u32]) -> Option<usize> {
-    let rank = |t: u32| match t {
-        PHYSICAL_DEVICE_TYPE_DISCRETE_GPU => 5,
-        PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU => 4,
-        PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU => 3,
-        PHYSICAL_DEVICE_TYPE_CPU => 2,
+pub fn choose_device(types: &[vk::PhysicalDeviceType]) -> Option<usize> {
+    let rank = |t: vk::PhysicalDeviceType| match t {
+        vk::PhysicalDeviceType::DISCRETE_GPU => 5,
+        vk::PhysicalDeviceType::INTEGRATED_GPU => 4,
+        vk::PhysicalDeviceType::VIRTUAL_GPU => 3,
+        vk::PhysicalDeviceType::CPU => 2,
         _ => 1,
     };
     (0..types.len()).max_by_key(|&i| (rank(types[i]), std::cmp::Reverse(i)))
@@ -34,8 +34,8 @@ pub fn choose_device(types: &[u32]) -> Option<usize> {
 pub struct DeviceInfo {
     /// `deviceName`.
     pub name: String,
-    /// `deviceType` (`VK_PHYSICAL_DEVICE_TYPE_*`).
-    pub device_type: u32,
+    /// `deviceType`.
+    pub device_type: vk::PhysicalDeviceType,
     /// `vendorID` (0x10de for NVIDIA).
     pub vendor_id: u32,
     /// `apiVersion` of the device, packed as Vulkan packs it.
@@ -45,27 +45,27 @@ pub struct DeviceInfo {
     /// `deviceUUID` (what `cuDeviceGetUuid` reports for the same GPU); zero when unknown.
     pub uuid: [u8; 16],
     /// Every memory type of the device.
-    pub memory_types: Vec<MemoryType>,
+    pub memory_types: Vec<MemoryTypeInfo>,
     /// Whether the device offers `VK_KHR_external_memory_fd` (from [`VkBar::open`]: and the
     /// device was created with it).
     pub external_fd: bool,
 }
 
 struct Fns {
-    destroy_device: PFN_vkDestroyDevice,
-    allocate_memory: PFN_vkAllocateMemory,
-    free_memory: PFN_vkFreeMemory,
-    map_memory: PFN_vkMapMemory,
-    unmap_memory: PFN_vkUnmapMemory,
-    get_memory_fd: Option<PFN_vkGetMemoryFdKHR>,
+    destroy_device: vk::PFN_vkDestroyDevice,
+    allocate_memory: vk::PFN_vkAllocateMemory,
+    free_memory: vk::PFN_vkFreeMemory,
+    map_memory: vk::PFN_vkMapMemory,
+    unmap_memory: vk::PFN_vkUnmapMemory,
+    get_memory_fd: Option<vk::PFN_vkGetMemoryFdKHR>,
 }
 
 /// A Vulkan instance and logical device, ready to allocate BAR memory.
 pub struct VkBar {
-    device: VkDevice,
+    device: vk::Device,
     fns: Fns,
     info: DeviceInfo,
-    bar_type: MemoryType,
+    bar_type: MemoryTypeInfo,
     /// Dropped after the device (see `Drop for VkBar`).
     _instance: Instance,
 }
@@ -73,82 +73,63 @@ pub struct VkBar {
 /// One allocation of device memory, mapped for the CPU for its whole life.
 pub struct BarMemory<'a> {
     bar: &'a VkBar,
-    memory: VkDeviceMemory,
+    memory: vk::DeviceMemory,
     ptr: *mut u8,
     len: usize,
     exportable: bool,
 }
 
-fn check(call: &'static str, r: VkResult) -> Result<()> {
-    if r < 0 {
-        Err(Error::Vulkan { call, result: r })
+fn check(call: &'static str, r: vk::Result) -> Result<()> {
+    if r.as_raw() < 0 {
+        Err(Error::Vulkan {
+            call,
+            result: r.as_raw(),
+        })
     } else {
         Ok(())
     }
 }
 
-fn c_name(bytes: &[c_char]) -> String {
-    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    bytes[..end].iter().map(|&b| b as u8 as char).collect()
+/// A fixed-size C string field of a Vulkan structure as text (empty without its NUL).
+fn text(field: std::result::Result<&CStr, std::ffi::FromBytesUntilNulError>) -> String {
+    field.map_or_else(|_| String::new(), |c| c.to_string_lossy().into_owned())
 }
 
-/// Resolves `name` through `vkGetInstanceProcAddr(instance, name)` as function type `F`.
+/// The command `name` as `get` resolves it for `handle` (`vkGetInstanceProcAddr` for an
+/// instance, or null for the global commands; `vkGetDeviceProcAddr` for a device), as its
+/// function pointer type `F`.
 ///
 /// # Safety
-/// `F` must be the `extern "C"` function pointer type of the entry point `name`.
-unsafe fn instance_fn<F: Copy>(
-    gipa: PFN_vkGetInstanceProcAddr,
-    instance: VkInstance,
+/// `F` must be the function pointer type of the command `name` (ash's `PFN_<name>`), and
+/// `handle` null or live.
+unsafe fn resolve_command<H, F: Copy>(
+    get: unsafe extern "system" fn(H, *const c_char) -> vk::PFN_vkVoidFunction,
+    handle: H,
     name: &'static str,
 ) -> Result<F> {
-    let c = CString::new(name).map_err(|_| Error::Symbol {
+    let missing = || Error::Symbol {
         name: name.to_owned(),
-    })?;
-    // SAFETY: `gipa` is the loader's vkGetInstanceProcAddr; `instance` is null or live.
-    let p = unsafe { gipa(instance, c.as_ptr()) };
-    match p {
-        // SAFETY: the caller names the matching type; both are one code pointer wide.
-        Some(f) => Ok(unsafe { std::mem::transmute_copy::<unsafe extern "C" fn(), F>(&f) }),
-        None => Err(Error::Symbol {
-            name: name.to_owned(),
-        }),
-    }
-}
-
-/// Resolves `name` through `vkGetDeviceProcAddr(device, name)` as function type `F`.
-///
-/// # Safety
-/// As [`instance_fn`], for a live `device`.
-unsafe fn device_fn<F: Copy>(
-    gdpa: PFN_vkGetDeviceProcAddr,
-    device: VkDevice,
-    name: &'static str,
-) -> Result<F> {
-    let c = CString::new(name).map_err(|_| Error::Symbol {
-        name: name.to_owned(),
-    })?;
-    // SAFETY: `gdpa` is the device's vkGetDeviceProcAddr and `device` is live.
-    let p = unsafe { gdpa(device, c.as_ptr()) };
-    match p {
-        // SAFETY: as in `instance_fn`.
-        Some(f) => Ok(unsafe { std::mem::transmute_copy::<unsafe extern "C" fn(), F>(&f) }),
-        None => Err(Error::Symbol {
-            name: name.to_owned(),
-        }),
+    };
+    let c = CString::new(name).map_err(|_| missing())?;
+    // SAFETY: `get` is the driver's vkGet*ProcAddr and `handle` is null or live.
+    match unsafe { get(handle, c.as_ptr()) } {
+        // SAFETY: the caller names the command's type; both are one code pointer wide.
+        Some(f) => Ok(unsafe { std::mem::transmute_copy::<unsafe extern "system" fn(), F>(&f) }),
+        None => Err(missing()),
     }
 }
 
 /// A Vulkan 1.1 instance (no layers, no instance extensions) with the entry points that list
 /// and describe physical devices; destroyed on drop, before the loader is unloaded.
 struct Instance {
-    handle: VkInstance,
-    gipa: PFN_vkGetInstanceProcAddr,
-    destroy: PFN_vkDestroyInstance,
-    enumerate: PFN_vkEnumeratePhysicalDevices,
-    get_props: PFN_vkGetPhysicalDeviceProperties,
-    get_props2: Option<PFN_vkGetPhysicalDeviceProperties2>,
-    get_mem: PFN_vkGetPhysicalDeviceMemoryProperties,
-    enum_ext: PFN_vkEnumerateDeviceExtensionProperties,
+    handle: vk::Instance,
+    gipa: vk::PFN_vkGetInstanceProcAddr,
+    destroy: vk::PFN_vkDestroyInstance,
+    enumerate: vk::PFN_vkEnumeratePhysicalDevices,
+    get_props: vk::PFN_vkGetPhysicalDeviceProperties,
+    get_props2: Option<vk::PFN_vkGetPhysicalDeviceProperties2>,
+    get_mem: vk::PFN_vkGetPhysicalDeviceMemoryProperties,
+    enum_ext: vk::PFN_vkEnumerateDeviceExtensionProperties,
     _lib: Library,
 }
 
@@ -157,22 +138,22 @@ impl Instance {
     fn create() -> Result<Instance> {
         let lib = Library::open("libvulkan.so.1")?;
         // SAFETY: the loader exports vkGetInstanceProcAddr with exactly this signature.
-        let gipa: PFN_vkGetInstanceProcAddr = unsafe { lib.function("vkGetInstanceProcAddr")? };
+        let gipa: vk::PFN_vkGetInstanceProcAddr = unsafe { lib.function("vkGetInstanceProcAddr")? };
         // SAFETY: the type named is vkCreateInstance's.
-        let create_instance: PFN_vkCreateInstance =
-            unsafe { instance_fn(gipa, ptr::null_mut(), "vkCreateInstance")? };
+        let create_instance: vk::PFN_vkCreateInstance =
+            unsafe { resolve_command(gipa, vk::Instance::null(), "vkCreateInstance")? };
 
-        let app = VkApplicationInfo::named(Some(c"vkbar"));
-        let ici = VkInstanceCreateInfo::plain(&app);
-        let mut instance: VkInstance = ptr::null_mut();
+        let app = vk::application_info(c"vkbar");
+        let ici = vk::InstanceCreateInfo::default().application_info(&app);
+        let mut instance = vk::Instance::null();
         // SAFETY: `ici` and what it points to live across the call; `instance` is writable.
         check("vkCreateInstance", unsafe {
             create_instance(&ici, ptr::null(), &mut instance)
         })?;
         // Without vkDestroyInstance the instance can only be leaked.
         // SAFETY: the type named is this entry point's own, on a live instance.
-        let destroy: PFN_vkDestroyInstance =
-            unsafe { instance_fn(gipa, instance, "vkDestroyInstance")? };
+        let destroy: vk::PFN_vkDestroyInstance =
+            unsafe { resolve_command(gipa, instance, "vkDestroyInstance")? };
         let guard = Destroy(instance, destroy);
         // Each type named below is its entry point's own, on a live instance.
         let made = Instance {
@@ -180,17 +161,21 @@ impl Instance {
             gipa,
             destroy,
             // SAFETY: see above.
-            enumerate: unsafe { instance_fn(gipa, instance, "vkEnumeratePhysicalDevices")? },
+            enumerate: unsafe { resolve_command(gipa, instance, "vkEnumeratePhysicalDevices")? },
             // SAFETY: see above.
-            get_props: unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceProperties")? },
+            get_props: unsafe { resolve_command(gipa, instance, "vkGetPhysicalDeviceProperties")? },
             // SAFETY: see above.
-            get_props2: unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceProperties2") }
-                .ok(),
+            get_props2: unsafe {
+                resolve_command(gipa, instance, "vkGetPhysicalDeviceProperties2")
+            }
+            .ok(),
             // SAFETY: see above.
-            get_mem: unsafe { instance_fn(gipa, instance, "vkGetPhysicalDeviceMemoryProperties")? },
+            get_mem: unsafe {
+                resolve_command(gipa, instance, "vkGetPhysicalDeviceMemoryProperties")?
+            },
             // SAFETY: see above.
             enum_ext: unsafe {
-                instance_fn(gipa, instance, "vkEnumerateDeviceExtensionProperties")?
+                resolve_command(gipa, instance, "vkEnumerateDeviceExtensionProperties")?
             },
             _lib: lib,
         };
@@ -200,13 +185,13 @@ impl Instance {
     }
 
     /// Every physical device of the instance.
-    fn physical_devices(&self) -> Result<Vec<VkPhysicalDevice>> {
+    fn physical_devices(&self) -> Result<Vec<vk::PhysicalDevice>> {
         let mut count = 0u32;
         // SAFETY: a count query with a null array on a live instance.
         check("vkEnumeratePhysicalDevices", unsafe {
             (self.enumerate)(self.handle, &mut count, ptr::null_mut())
         })?;
-        let mut phys = vec![ptr::null_mut(); count as usize];
+        let mut phys = vec![vk::PhysicalDevice::null(); count as usize];
         // SAFETY: `phys` has room for `count` handles.
         check("vkEnumeratePhysicalDevices", unsafe {
             (self.enumerate)(self.handle, &mut count, phys.as_mut_ptr())
@@ -216,10 +201,9 @@ impl Instance {
     }
 
     /// `vkGetPhysicalDeviceProperties` of `pd`.
-    fn properties(&self, pd: VkPhysicalDevice) -> Box<VkPhysicalDeviceProperties> {
-        // SAFETY: all-zero is a valid value of this plain-data struct.
-        let mut props: Box<VkPhysicalDeviceProperties> = Box::new(unsafe { std::mem::zeroed() });
-        // SAFETY: `pd` is a live physical device; `props` is large enough (see vk.rs).
+    fn properties(&self, pd: vk::PhysicalDevice) -> Box<vk::PhysicalDeviceProperties> {
+        let mut props = Box::<vk::PhysicalDeviceProperties>::default();
+        // SAFETY: `pd` is a live physical device; `props` is writable.
         unsafe { (self.get_props)(pd, &mut *props) };
         props
     }
@@ -228,68 +212,49 @@ impl Instance {
     /// and the names of the device extensions it offers.
     fn describe(
         &self,
-        pd: VkPhysicalDevice,
-        props: &VkPhysicalDeviceProperties,
+        pd: vk::PhysicalDevice,
+        props: &vk::PhysicalDeviceProperties,
     ) -> Result<(DeviceInfo, Vec<String>)> {
         let mut uuid = [0u8; 16];
         if let Some(gp2) = self.get_props2 {
-            // SAFETY: all-zero is valid for both plain-data structs.
-            let mut id: VkPhysicalDeviceIDProperties = unsafe { std::mem::zeroed() };
-            id.sType = STYPE_PHYSICAL_DEVICE_ID_PROPERTIES;
-            // SAFETY: as above.
-            let mut p2: Box<VkPhysicalDeviceProperties2> = Box::new(unsafe { std::mem::zeroed() });
-            p2.sType = STYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-            p2.pNext = (&mut id as *mut VkPhysicalDeviceIDProperties).cast();
+            let mut id = vk::PhysicalDeviceIDProperties::default();
+            let mut p2 = Box::new(vk::PhysicalDeviceProperties2::default().push_next(&mut id));
             // SAFETY: a well-formed chain of live structs; the device supports 1.1 queries
             // whenever the loader returned this entry point for a 1.1 instance.
             unsafe { gp2(pd, &mut *p2) };
-            uuid = id.deviceUUID;
+            drop(p2);
+            uuid = id.device_uuid;
         }
 
-        // SAFETY: all-zero is valid for this plain-data struct.
-        let mut mp: Box<VkPhysicalDeviceMemoryProperties> = Box::new(unsafe { std::mem::zeroed() });
+        let mut mp = Box::<vk::PhysicalDeviceMemoryProperties>::default();
         // SAFETY: `pd` is live and `mp` is writable.
         unsafe { (self.get_mem)(pd, &mut *mp) };
-        let ntypes = (mp.memoryTypeCount as usize).min(32);
-        let memory_types: Vec<MemoryType> = (0..ntypes)
-            .map(|i| {
-                let t = mp.memoryTypes[i];
-                let heap = mp
-                    .memoryHeaps
-                    .get(t.heapIndex as usize)
-                    .map_or(0, |h| h.size);
-                MemoryType {
-                    index: i as u32,
-                    flags: t.propertyFlags,
-                    heap_index: t.heapIndex,
-                    heap_size: heap,
-                }
-            })
-            .collect();
+        let memory_types: Vec<MemoryTypeInfo> = MemoryTypeInfo::all(&mp).collect();
 
         let mut ecount = 0u32;
         // SAFETY: a count query with a null array.
         check("vkEnumerateDeviceExtensionProperties", unsafe {
             (self.enum_ext)(pd, ptr::null(), &mut ecount, ptr::null_mut())
         })?;
-        // SAFETY: all-zero is valid for this plain-data struct.
-        let mut exts: Vec<VkExtensionProperties> =
-            (0..ecount).map(|_| unsafe { std::mem::zeroed() }).collect();
+        let mut exts = vec![vk::ExtensionProperties::default(); ecount as usize];
         // SAFETY: `exts` has room for `ecount` entries.
         check("vkEnumerateDeviceExtensionProperties", unsafe {
             (self.enum_ext)(pd, ptr::null(), &mut ecount, exts.as_mut_ptr())
         })?;
         exts.truncate(ecount as usize);
-        let names: Vec<String> = exts.iter().map(|e| c_name(&e.extensionName)).collect();
+        let names: Vec<String> = exts
+            .iter()
+            .map(|e| text(e.extension_name_as_c_str()))
+            .collect();
         let external_fd = names
             .iter()
-            .any(|x| x.as_bytes() == EXT_EXTERNAL_MEMORY_FD.to_bytes());
+            .any(|x| x.as_bytes() == vk::KHR_EXTERNAL_MEMORY_FD_NAME.to_bytes());
         let info = DeviceInfo {
-            name: c_name(&props.deviceName),
-            device_type: props.deviceType,
-            vendor_id: props.vendorID,
-            api_version: props.apiVersion,
-            driver_version: props.driverVersion,
+            name: text(props.device_name_as_c_str()),
+            device_type: props.device_type,
+            vendor_id: props.vendor_id,
+            api_version: props.api_version,
+            driver_version: props.driver_version,
             uuid,
             memory_types,
             external_fd,
@@ -307,7 +272,7 @@ impl Drop for Instance {
 }
 
 /// Destroys an instance whose set-up failed half-way.
-struct Destroy(VkInstance, PFN_vkDestroyInstance);
+struct Destroy(vk::Instance, vk::PFN_vkDestroyInstance);
 
 impl Drop for Destroy {
     fn drop(&mut self) {
@@ -317,7 +282,7 @@ impl Drop for Destroy {
 }
 
 /// Destroys a device whose set-up failed half-way.
-struct PartialDevice(VkDevice, PFN_vkDestroyDevice);
+struct PartialDevice(vk::Device, vk::PFN_vkDestroyDevice);
 
 impl Drop for PartialDevice {
     fn drop(&mut self) {
@@ -349,17 +314,17 @@ impl VkBar {
     pub fn open() -> Result<VkBar> {
         let instance = Instance::create()?;
         // SAFETY: the types named are these entry points' own, on a live instance.
-        let create_device: PFN_vkCreateDevice =
-            unsafe { instance_fn(instance.gipa, instance.handle, "vkCreateDevice")? };
+        let create_device: vk::PFN_vkCreateDevice =
+            unsafe { resolve_command(instance.gipa, instance.handle, "vkCreateDevice")? };
         // SAFETY: as above.
-        let gdpa: PFN_vkGetDeviceProcAddr =
-            unsafe { instance_fn(instance.gipa, instance.handle, "vkGetDeviceProcAddr")? };
+        let gdpa: vk::PFN_vkGetDeviceProcAddr =
+            unsafe { resolve_command(instance.gipa, instance.handle, "vkGetDeviceProcAddr")? };
         let phys = instance.physical_devices()?;
         if phys.is_empty() {
             return Err(Error::NoDevice);
         }
         let all_props: Vec<_> = phys.iter().map(|&p| instance.properties(p)).collect();
-        let types: Vec<u32> = all_props.iter().map(|p| p.deviceType).collect();
+        let types: Vec<_> = all_props.iter().map(|p| p.device_type).collect();
         let chosen = match std::env::var("VKBAR_DEVICE")
             .ok()
             .and_then(|v| v.parse::<usize>().ok())
@@ -378,7 +343,10 @@ impl VkBar {
         let has = |n: &CStr| names.iter().any(|x| x.as_bytes() == n.to_bytes());
         let mut enable: Vec<&CStr> = Vec::new();
         if info.external_fd {
-            for n in [EXT_EXTERNAL_MEMORY, EXT_EXTERNAL_MEMORY_FD] {
+            for n in [
+                vk::KHR_EXTERNAL_MEMORY_NAME,
+                vk::KHR_EXTERNAL_MEMORY_FD_NAME,
+            ] {
                 if has(n) {
                     enable.push(n);
                 }
@@ -386,38 +354,39 @@ impl VkBar {
         }
         let enable_ptrs: Vec<*const c_char> = enable.iter().map(|c| c.as_ptr()).collect();
 
-        let priority = 1.0f32;
-        let qci = VkDeviceQueueCreateInfo::one_of_family_0(&priority);
-        let dci = VkDeviceCreateInfo::with_extensions(&qci, &enable_ptrs);
-        let mut device: VkDevice = ptr::null_mut();
+        let qci = vk::DeviceQueueCreateInfo::default().queue_priorities(&[1.0]);
+        let dci = vk::DeviceCreateInfo::default()
+            .queue_create_infos(std::slice::from_ref(&qci))
+            .enabled_extension_names(&enable_ptrs);
+        let mut device = vk::Device::null();
         // SAFETY: every device has queue family 0; `dci` and its arrays outlive the call.
         check("vkCreateDevice", unsafe {
             create_device(pd, &dci, ptr::null(), &mut device)
         })?;
-        // SAFETY: each device_fn call below names its entry point's own type; `device` is live.
-        let destroy_device: PFN_vkDestroyDevice =
-            unsafe { device_fn(gdpa, device, "vkDestroyDevice")? };
+        // SAFETY: each resolve_command call below names its entry point's own type; `device` is live.
+        let destroy_device: vk::PFN_vkDestroyDevice =
+            unsafe { resolve_command(gdpa, device, "vkDestroyDevice")? };
         let partial = PartialDevice(device, destroy_device);
         let fns = Fns {
             destroy_device,
             // SAFETY: as above.
-            allocate_memory: unsafe { device_fn(gdpa, device, "vkAllocateMemory")? },
+            allocate_memory: unsafe { resolve_command(gdpa, device, "vkAllocateMemory")? },
             // SAFETY: as above.
-            free_memory: unsafe { device_fn(gdpa, device, "vkFreeMemory")? },
+            free_memory: unsafe { resolve_command(gdpa, device, "vkFreeMemory")? },
             // SAFETY: as above.
-            map_memory: unsafe { device_fn(gdpa, device, "vkMapMemory")? },
+            map_memory: unsafe { resolve_command(gdpa, device, "vkMapMemory")? },
             // SAFETY: as above.
-            unmap_memory: unsafe { device_fn(gdpa, device, "vkUnmapMemory")? },
+            unmap_memory: unsafe { resolve_command(gdpa, device, "vkUnmapMemory")? },
             get_memory_fd: if info.external_fd {
                 // SAFETY: as above.
-                Some(unsafe { device_fn(gdpa, device, "vkGetMemoryFdKHR")? })
+                Some(unsafe { resolve_command(gdpa, device, "vkGetMemoryFdKHR")? })
             } else {
                 None
             },
         };
         let bar_type = choose_memory_type(&info.memory_types).ok_or(Error::NoBarMemoryType)?;
         std::mem::forget(partial);
-        info.external_fd = info.external_fd && enable.contains(&EXT_EXTERNAL_MEMORY_FD);
+        info.external_fd = info.external_fd && enable.contains(&vk::KHR_EXTERNAL_MEMORY_FD_NAME);
         Ok(VkBar {
             device,
             fns,
@@ -433,26 +402,35 @@ impl VkBar {
     }
 
     /// The memory type [`VkBar::allocate`] uses.
-    pub fn bar_type(&self) -> MemoryType {
+    pub fn bar_type(&self) -> MemoryTypeInfo {
         self.bar_type
     }
 
-    fn map(&self, memory: VkDeviceMemory) -> Result<*mut u8> {
-        self.map_range(memory, 0, VK_WHOLE_SIZE)
+    fn map(&self, memory: vk::DeviceMemory) -> Result<*mut u8> {
+        self.map_range(memory, 0, vk::WHOLE_SIZE)
     }
 
     /// Maps `size` bytes of `memory` from `offset`; frees `memory` on failure.
-    fn map_range(&self, memory: VkDeviceMemory, offset: u64, size: u64) -> Result<*mut u8> {
+    fn map_range(&self, memory: vk::DeviceMemory, offset: u64, size: u64) -> Result<*mut u8> {
         let mut p: *mut c_void = ptr::null_mut();
         // SAFETY: `memory` is a live, host-visible, unmapped allocation of this device; the
         // range was checked against its size by the callers.
-        let r = unsafe { (self.fns.map_memory)(self.device, memory, offset, size, 0, &mut p) };
-        if r < 0 || p.is_null() {
+        let r = unsafe {
+            (self.fns.map_memory)(
+                self.device,
+                memory,
+                offset,
+                size,
+                vk::MemoryMapFlags::empty(),
+                &mut p,
+            )
+        };
+        if r.as_raw() < 0 || p.is_null() {
             // SAFETY: `memory` is live, unmapped and freed once here.
             unsafe { (self.fns.free_memory)(self.device, memory, ptr::null()) };
             return Err(Error::Vulkan {
                 call: "vkMapMemory",
-                result: r,
+                result: r.as_raw(),
             });
         }
         Ok(p.cast())
@@ -465,24 +443,17 @@ impl VkBar {
             return Err(Error::Invalid("allocation of 0 bytes".into()));
         }
         if export && !self.info.external_fd {
-            return Err(Error::MissingExtension(EXT_EXTERNAL_MEMORY_FD));
+            return Err(Error::MissingExtension(vk::KHR_EXTERNAL_MEMORY_FD_NAME));
         }
-        let exp = VkExportMemoryAllocateInfo {
-            sType: STYPE_EXPORT_MEMORY_ALLOCATE_INFO,
-            pNext: ptr::null(),
-            handleTypes: EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
-        };
-        let ai = VkMemoryAllocateInfo {
-            sType: STYPE_MEMORY_ALLOCATE_INFO,
-            pNext: if export {
-                (&exp as *const VkExportMemoryAllocateInfo).cast()
-            } else {
-                ptr::null()
-            },
-            allocationSize: len as u64,
-            memoryTypeIndex: self.bar_type.index,
-        };
-        let mut memory: VkDeviceMemory = 0;
+        let mut exp = vk::ExportMemoryAllocateInfo::default()
+            .handle_types(vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD);
+        let mut ai = vk::MemoryAllocateInfo::default()
+            .allocation_size(len as u64)
+            .memory_type_index(self.bar_type.index);
+        if export {
+            ai = ai.push_next(&mut exp);
+        }
+        let mut memory = vk::DeviceMemory::null();
         // SAFETY: `ai` (and `exp`) live across the call; `memory` is writable.
         check("vkAllocateMemory", unsafe {
             (self.fns.allocate_memory)(self.device, &ai, ptr::null(), &mut memory)
@@ -523,21 +494,16 @@ impl VkBar {
             )));
         }
         if !self.info.external_fd {
-            return Err(Error::MissingExtension(EXT_EXTERNAL_MEMORY_FD));
+            return Err(Error::MissingExtension(vk::KHR_EXTERNAL_MEMORY_FD_NAME));
         }
-        let imp = VkImportMemoryFdInfoKHR {
-            sType: STYPE_IMPORT_MEMORY_FD_INFO_KHR,
-            pNext: ptr::null(),
-            handleType: EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
-            fd: fd.as_raw_fd(),
-        };
-        let ai = VkMemoryAllocateInfo {
-            sType: STYPE_MEMORY_ALLOCATE_INFO,
-            pNext: (&imp as *const VkImportMemoryFdInfoKHR).cast(),
-            allocationSize: len as u64,
-            memoryTypeIndex: self.bar_type.index,
-        };
-        let mut memory: VkDeviceMemory = 0;
+        let mut imp = vk::ImportMemoryFdInfoKHR::default()
+            .handle_type(vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD)
+            .fd(fd.as_raw_fd());
+        let ai = vk::MemoryAllocateInfo::default()
+            .allocation_size(len as u64)
+            .memory_type_index(self.bar_type.index)
+            .push_next(&mut imp);
+        let mut memory = vk::DeviceMemory::null();
         // SAFETY: `ai` and `imp` live across the call; `memory` is writable.
         let r = unsafe { (self.fns.allocate_memory)(self.device, &ai, ptr::null(), &mut memory) };
         check("vkAllocateMemory(import)", r)?; // `fd` is dropped (closed) on this path
@@ -582,14 +548,11 @@ impl BarMemory<'_> {
     pub fn export_fd(&self) -> Result<OwnedFd> {
         let f = match (self.exportable, self.bar.fns.get_memory_fd) {
             (true, Some(f)) => f,
-            _ => return Err(Error::MissingExtension(EXT_EXTERNAL_MEMORY_FD)),
+            _ => return Err(Error::MissingExtension(vk::KHR_EXTERNAL_MEMORY_FD_NAME)),
         };
-        let info = VkMemoryGetFdInfoKHR {
-            sType: STYPE_MEMORY_GET_FD_INFO_KHR,
-            pNext: ptr::null(),
-            memory: self.memory,
-            handleType: EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
-        };
+        let info = vk::MemoryGetFdInfoKHR::default()
+            .memory(self.memory)
+            .handle_type(vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD);
         let mut fd = -1;
         // SAFETY: the allocation is live and was made exportable as an opaque fd.
         check("vkGetMemoryFdKHR", unsafe {
@@ -616,13 +579,13 @@ impl Drop for BarMemory<'_> {
     }
 }
 
-/// A printable name of a `VK_PHYSICAL_DEVICE_TYPE_*` value.
-pub fn device_type_name(t: u32) -> &'static str {
+/// A printable name of a `VkPhysicalDeviceType`.
+pub fn device_type_name(t: vk::PhysicalDeviceType) -> &'static str {
     match t {
-        PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU => "integrated GPU",
-        PHYSICAL_DEVICE_TYPE_DISCRETE_GPU => "discrete GPU",
-        PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU => "virtual GPU",
-        PHYSICAL_DEVICE_TYPE_CPU => "CPU",
+        vk::PhysicalDeviceType::INTEGRATED_GPU => "integrated GPU",
+        vk::PhysicalDeviceType::DISCRETE_GPU => "discrete GPU",
+        vk::PhysicalDeviceType::VIRTUAL_GPU => "virtual GPU",
+        vk::PhysicalDeviceType::CPU => "CPU",
         _ => "other",
     }
 }
@@ -647,18 +610,21 @@ mod tests {
     #[test]
     fn device_choice_prefers_discrete_gpus() {
         assert_eq!(
-            choose_device(&[PHYSICAL_DEVICE_TYPE_CPU, PHYSICAL_DEVICE_TYPE_DISCRETE_GPU]),
+            choose_device(&[
+                vk::PhysicalDeviceType::CPU,
+                vk::PhysicalDeviceType::DISCRETE_GPU
+            ]),
             Some(1)
         );
         assert_eq!(
             choose_device(&[
-                PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU,
-                PHYSICAL_DEVICE_TYPE_CPU
+                vk::PhysicalDeviceType::INTEGRATED_GPU,
+                vk::PhysicalDeviceType::CPU
             ]),
             Some(0)
         );
         assert_eq!(
-            choose_device(&[PHYSICAL_DEVICE_TYPE_CPU, PHYSICAL_DEVICE_TYPE_CPU]),
+            choose_device(&[vk::PhysicalDeviceType::CPU, vk::PhysicalDeviceType::CPU]),
             Some(0)
         );
         assert_eq!(choose_device(&[]), None);

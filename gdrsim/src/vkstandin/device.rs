@@ -3,8 +3,8 @@
 use super::{c_name, call, enumerate, me, quietly, result};
 use crate::config::{self, VkSituation};
 use crate::state::STATE;
-use gdrapi_abi::vk::*;
-use libc::{c_char, c_void};
+use gdrapi_abi::vk::{self, Handle};
+use libc::c_char;
 use std::ffi::CStr;
 
 /// `VK_KHR_get_physical_device_properties2` and `VK_KHR_external_memory_capabilities`, the
@@ -42,11 +42,16 @@ pub fn device_extensions() -> &'static [(&'static str, u32)] {
 
 /// The device's memory types, `(propertyFlags, heapIndex)`: VRAM only, VRAM through BAR1
 /// (unless `GDRSIM_VULKAN=nohostvisible`), and cached system memory.
-pub fn memory_types() -> &'static [(u32, u32)] {
-    const DL: u32 = MEMORY_PROPERTY_DEVICE_LOCAL;
-    const HV: u32 = MEMORY_PROPERTY_HOST_VISIBLE | MEMORY_PROPERTY_HOST_COHERENT;
-    const ALL: [(u32, u32); 3] = [(DL, 0), (DL | HV, 0), (HV | MEMORY_PROPERTY_HOST_CACHED, 1)];
-    const NO_BAR: [(u32, u32); 2] = [(DL, 0), (HV | MEMORY_PROPERTY_HOST_CACHED, 1)];
+pub fn memory_types() -> &'static [(vk::MemoryPropertyFlags, u32)] {
+    use vk::MemoryPropertyFlags as F;
+    const VRAM: F = F::DEVICE_LOCAL;
+    const BAR: F = F::from_raw(
+        F::DEVICE_LOCAL.as_raw() | F::HOST_VISIBLE.as_raw() | F::HOST_COHERENT.as_raw(),
+    );
+    const SYSTEM: F =
+        F::from_raw(F::HOST_VISIBLE.as_raw() | F::HOST_COHERENT.as_raw() | F::HOST_CACHED.as_raw());
+    const ALL: [(F, u32); 3] = [(VRAM, 0), (BAR, 0), (SYSTEM, 1)];
+    const NO_BAR: [(F, u32); 2] = [(VRAM, 0), (SYSTEM, 1)];
     if config::get().vulkan == VkSituation::NoHostVisible {
         &NO_BAR
     } else {
@@ -108,67 +113,67 @@ unsafe fn any_name(
 }
 
 /// `vkCreateInstance`: any API version; no layers; the instance extensions above only.
-pub(super) unsafe extern "C" fn create_instance(
-    info: *const VkInstanceCreateInfo,
-    _alloc: *const c_void,
-    instance: *mut VkInstance,
-) -> VkResult {
+pub(super) unsafe extern "system" fn create_instance(
+    info: *const vk::InstanceCreateInfo,
+    _alloc: *const vk::AllocationCallbacks,
+    instance: *mut vk::Instance,
+) -> vk::Result {
     call("vkCreateInstance", || {
         result((|| {
             if info.is_null() || instance.is_null() {
-                return Err(VK_ERROR_INITIALIZATION_FAILED);
+                return Err(vk::Result::ERROR_INITIALIZATION_FAILED);
             }
             // SAFETY: a non-NULL VkInstanceCreateInfo from the caller.
             let info = unsafe { &*info };
-            if info.sType != STYPE_INSTANCE_CREATE_INFO {
-                return Err(VK_ERROR_INITIALIZATION_FAILED);
+            if info.s_type != vk::StructureType::INSTANCE_CREATE_INFO {
+                return Err(vk::Result::ERROR_INITIALIZATION_FAILED);
             }
             if config::get().vulkan == VkSituation::NoInstance {
-                return Err(VK_ERROR_INCOMPATIBLE_DRIVER);
+                return Err(vk::Result::ERROR_INCOMPATIBLE_DRIVER);
             }
-            if info.enabledLayerCount != 0 {
-                return Err(VK_ERROR_LAYER_NOT_PRESENT);
+            if info.enabled_layer_count != 0 {
+                return Err(vk::Result::ERROR_LAYER_NOT_PRESENT);
             }
             // SAFETY: the caller's extension name array of the count it gives.
             let exts = unsafe {
                 all_names(
-                    info.ppEnabledExtensionNames,
-                    info.enabledExtensionCount,
+                    info.pp_enabled_extension_names,
+                    info.enabled_extension_count,
                     |n| offered(&INSTANCE_EXTENSIONS, n),
                 )
             };
             if !exts {
-                return Err(VK_ERROR_EXTENSION_NOT_PRESENT);
+                return Err(vk::Result::ERROR_EXTENSION_NOT_PRESENT);
             }
             let h = STATE.lock().vk.create_instance(me());
             // SAFETY: non-NULL out-pointer from the caller.
-            unsafe { instance.write(h as VkInstance) };
-            Ok(VK_SUCCESS)
+            unsafe { instance.write(vk::Instance::from_raw(h as u64)) };
+            Ok(vk::Result::SUCCESS)
         })())
     })
 }
 
 /// `vkEnumerateInstanceVersion`: 1.3.
-pub(super) unsafe extern "C" fn enumerate_instance_version(version: *mut u32) -> VkResult {
+pub(super) unsafe extern "system" fn enumerate_instance_version(version: *mut u32) -> vk::Result {
     call("vkEnumerateInstanceVersion", || {
         if version.is_null() {
-            return VK_ERROR_INITIALIZATION_FAILED;
+            return vk::Result::ERROR_INITIALIZATION_FAILED;
         }
         // SAFETY: non-NULL out-pointer from the caller.
-        unsafe { version.write(VK_API_VERSION_1_3) };
-        VK_SUCCESS
+        unsafe { version.write(vk::API_VERSION_1_3) };
+        vk::Result::SUCCESS
     })
 }
 
 /// `vkEnumerateInstanceExtensionProperties`.
-pub(super) unsafe extern "C" fn enumerate_instance_extensions(
+pub(super) unsafe extern "system" fn enumerate_instance_extensions(
     layer: *const c_char,
     count: *mut u32,
-    props: *mut VkExtensionProperties,
-) -> VkResult {
+    props: *mut vk::ExtensionProperties,
+) -> vk::Result {
     call("vkEnumerateInstanceExtensionProperties", || {
         if !layer.is_null() {
-            return VK_ERROR_LAYER_NOT_PRESENT;
+            return vk::Result::ERROR_LAYER_NOT_PRESENT;
         }
         // SAFETY: the caller's count and array, as Vulkan's contract has them.
         unsafe {
@@ -180,27 +185,20 @@ pub(super) unsafe extern "C" fn enumerate_instance_extensions(
 }
 
 /// `vkEnumerateInstanceLayerProperties`: none.
-pub(super) unsafe extern "C" fn enumerate_instance_layers(
+pub(super) unsafe extern "system" fn enumerate_instance_layers(
     count: *mut u32,
-    props: *mut VkLayerProperties,
-) -> VkResult {
+    props: *mut vk::LayerProperties,
+) -> vk::Result {
     call("vkEnumerateInstanceLayerProperties", || {
         // SAFETY: the caller's count and array; nothing is written to the array.
-        unsafe {
-            enumerate(count, props, 0, |_| VkLayerProperties {
-                layerName: [0; 256],
-                specVersion: 0,
-                implementationVersion: 0,
-                description: [0; 256],
-            })
-        }
+        unsafe { enumerate(count, props, 0, |_| vk::LayerProperties::default()) }
     })
 }
 
-fn extension((name, version): (&str, u32)) -> VkExtensionProperties {
-    VkExtensionProperties {
-        extensionName: c_name(name),
-        specVersion: version,
+fn extension((name, version): (&str, u32)) -> vk::ExtensionProperties {
+    vk::ExtensionProperties {
+        extension_name: c_name(name),
+        spec_version: version,
     }
 }
 
@@ -225,132 +223,117 @@ fn release_all(freed: Vec<super::objects::Memory>) {
 
 /// `vkDestroyInstance`: also destroys the devices made from it that are still alive (a
 /// valid-usage violation the stand-in cleans up after).
-pub(super) unsafe extern "C" fn destroy_instance(instance: VkInstance, _alloc: *const c_void) {
+pub(super) unsafe extern "system" fn destroy_instance(
+    instance: vk::Instance,
+    _alloc: *const vk::AllocationCallbacks,
+) {
     quietly("vkDestroyInstance", || {
-        if instance.is_null() {
+        if instance == vk::Instance::null() {
             return;
         }
-        let freed = STATE.lock().vk.destroy_instance(instance as usize, me());
+        let freed = STATE
+            .lock()
+            .vk
+            .destroy_instance(instance.as_raw() as usize, me());
         release_all(freed);
     })
 }
 
 /// `vkEnumeratePhysicalDevices`: the one device, none under `GDRSIM_VULKAN=nodevice`.
-pub(super) unsafe extern "C" fn enumerate_physical_devices(
-    instance: VkInstance,
+pub(super) unsafe extern "system" fn enumerate_physical_devices(
+    instance: vk::Instance,
     count: *mut u32,
-    devices: *mut VkPhysicalDevice,
-) -> VkResult {
+    devices: *mut vk::PhysicalDevice,
+) -> vk::Result {
     call("vkEnumeratePhysicalDevices", || {
         let st = STATE.lock();
-        let Some(inst) = st.vk.instance(instance as usize, me()) else {
-            return VK_ERROR_INITIALIZATION_FAILED;
+        let Some(inst) = st.vk.instance(instance.as_raw() as usize, me()) else {
+            return vk::Result::ERROR_INITIALIZATION_FAILED;
         };
         let n = usize::from(config::get().vulkan != VkSituation::NoDevice);
-        let pd = inst.physical as VkPhysicalDevice;
+        let pd = vk::PhysicalDevice::from_raw(inst.physical as u64);
         // SAFETY: the caller's count and array, as Vulkan's contract has them.
         unsafe { enumerate(count, devices, n, |_| pd) }
     })
 }
 
 /// Whether `pd` is a live physical device of this process.
-fn physical(pd: VkPhysicalDevice) -> bool {
-    STATE.lock().vk.physical(pd as usize, me())
+fn physical(pd: vk::PhysicalDevice) -> bool {
+    STATE.lock().vk.physical(pd.as_raw() as usize, me())
 }
 
-/// The device's `VkPhysicalDeviceProperties`, in the specification's size.
-fn properties_bytes() -> [u8; PHYSICAL_DEVICE_PROPERTIES_SIZE] {
-    // SAFETY: all-zero bytes are a valid VkPhysicalDeviceProperties (integers and arrays).
-    let mut p: VkPhysicalDeviceProperties = unsafe { std::mem::zeroed() };
-    p.apiVersion = VK_API_VERSION_1_3 | 277;
-    p.driverVersion = DRIVER_VERSION;
-    p.vendorID = VENDOR_NVIDIA;
-    p.deviceID = DEVICE_ID;
-    p.deviceType = PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
-    p.deviceName = c_name(DEVICE_NAME);
-    p.pipelineCacheUUID = PIPELINE_CACHE_UUID;
-    let mut b = [0u8; PHYSICAL_DEVICE_PROPERTIES_SIZE];
-    // SAFETY: the declaration is at least PHYSICAL_DEVICE_PROPERTIES_SIZE bytes (abi's tests).
-    let src = unsafe {
-        std::slice::from_raw_parts(
-            (&p as *const VkPhysicalDeviceProperties).cast::<u8>(),
-            b.len(),
-        )
-    };
-    b.copy_from_slice(src);
-    let limit = |off: usize, v: &[u8]| PROPERTIES_LIMITS + off..PROPERTIES_LIMITS + off + v.len();
-    let count = u32::MAX.to_ne_bytes();
-    b[limit(LIMITS_MAX_MEMORY_ALLOCATION_COUNT, &count)].copy_from_slice(&count);
-    let align = 64u64.to_ne_bytes();
-    b[limit(LIMITS_MIN_MEMORY_MAP_ALIGNMENT, &align)].copy_from_slice(&align);
-    b[limit(LIMITS_NON_COHERENT_ATOM_SIZE, &align)].copy_from_slice(&align);
-    b
-}
-
-/// Writes the properties at `dst`.
+/// Writes the device's `VkPhysicalDeviceProperties` at `p`: zero bytes first, so that what
+/// no field names (padding included) reads the same from every call, then the fields.
 ///
 /// # Safety
 ///
-/// `dst` is writable for [`PHYSICAL_DEVICE_PROPERTIES_SIZE`] bytes.
-unsafe fn write_properties(dst: *mut u8) {
-    let b = properties_bytes();
-    // SAFETY: the contract.
-    unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), dst, b.len()) };
+/// `p` is valid for writes of a `VkPhysicalDeviceProperties`.
+unsafe fn write_properties(p: *mut vk::PhysicalDeviceProperties) {
+    // SAFETY: writable (the contract), and all-zero bytes are a valid value of the structure
+    // (integers, floats, arrays of them), so the reference made after it is to a valid value.
+    let p = unsafe {
+        p.write_bytes(0, 1);
+        &mut *p
+    };
+    p.api_version = vk::API_VERSION_1_3 | 277;
+    p.driver_version = DRIVER_VERSION;
+    p.vendor_id = VENDOR_NVIDIA;
+    p.device_id = DEVICE_ID;
+    p.device_type = vk::PhysicalDeviceType::DISCRETE_GPU;
+    p.device_name = c_name(DEVICE_NAME);
+    p.pipeline_cache_uuid = PIPELINE_CACHE_UUID;
+    p.limits.max_memory_allocation_count = u32::MAX;
+    p.limits.min_memory_map_alignment = 64;
+    p.limits.non_coherent_atom_size = 64;
 }
 
 /// `vkGetPhysicalDeviceProperties`.
-pub(super) unsafe extern "C" fn properties(
-    pd: VkPhysicalDevice,
-    props: *mut VkPhysicalDeviceProperties,
+pub(super) unsafe extern "system" fn properties(
+    pd: vk::PhysicalDevice,
+    props: *mut vk::PhysicalDeviceProperties,
 ) {
     quietly("vkGetPhysicalDeviceProperties", || {
         if props.is_null() || !physical(pd) {
             return;
         }
-        // SAFETY: a VkPhysicalDeviceProperties of the caller, the specification's size.
-        unsafe { write_properties(props.cast()) };
+        // SAFETY: the caller's VkPhysicalDeviceProperties, writable.
+        unsafe { write_properties(props) };
     })
 }
 
 /// `vkGetPhysicalDeviceProperties2`: the properties, and in the `pNext` chain a
 /// `VkPhysicalDeviceIDProperties` (the UUIDs; no LUID); other structures are left alone.
-pub(super) unsafe extern "C" fn properties2(
-    pd: VkPhysicalDevice,
-    props: *mut VkPhysicalDeviceProperties2,
+pub(super) unsafe extern "system" fn properties2(
+    pd: vk::PhysicalDevice,
+    props: *mut vk::PhysicalDeviceProperties2,
 ) {
     quietly("vkGetPhysicalDeviceProperties2", || {
         if props.is_null() || !physical(pd) {
             return;
         }
-        let base = props.cast::<u8>();
-        // SAFETY: the caller's VkPhysicalDeviceProperties2: its `properties` member lies at
-        // the declared offset and has the specification's size.
-        unsafe {
-            write_properties(base.add(std::mem::offset_of!(
-                VkPhysicalDeviceProperties2,
-                properties
-            )))
-        };
+        // SAFETY: the caller's VkPhysicalDeviceProperties2, whose `properties` member is
+        // writable (its sType and pNext are only read).
+        unsafe { write_properties(std::ptr::addr_of_mut!((*props).properties)) };
         // SAFETY: the caller's structure starts with sType and pNext, like every chained one.
-        let mut next = unsafe { (*props.cast::<VkBaseOutStructure>()).pNext };
+        let mut next = unsafe { (*props.cast::<vk::BaseOutStructure>()).p_next };
         let mut hops = 0;
         while !next.is_null() && hops < 64 {
             hops += 1;
             // SAFETY: a chained structure of the caller; each starts with sType and pNext.
             let s = unsafe { &mut *next };
-            if s.sType == STYPE_PHYSICAL_DEVICE_ID_PROPERTIES {
-                let id = next.cast::<VkPhysicalDeviceIDProperties>();
+            if s.s_type == vk::StructureType::PHYSICAL_DEVICE_ID_PROPERTIES {
+                let id = next.cast::<vk::PhysicalDeviceIDProperties>();
                 // SAFETY: a VkPhysicalDeviceIDProperties (its sType says so) of the caller;
                 // only its output fields are written.
                 unsafe {
-                    (*id).deviceUUID = device_uuid();
-                    (*id).driverUUID = DRIVER_UUID;
-                    (*id).deviceLUID = [0; 8];
-                    (*id).deviceNodeMask = 0;
-                    (*id).deviceLUIDValid = 0;
+                    (*id).device_uuid = device_uuid();
+                    (*id).driver_uuid = DRIVER_UUID;
+                    (*id).device_luid = [0; 8];
+                    (*id).device_node_mask = 0;
+                    (*id).device_luid_valid = vk::FALSE;
                 }
             }
-            next = s.pNext;
+            next = s.p_next;
         }
     })
 }
@@ -369,76 +352,81 @@ fn system_memory() -> u64 {
 
 /// `vkGetPhysicalDeviceMemoryProperties`: heap 0 the VRAM (`GDRSIM_VRAM_SIZE`), heap 1 the
 /// system memory; the types of [`memory_types`].
-pub(super) unsafe extern "C" fn memory_properties(
-    pd: VkPhysicalDevice,
-    props: *mut VkPhysicalDeviceMemoryProperties,
+pub(super) unsafe extern "system" fn memory_properties(
+    pd: vk::PhysicalDevice,
+    props: *mut vk::PhysicalDeviceMemoryProperties,
 ) {
     quietly("vkGetPhysicalDeviceMemoryProperties", || {
         if props.is_null() || !physical(pd) {
             return;
         }
         let types = memory_types();
-        let mut p = VkPhysicalDeviceMemoryProperties {
-            memoryTypeCount: types.len() as u32,
-            memoryTypes: [VkMemoryType::default(); 32],
-            memoryHeapCount: 2,
-            memoryHeaps: [VkMemoryHeap::default(); 16],
+        let mut p = vk::PhysicalDeviceMemoryProperties {
+            memory_type_count: types.len() as u32,
+            memory_heap_count: 2,
+            ..Default::default()
         };
-        for (d, &(flags, heap)) in p.memoryTypes.iter_mut().zip(types) {
-            *d = VkMemoryType {
-                propertyFlags: flags,
-                heapIndex: heap,
+        for (d, &(flags, heap)) in p.memory_types.iter_mut().zip(types) {
+            *d = vk::MemoryType {
+                property_flags: flags,
+                heap_index: heap,
             };
         }
-        p.memoryHeaps[0] = VkMemoryHeap {
+        p.memory_heaps[0] = vk::MemoryHeap {
             size: config::get().vram_size,
-            flags: MEMORY_HEAP_DEVICE_LOCAL,
+            flags: vk::MemoryHeapFlags::DEVICE_LOCAL,
         };
-        p.memoryHeaps[1] = VkMemoryHeap {
+        p.memory_heaps[1] = vk::MemoryHeap {
             size: system_memory(),
-            flags: 0,
+            flags: vk::MemoryHeapFlags::empty(),
         };
-        // SAFETY: the caller's VkPhysicalDeviceMemoryProperties (the declaration has the
-        // specification's layout, abi's tests).
+        // SAFETY: the caller's VkPhysicalDeviceMemoryProperties, writable.
         unsafe { props.write(p) };
     })
 }
 
 /// `vkGetPhysicalDeviceQueueFamilyProperties`: one family for graphics, compute and transfer.
-pub(super) unsafe extern "C" fn queue_families(
-    pd: VkPhysicalDevice,
+pub(super) unsafe extern "system" fn queue_families(
+    pd: vk::PhysicalDevice,
     count: *mut u32,
-    props: *mut VkQueueFamilyProperties,
+    props: *mut vk::QueueFamilyProperties,
 ) {
     quietly("vkGetPhysicalDeviceQueueFamilyProperties", || {
         if !physical(pd) {
             return;
         }
-        let family = VkQueueFamilyProperties {
-            queueFlags: QUEUE_GRAPHICS | QUEUE_COMPUTE | QUEUE_TRANSFER,
-            queueCount: QUEUES,
-            timestampValidBits: 64,
-            minImageTransferGranularity: [1, 1, 1],
+        let family = vk::QueueFamilyProperties {
+            queue_flags: vk::QueueFlags::GRAPHICS
+                | vk::QueueFlags::COMPUTE
+                | vk::QueueFlags::TRANSFER,
+            queue_count: QUEUES,
+            timestamp_valid_bits: 64,
+            min_image_transfer_granularity: vk::Extent3D {
+                width: 1,
+                height: 1,
+                depth: 1,
+            },
         };
-        // SAFETY: the caller's count and array, as Vulkan's contract has them.
-        unsafe { enumerate(count, props, 1, |_| family) };
+        // SAFETY: the caller's count and array, as Vulkan's contract has them. The command
+        // has no result: a short array shows in the count alone.
+        let _ = unsafe { enumerate(count, props, 1, |_| family) };
     })
 }
 
 /// `vkEnumerateDeviceExtensionProperties`: `VK_KHR_external_memory` and (unless
 /// `GDRSIM_VULKAN=noext`) `VK_KHR_external_memory_fd`; no layers.
-pub(super) unsafe extern "C" fn enumerate_device_extensions(
-    pd: VkPhysicalDevice,
+pub(super) unsafe extern "system" fn enumerate_device_extensions(
+    pd: vk::PhysicalDevice,
     layer: *const c_char,
     count: *mut u32,
-    props: *mut VkExtensionProperties,
-) -> VkResult {
+    props: *mut vk::ExtensionProperties,
+) -> vk::Result {
     call("vkEnumerateDeviceExtensionProperties", || {
         if !physical(pd) {
-            return VK_ERROR_INITIALIZATION_FAILED;
+            return vk::Result::ERROR_INITIALIZATION_FAILED;
         }
         if !layer.is_null() {
-            return VK_ERROR_LAYER_NOT_PRESENT;
+            return vk::Result::ERROR_LAYER_NOT_PRESENT;
         }
         let exts = device_extensions();
         // SAFETY: the caller's count and array, as Vulkan's contract has them.
@@ -448,73 +436,79 @@ pub(super) unsafe extern "C" fn enumerate_device_extensions(
 
 /// `vkCreateDevice`: queue family 0 only (1 to 16 queues); enabled extensions must be among
 /// those offered (else VK_ERROR_EXTENSION_NOT_PRESENT); device layers and features are ignored.
-pub(super) unsafe extern "C" fn create_device(
-    pd: VkPhysicalDevice,
-    info: *const VkDeviceCreateInfo,
-    _alloc: *const c_void,
-    device: *mut VkDevice,
-) -> VkResult {
+pub(super) unsafe extern "system" fn create_device(
+    pd: vk::PhysicalDevice,
+    info: *const vk::DeviceCreateInfo,
+    _alloc: *const vk::AllocationCallbacks,
+    device: *mut vk::Device,
+) -> vk::Result {
     call("vkCreateDevice", || {
         result((|| {
             if info.is_null() || device.is_null() || !physical(pd) {
-                return Err(VK_ERROR_INITIALIZATION_FAILED);
+                return Err(vk::Result::ERROR_INITIALIZATION_FAILED);
             }
             // SAFETY: a non-NULL VkDeviceCreateInfo from the caller.
             let info = unsafe { &*info };
-            if info.sType != STYPE_DEVICE_CREATE_INFO
-                || info.queueCreateInfoCount == 0
-                || info.pQueueCreateInfos.is_null()
+            if info.s_type != vk::StructureType::DEVICE_CREATE_INFO
+                || info.queue_create_info_count == 0
+                || info.p_queue_create_infos.is_null()
             {
-                return Err(VK_ERROR_INITIALIZATION_FAILED);
+                return Err(vk::Result::ERROR_INITIALIZATION_FAILED);
             }
-            for i in 0..info.queueCreateInfoCount as usize {
+            for i in 0..info.queue_create_info_count as usize {
                 // SAFETY: the caller passes queueCreateInfoCount queue infos.
-                let q = unsafe { &*info.pQueueCreateInfos.add(i) };
-                if q.sType != STYPE_DEVICE_QUEUE_CREATE_INFO
-                    || q.queueFamilyIndex != 0
-                    || !(1..=QUEUES).contains(&q.queueCount)
+                let q = unsafe { &*info.p_queue_create_infos.add(i) };
+                if q.s_type != vk::StructureType::DEVICE_QUEUE_CREATE_INFO
+                    || q.queue_family_index != 0
+                    || !(1..=QUEUES).contains(&q.queue_count)
                 {
-                    return Err(VK_ERROR_INITIALIZATION_FAILED);
+                    return Err(vk::Result::ERROR_INITIALIZATION_FAILED);
                 }
             }
             let exts = device_extensions();
             // SAFETY: the caller's extension name array of the count it gives.
             let known = unsafe {
                 all_names(
-                    info.ppEnabledExtensionNames,
-                    info.enabledExtensionCount,
+                    info.pp_enabled_extension_names,
+                    info.enabled_extension_count,
                     |n| offered(exts, n),
                 )
             };
             if !known {
-                return Err(VK_ERROR_EXTENSION_NOT_PRESENT);
+                return Err(vk::Result::ERROR_EXTENSION_NOT_PRESENT);
             }
             // SAFETY: as above.
             let external_fd = unsafe {
                 any_name(
-                    info.ppEnabledExtensionNames,
-                    info.enabledExtensionCount,
+                    info.pp_enabled_extension_names,
+                    info.enabled_extension_count,
                     |n| offered(&[(EXT_FD, 1)], n),
                 )
             };
             let h = STATE
                 .lock()
                 .vk
-                .create_device(pd as usize, me(), external_fd);
+                .create_device(pd.as_raw() as usize, me(), external_fd);
             // SAFETY: non-NULL out-pointer from the caller.
-            unsafe { device.write(h as VkDevice) };
-            Ok(VK_SUCCESS)
+            unsafe { device.write(vk::Device::from_raw(h as u64)) };
+            Ok(vk::Result::SUCCESS)
         })())
     })
 }
 
 /// `vkDestroyDevice`: also frees the memory objects still allocated on it (unmapping them).
-pub(super) unsafe extern "C" fn destroy_device(device: VkDevice, _alloc: *const c_void) {
+pub(super) unsafe extern "system" fn destroy_device(
+    device: vk::Device,
+    _alloc: *const vk::AllocationCallbacks,
+) {
     quietly("vkDestroyDevice", || {
-        if device.is_null() {
+        if device == vk::Device::null() {
             return;
         }
-        let freed = STATE.lock().vk.destroy_device(device as usize, me());
+        let freed = STATE
+            .lock()
+            .vk
+            .destroy_device(device.as_raw() as usize, me());
         release_all(freed);
     })
 }

@@ -9,7 +9,7 @@ use crate::gpu;
 use crate::intercept::set_kind;
 use crate::real;
 use crate::state::{State, STATE};
-use gdrapi_abi::vk::*;
+use gdrapi_abi::vk::{self, Handle};
 use libc::{c_int, c_void};
 use std::time::Duration;
 
@@ -19,18 +19,20 @@ use std::time::Duration;
 ///
 /// `next` is NULL or the head of a chain of Vulkan structures, each starting with `sType`
 /// and `pNext`.
-unsafe fn find_import(mut next: *const c_void) -> Option<(u32, c_int)> {
+unsafe fn find_import(
+    mut next: *const c_void,
+) -> Option<(vk::ExternalMemoryHandleTypeFlags, c_int)> {
     let mut hops = 0;
     while !next.is_null() && hops < 64 {
         hops += 1;
         // SAFETY: a chained structure of the caller (the contract).
-        let s = unsafe { &*next.cast::<VkBaseOutStructure>() };
-        if s.sType == STYPE_IMPORT_MEMORY_FD_INFO_KHR {
+        let s = unsafe { &*next.cast::<vk::BaseInStructure>() };
+        if s.s_type == vk::StructureType::IMPORT_MEMORY_FD_INFO_KHR {
             // SAFETY: its sType says it is a VkImportMemoryFdInfoKHR.
-            let i = unsafe { &*next.cast::<VkImportMemoryFdInfoKHR>() };
-            return Some((i.handleType, i.fd));
+            let i = unsafe { &*next.cast::<vk::ImportMemoryFdInfoKHR>() };
+            return Some((i.handle_type, i.fd));
         }
-        next = s.pNext.cast_const().cast();
+        next = s.p_next.cast();
     }
     None
 }
@@ -47,36 +49,36 @@ unsafe fn find_import(mut next: *const c_void) -> Option<(u32, c_int)> {
 /// one whose allocation does not fit in what is left of BAR1: VK_ERROR_OUT_OF_DEVICE_MEMORY,
 /// the fd left open. An allocation that imports nothing: VK_ERROR_OUT_OF_DEVICE_MEMORY (not
 /// offered).
-pub(super) unsafe extern "C" fn allocate(
-    device: VkDevice,
-    info: *const VkMemoryAllocateInfo,
-    _alloc: *const c_void,
-    memory: *mut VkDeviceMemory,
-) -> VkResult {
+pub(super) unsafe extern "system" fn allocate(
+    device: vk::Device,
+    info: *const vk::MemoryAllocateInfo,
+    _alloc: *const vk::AllocationCallbacks,
+    memory: *mut vk::DeviceMemory,
+) -> vk::Result {
     call("vkAllocateMemory", || {
         let imported = (|| {
             if info.is_null() || memory.is_null() {
-                return Err(VK_ERROR_INITIALIZATION_FAILED);
+                return Err(vk::Result::ERROR_INITIALIZATION_FAILED);
             }
             // SAFETY: a non-NULL VkMemoryAllocateInfo from the caller.
             let info = unsafe { &*info };
-            if info.sType != STYPE_MEMORY_ALLOCATE_INFO {
-                return Err(VK_ERROR_INITIALIZATION_FAILED);
+            if info.s_type != vk::StructureType::MEMORY_ALLOCATE_INFO {
+                return Err(vk::Result::ERROR_INITIALIZATION_FAILED);
             }
             let mut st = STATE.lock();
             let pid = me();
             let external_fd = st
                 .vk
-                .device(device as usize, pid)
-                .ok_or(VK_ERROR_INITIALIZATION_FAILED)?
+                .device(device.as_raw() as usize, pid)
+                .ok_or(vk::Result::ERROR_INITIALIZATION_FAILED)?
                 .external_fd;
             // SAFETY: the caller's pNext chain.
-            let import = unsafe { find_import(info.pNext) };
-            let Some((kind, fd)) = import.filter(|&(kind, _)| kind != 0) else {
-                return Err(VK_ERROR_OUT_OF_DEVICE_MEMORY);
+            let import = unsafe { find_import(info.p_next) };
+            let Some((kind, fd)) = import.filter(|&(kind, _)| !kind.is_empty()) else {
+                return Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY);
             };
-            const INVALID: VkResult = VK_ERROR_INVALID_EXTERNAL_HANDLE;
-            if kind != EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD || !external_fd {
+            const INVALID: vk::Result = vk::Result::ERROR_INVALID_EXTERNAL_HANDLE;
+            if kind != vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD || !external_fd {
                 return Err(INVALID);
             }
             let gen = st.gpu().map(|g| g.gen);
@@ -85,21 +87,21 @@ pub(super) unsafe extern "C" fn allocate(
                 _ => return Err(INVALID),
             };
             let flags = memory_types()
-                .get(info.memoryTypeIndex as usize)
+                .get(info.memory_type_index as usize)
                 .map(|&(flags, _)| flags)
-                .filter(|f| f & MEMORY_PROPERTY_DEVICE_LOCAL != 0)
+                .filter(|f| f.contains(vk::MemoryPropertyFlags::DEVICE_LOCAL))
                 .ok_or(INVALID)?;
-            if info.allocationSize != size {
+            if info.allocation_size != size {
                 return Err(INVALID);
             }
             if !st
                 .vk
                 .import_allowed(gen, handle, size, config::get().vk_import_limit)
             {
-                return Err(VK_ERROR_OUT_OF_DEVICE_MEMORY);
+                return Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY);
             }
             if !st.vk.holds_bar1(gen, handle) && !crate::bar1::fits(st.bar1_used(gen), size) {
-                return Err(VK_ERROR_OUT_OF_DEVICE_MEMORY);
+                return Err(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY);
             }
             // The fd's hold on the physical allocation becomes the memory object's.
             st.drop_export(fd, true);
@@ -108,11 +110,11 @@ pub(super) unsafe extern "C" fn allocate(
             unsafe { real::close(fd) };
             let h = st.vk.add_memory(Memory {
                 pid,
-                device: device as usize,
+                device: device.as_raw() as usize,
                 gen,
                 handle,
                 size,
-                host_visible: flags & MEMORY_PROPERTY_HOST_VISIBLE != 0,
+                host_visible: flags.contains(vk::MemoryPropertyFlags::HOST_VISIBLE),
                 map: None,
             });
             Ok((h, size))
@@ -124,8 +126,8 @@ pub(super) unsafe extern "C" fn allocate(
         };
         spend(size);
         // SAFETY: non-NULL out-pointer from the caller (checked above).
-        unsafe { memory.write(h) };
-        VK_SUCCESS
+        unsafe { memory.write(vk::DeviceMemory::from_raw(h)) };
+        vk::Result::SUCCESS
     })
 }
 
@@ -167,30 +169,30 @@ fn round_up(v: u64, to: u64) -> u64 {
 /// bytes as the device. The mapping holds no BAR1 (the import does). VK_ERROR_MEMORY_MAP_FAILED
 /// for a memory type that is not host-visible, a memory object already mapped, a range
 /// outside the allocation (or empty), flags other than 0, and unknown objects.
-pub(super) unsafe extern "C" fn map(
-    device: VkDevice,
-    memory: VkDeviceMemory,
+pub(super) unsafe extern "system" fn map(
+    device: vk::Device,
+    memory: vk::DeviceMemory,
     offset: u64,
     size: u64,
-    flags: u32,
+    flags: vk::MemoryMapFlags,
     data: *mut *mut c_void,
-) -> VkResult {
+) -> vk::Result {
     call("vkMapMemory", || {
         result((|| {
-            const FAILED: VkResult = VK_ERROR_MEMORY_MAP_FAILED;
-            if data.is_null() || flags != 0 {
+            const FAILED: vk::Result = vk::Result::ERROR_MEMORY_MAP_FAILED;
+            if data.is_null() || !flags.is_empty() {
                 return Err(FAILED);
             }
             let mut st = STATE.lock();
             let gpu = st.gpu().map(|g| (g.gen, g.memfd));
             let m = st
                 .vk
-                .memory_mut(device as usize, memory, me())
+                .memory_mut(device.as_raw() as usize, memory.as_raw(), me())
                 .ok_or(FAILED)?;
             if !m.host_visible || m.map.is_some() {
                 return Err(FAILED);
             }
-            let len = if size == VK_WHOLE_SIZE {
+            let len = if size == vk::WHOLE_SIZE {
                 m.size.checked_sub(offset).filter(|&l| l > 0)
             } else {
                 offset
@@ -221,7 +223,10 @@ pub(super) unsafe extern "C" fn map(
             }
             let base = p as u64;
             gpu::dontfork(base, end - start);
-            if let Some(m) = st.vk.memory_mut(device as usize, memory, me()) {
+            if let Some(m) = st
+                .vk
+                .memory_mut(device.as_raw() as usize, memory.as_raw(), me())
+            {
                 m.map = Some(Mapping {
                     base,
                     len: end - start,
@@ -229,7 +234,7 @@ pub(super) unsafe extern "C" fn map(
             }
             // SAFETY: non-NULL out-pointer from the caller.
             unsafe { data.write((base + (offset - start)) as *mut c_void) };
-            Ok(VK_SUCCESS)
+            Ok(vk::Result::SUCCESS)
         })())
     })
 }
@@ -242,10 +247,13 @@ fn unmap_now(x: Mapping) {
 }
 
 /// `vkUnmapMemory`: removes the memory object's mapping, if it has one.
-pub(super) unsafe extern "C" fn unmap(device: VkDevice, memory: VkDeviceMemory) {
+pub(super) unsafe extern "system" fn unmap(device: vk::Device, memory: vk::DeviceMemory) {
     quietly("vkUnmapMemory", || {
         let mut st = STATE.lock();
-        if let Some(m) = st.vk.memory_mut(device as usize, memory, me()) {
+        if let Some(m) = st
+            .vk
+            .memory_mut(device.as_raw() as usize, memory.as_raw(), me())
+        {
             if let Some(x) = m.map.take() {
                 unmap_now(x);
             }
@@ -268,18 +276,20 @@ pub(super) fn release(st: &mut State, m: Memory) {
 /// allocation (freed now if CUDA released and unmapped it and nothing else holds it) and, if
 /// it was the allocation's last live import, of its BAR1; then, with the lock released, the
 /// call takes the free's cost ([`spend`]).
-pub(super) unsafe extern "C" fn free(
-    device: VkDevice,
-    memory: VkDeviceMemory,
-    _alloc: *const c_void,
+pub(super) unsafe extern "system" fn free(
+    device: vk::Device,
+    memory: vk::DeviceMemory,
+    _alloc: *const vk::AllocationCallbacks,
 ) {
     quietly("vkFreeMemory", || {
-        if memory == 0 {
+        if memory == vk::DeviceMemory::null() {
             return;
         }
         let freed = {
             let mut st = STATE.lock();
-            let m = st.vk.remove_memory(device as usize, memory, me());
+            let m = st
+                .vk
+                .remove_memory(device.as_raw() as usize, memory.as_raw(), me());
             m.map(|m| {
                 let size = m.size;
                 release(&mut st, m);

@@ -31,18 +31,22 @@ mod objects;
 
 pub use objects::Objects;
 
-use gdrapi_abi::vk::*;
+use gdrapi_abi::vk::{self, Handle};
 use libc::c_char;
 use std::ffi::CStr;
 
 /// Runs the body of the command `name`, which returns a `VkResult`, inside `gdrapi-boundary`'s
 /// guard: fault injection first (`GDRSIM_FAIL` rules naming `name`), then `f`, a panic
 /// becoming VK_ERROR_UNKNOWN.
-fn call(name: &'static str, f: impl FnOnce() -> VkResult) -> VkResult {
+fn call(name: &'static str, f: impl FnOnce() -> vk::Result) -> vk::Result {
     gdrapi_boundary::guard_or(
         name,
-        || VK_ERROR_UNKNOWN,
-        || crate::fail::check(name).unwrap_or_else(f),
+        || vk::Result::ERROR_UNKNOWN,
+        || {
+            crate::fail::check(name)
+                .map(vk::Result::from_raw)
+                .unwrap_or_else(f)
+        },
     )
 }
 
@@ -53,7 +57,7 @@ fn quietly(name: &'static str, f: impl FnOnce()) {
 }
 
 /// The `VkResult` of a body that uses `?` for its refusals.
-fn result(r: Result<VkResult, VkResult>) -> VkResult {
+fn result(r: Result<vk::Result, vk::Result>) -> vk::Result {
     r.unwrap_or_else(|e| e)
 }
 
@@ -75,14 +79,14 @@ unsafe fn enumerate<T>(
     out: *mut T,
     n: usize,
     item: impl Fn(usize) -> T,
-) -> VkResult {
+) -> vk::Result {
     if count.is_null() {
-        return VK_ERROR_INITIALIZATION_FAILED;
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
     }
     if out.is_null() {
         // SAFETY: count is non-NULL and writable (the contract).
         unsafe { count.write(n as u32) };
-        return VK_SUCCESS;
+        return vk::Result::SUCCESS;
     }
     // SAFETY: as above, readable.
     let room = unsafe { count.read() } as usize;
@@ -94,9 +98,9 @@ unsafe fn enumerate<T>(
     // SAFETY: as above.
     unsafe { count.write(k as u32) };
     if k < n {
-        VK_INCOMPLETE
+        vk::Result::INCOMPLETE
     } else {
-        VK_SUCCESS
+        vk::Result::SUCCESS
     }
 }
 
@@ -134,35 +138,35 @@ macro_rules! commands {
 use Level::{Device as D, Global as G, Instance as I};
 
 commands! {
-    G "vkGetInstanceProcAddr": PFN_vkGetInstanceProcAddr = gdrsim_vkGetInstanceProcAddr;
-    G "vkCreateInstance": PFN_vkCreateInstance = device::create_instance;
-    G "vkEnumerateInstanceVersion": PFN_vkEnumerateInstanceVersion = device::enumerate_instance_version;
-    G "vkEnumerateInstanceExtensionProperties": PFN_vkEnumerateInstanceExtensionProperties =
+    G "vkGetInstanceProcAddr": vk::PFN_vkGetInstanceProcAddr = gdrsim_vkGetInstanceProcAddr;
+    G "vkCreateInstance": vk::PFN_vkCreateInstance = device::create_instance;
+    G "vkEnumerateInstanceVersion": vk::PFN_vkEnumerateInstanceVersion = device::enumerate_instance_version;
+    G "vkEnumerateInstanceExtensionProperties": vk::PFN_vkEnumerateInstanceExtensionProperties =
         device::enumerate_instance_extensions;
-    G "vkEnumerateInstanceLayerProperties": PFN_vkEnumerateInstanceLayerProperties =
+    G "vkEnumerateInstanceLayerProperties": vk::PFN_vkEnumerateInstanceLayerProperties =
         device::enumerate_instance_layers;
-    I "vkDestroyInstance": PFN_vkDestroyInstance = device::destroy_instance;
-    I "vkEnumeratePhysicalDevices": PFN_vkEnumeratePhysicalDevices = device::enumerate_physical_devices;
-    I "vkGetPhysicalDeviceProperties": PFN_vkGetPhysicalDeviceProperties = device::properties;
-    I "vkGetPhysicalDeviceProperties2": PFN_vkGetPhysicalDeviceProperties2 = device::properties2;
-    I "vkGetPhysicalDeviceProperties2KHR": PFN_vkGetPhysicalDeviceProperties2 = device::properties2;
-    I "vkGetPhysicalDeviceMemoryProperties": PFN_vkGetPhysicalDeviceMemoryProperties =
+    I "vkDestroyInstance": vk::PFN_vkDestroyInstance = device::destroy_instance;
+    I "vkEnumeratePhysicalDevices": vk::PFN_vkEnumeratePhysicalDevices = device::enumerate_physical_devices;
+    I "vkGetPhysicalDeviceProperties": vk::PFN_vkGetPhysicalDeviceProperties = device::properties;
+    I "vkGetPhysicalDeviceProperties2": vk::PFN_vkGetPhysicalDeviceProperties2 = device::properties2;
+    I "vkGetPhysicalDeviceProperties2KHR": vk::PFN_vkGetPhysicalDeviceProperties2 = device::properties2;
+    I "vkGetPhysicalDeviceMemoryProperties": vk::PFN_vkGetPhysicalDeviceMemoryProperties =
         device::memory_properties;
-    I "vkGetPhysicalDeviceQueueFamilyProperties": PFN_vkGetPhysicalDeviceQueueFamilyProperties =
+    I "vkGetPhysicalDeviceQueueFamilyProperties": vk::PFN_vkGetPhysicalDeviceQueueFamilyProperties =
         device::queue_families;
-    I "vkEnumerateDeviceExtensionProperties": PFN_vkEnumerateDeviceExtensionProperties =
+    I "vkEnumerateDeviceExtensionProperties": vk::PFN_vkEnumerateDeviceExtensionProperties =
         device::enumerate_device_extensions;
-    I "vkCreateDevice": PFN_vkCreateDevice = device::create_device;
-    D "vkGetDeviceProcAddr": PFN_vkGetDeviceProcAddr = get_device_proc_addr;
-    D "vkDestroyDevice": PFN_vkDestroyDevice = device::destroy_device;
-    D "vkAllocateMemory": PFN_vkAllocateMemory = memory::allocate;
-    D "vkFreeMemory": PFN_vkFreeMemory = memory::free;
-    D "vkMapMemory": PFN_vkMapMemory = memory::map;
-    D "vkUnmapMemory": PFN_vkUnmapMemory = memory::unmap;
+    I "vkCreateDevice": vk::PFN_vkCreateDevice = device::create_device;
+    D "vkGetDeviceProcAddr": vk::PFN_vkGetDeviceProcAddr = get_device_proc_addr;
+    D "vkDestroyDevice": vk::PFN_vkDestroyDevice = device::destroy_device;
+    D "vkAllocateMemory": vk::PFN_vkAllocateMemory = memory::allocate;
+    D "vkFreeMemory": vk::PFN_vkFreeMemory = memory::free;
+    D "vkMapMemory": vk::PFN_vkMapMemory = memory::map;
+    D "vkUnmapMemory": vk::PFN_vkUnmapMemory = memory::unmap;
 }
 
 /// The command `name` if its level is one of `levels`.
-fn find(name: *const c_char, levels: &[Level]) -> PFN_vkVoidFunction {
+fn find(name: *const c_char, levels: &[Level]) -> vk::PFN_vkVoidFunction {
     if name.is_null() {
         return None;
     }
@@ -173,8 +177,8 @@ fn find(name: *const c_char, levels: &[Level]) -> PFN_vkVoidFunction {
         .find(|(l, n, _)| levels.contains(l) && n.as_bytes() == name)
         .map(|(_, _, f)| f)?;
     // SAFETY: `f` is the address of one of the functions listed above, each an
-    // `unsafe extern "C" fn`; the caller casts it back to the command's own type.
-    Some(unsafe { std::mem::transmute::<usize, unsafe extern "C" fn()>(f) })
+    // `unsafe extern "system" fn`; the caller casts it back to the command's own type.
+    Some(unsafe { std::mem::transmute::<usize, unsafe extern "system" fn()>(f) })
 }
 
 /// Whether the stand-in answers at all: not under `GDRSIM_BACKING=vulkan`, whose real GPU
@@ -193,10 +197,10 @@ fn enabled() -> bool {
 ///
 /// The contract of `vkGetInstanceProcAddr`: `name` is NULL or a NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn gdrsim_vkGetInstanceProcAddr(
-    instance: VkInstance,
+pub unsafe extern "system" fn gdrsim_vkGetInstanceProcAddr(
+    instance: vk::Instance,
     name: *const c_char,
-) -> PFN_vkVoidFunction {
+) -> vk::PFN_vkVoidFunction {
     gdrapi_boundary::guard_or(
         "vkGetInstanceProcAddr",
         || None,
@@ -204,13 +208,13 @@ pub unsafe extern "C" fn gdrsim_vkGetInstanceProcAddr(
             if !enabled() {
                 return None;
             }
-            if instance.is_null() {
+            if instance == vk::Instance::null() {
                 return find(name, &[Level::Global]);
             }
             let live = crate::state::STATE
                 .lock()
                 .vk
-                .instance(instance as usize, me())
+                .instance(instance.as_raw() as usize, me())
                 .is_some();
             if live {
                 find(name, &[Level::Global, Level::Instance, Level::Device])
@@ -227,10 +231,10 @@ pub unsafe extern "C" fn gdrsim_vkGetInstanceProcAddr(
 /// # Safety
 ///
 /// The contract of `vkGetDeviceProcAddr`: `name` is NULL or a NUL-terminated string.
-unsafe extern "C" fn get_device_proc_addr(
-    device: VkDevice,
+unsafe extern "system" fn get_device_proc_addr(
+    device: vk::Device,
     name: *const c_char,
-) -> PFN_vkVoidFunction {
+) -> vk::PFN_vkVoidFunction {
     gdrapi_boundary::guard_or(
         "vkGetDeviceProcAddr",
         || None,
@@ -238,7 +242,7 @@ unsafe extern "C" fn get_device_proc_addr(
             let live = crate::state::STATE
                 .lock()
                 .vk
-                .device(device as usize, me())
+                .device(device.as_raw() as usize, me())
                 .is_some();
             if live {
                 find(name, &[Level::Device])

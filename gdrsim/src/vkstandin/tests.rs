@@ -73,7 +73,7 @@ macro_rules! command {
         let f = unsafe { gdrsim_vkGetInstanceProcAddr($inst, name) };
         let f = f.expect($name);
         // SAFETY: the stand-in hands out this command with this type (its table checks it).
-        unsafe { std::mem::transmute::<unsafe extern "C" fn(), $ty>(f) }
+        unsafe { std::mem::transmute::<unsafe extern "system" fn(), $ty>(f) }
     }};
 }
 
@@ -84,56 +84,64 @@ fn counters() -> crate::counters::Counters {
 }
 
 struct Vk {
-    instance: VkInstance,
-    pd: VkPhysicalDevice,
-    device: VkDevice,
-    allocate: PFN_vkAllocateMemory,
-    free: PFN_vkFreeMemory,
-    map: PFN_vkMapMemory,
-    unmap: PFN_vkUnmapMemory,
+    instance: vk::Instance,
+    pd: vk::PhysicalDevice,
+    device: vk::Device,
+    allocate: vk::PFN_vkAllocateMemory,
+    free: vk::PFN_vkFreeMemory,
+    map: vk::PFN_vkMapMemory,
+    unmap: vk::PFN_vkUnmapMemory,
 }
 
 impl Vk {
     /// An instance, its device and a device with `extensions` enabled.
     fn new(extensions: &[&std::ffi::CStr]) -> Vk {
-        let create: PFN_vkCreateInstance = command!(std::ptr::null_mut(), "vkCreateInstance" as _);
-        let app = VkApplicationInfo::named(None);
-        let info = VkInstanceCreateInfo::plain(&app);
-        let mut instance = std::ptr::null_mut();
+        let create: vk::PFN_vkCreateInstance =
+            command!(vk::Instance::null(), "vkCreateInstance" as _);
+        let app = vk::application_info(c"gdrsim tests");
+        let info = vk::InstanceCreateInfo::default().application_info(&app);
+        let mut instance = vk::Instance::null();
         // SAFETY: valid create info and out-pointer.
         let r = unsafe { create(&info, std::ptr::null(), &mut instance) };
-        assert_eq!(r, VK_SUCCESS);
-        let enumerate: PFN_vkEnumeratePhysicalDevices =
+        assert_eq!(r, vk::Result::SUCCESS);
+        let enumerate: vk::PFN_vkEnumeratePhysicalDevices =
             command!(instance, "vkEnumeratePhysicalDevices" as _);
-        let mut pd = std::ptr::null_mut();
+        let mut pd = vk::PhysicalDevice::null();
         let mut n = 1;
         // SAFETY: room for one handle.
-        assert_eq!(unsafe { enumerate(instance, &mut n, &mut pd) }, VK_SUCCESS);
+        let r = unsafe { enumerate(instance, &mut n, &mut pd) };
+        assert_eq!(r, vk::Result::SUCCESS);
         let device = create_device(instance, pd, extensions).expect("vkCreateDevice");
-        let gdpa: PFN_vkGetDeviceProcAddr = command!(instance, "vkGetDeviceProcAddr" as _);
+        let gdpa: vk::PFN_vkGetDeviceProcAddr = command!(instance, "vkGetDeviceProcAddr" as _);
         macro_rules! dev {
             ($name:literal as $ty:ty) => {{
                 // SAFETY: a live device and a NUL-terminated name.
                 let f = unsafe { gdpa(device, concat!($name, "\0").as_ptr().cast()) }.expect($name);
                 // SAFETY: the stand-in hands out this command with this type.
-                unsafe { std::mem::transmute::<unsafe extern "C" fn(), $ty>(f) }
+                unsafe { std::mem::transmute::<unsafe extern "system" fn(), $ty>(f) }
             }};
         }
         Vk {
             instance,
             pd,
             device,
-            allocate: dev!("vkAllocateMemory" as PFN_vkAllocateMemory),
-            free: dev!("vkFreeMemory" as PFN_vkFreeMemory),
-            map: dev!("vkMapMemory" as PFN_vkMapMemory),
-            unmap: dev!("vkUnmapMemory" as PFN_vkUnmapMemory),
+            allocate: dev!("vkAllocateMemory" as vk::PFN_vkAllocateMemory),
+            free: dev!("vkFreeMemory" as vk::PFN_vkFreeMemory),
+            map: dev!("vkMapMemory" as vk::PFN_vkMapMemory),
+            unmap: dev!("vkUnmapMemory" as vk::PFN_vkUnmapMemory),
         }
     }
 
-    fn import(&self, size: u64, type_index: u32, kind: u32, fd: c_int) -> Result<u64, VkResult> {
+    fn import(
+        &self,
+        size: u64,
+        type_index: u32,
+        kind: vk::ExternalMemoryHandleTypeFlags,
+        fd: c_int,
+    ) -> Result<u64, vk::Result> {
         import_on(
             self.allocate,
-            self.device as usize,
+            self.device.as_raw() as usize,
             size,
             type_index,
             kind,
@@ -141,23 +149,25 @@ impl Vk {
         )
     }
 
-    fn map(&self, m: u64, offset: u64, size: u64) -> Result<*mut u8, VkResult> {
+    fn map(&self, m: u64, offset: u64, size: u64) -> Result<*mut u8, vk::Result> {
         let mut p = std::ptr::null_mut();
+        let (m, flags) = (vk::DeviceMemory::from_raw(m), vk::MemoryMapFlags::empty());
         // SAFETY: a valid out-pointer.
-        match unsafe { (self.map)(self.device, m, offset, size, 0, &mut p) } {
-            VK_SUCCESS => Ok(p.cast()),
+        match unsafe { (self.map)(self.device, m, offset, size, flags, &mut p) } {
+            vk::Result::SUCCESS => Ok(p.cast()),
             e => Err(e),
         }
     }
 
     fn free(&self, m: u64) {
         // SAFETY: any handle value is accepted.
-        unsafe { (self.free)(self.device, m, std::ptr::null()) };
+        unsafe { (self.free)(self.device, vk::DeviceMemory::from_raw(m), std::ptr::null()) };
     }
 
     fn close(self) {
-        let destroy_device: PFN_vkDestroyDevice = command!(self.instance, "vkDestroyDevice" as _);
-        let destroy: PFN_vkDestroyInstance = command!(self.instance, "vkDestroyInstance" as _);
+        let destroy_device: vk::PFN_vkDestroyDevice =
+            command!(self.instance, "vkDestroyDevice" as _);
+        let destroy: vk::PFN_vkDestroyInstance = command!(self.instance, "vkDestroyInstance" as _);
         // SAFETY: live handles of ours.
         unsafe {
             destroy_device(self.device, std::ptr::null());
@@ -169,47 +179,50 @@ impl Vk {
 /// `vkAllocateMemory` importing `fd` on `device` (a `VkDevice` as a number, so that another
 /// thread can make the call).
 fn import_on(
-    allocate: PFN_vkAllocateMemory,
+    allocate: vk::PFN_vkAllocateMemory,
     device: usize,
     size: u64,
     type_index: u32,
-    kind: u32,
+    kind: vk::ExternalMemoryHandleTypeFlags,
     fd: c_int,
-) -> Result<u64, VkResult> {
-    let import = VkImportMemoryFdInfoKHR {
-        sType: STYPE_IMPORT_MEMORY_FD_INFO_KHR,
-        pNext: std::ptr::null(),
-        handleType: kind,
-        fd,
-    };
-    let info = VkMemoryAllocateInfo {
-        sType: STYPE_MEMORY_ALLOCATE_INFO,
-        pNext: (&import as *const VkImportMemoryFdInfoKHR).cast(),
-        allocationSize: size,
-        memoryTypeIndex: type_index,
-    };
-    let mut m = 0;
+) -> Result<u64, vk::Result> {
+    let mut import = vk::ImportMemoryFdInfoKHR::default()
+        .handle_type(kind)
+        .fd(fd);
+    let info = vk::MemoryAllocateInfo::default()
+        .allocation_size(size)
+        .memory_type_index(type_index)
+        .push_next(&mut import);
+    let mut m = vk::DeviceMemory::null();
     // SAFETY: valid structures and out-pointer; any device value is accepted.
-    match unsafe { allocate(device as VkDevice, &info, std::ptr::null(), &mut m) } {
-        VK_SUCCESS => Ok(m),
+    match unsafe {
+        allocate(
+            vk::Device::from_raw(device as u64),
+            &info,
+            std::ptr::null(),
+            &mut m,
+        )
+    } {
+        vk::Result::SUCCESS => Ok(m.as_raw()),
         e => Err(e),
     }
 }
 
 fn create_device(
-    instance: VkInstance,
-    pd: VkPhysicalDevice,
+    instance: vk::Instance,
+    pd: vk::PhysicalDevice,
     extensions: &[&std::ffi::CStr],
-) -> Result<VkDevice, VkResult> {
-    let create: PFN_vkCreateDevice = command!(instance, "vkCreateDevice" as _);
-    let prio = 1.0f32;
-    let queue = VkDeviceQueueCreateInfo::one_of_family_0(&prio);
+) -> Result<vk::Device, vk::Result> {
+    let create: vk::PFN_vkCreateDevice = command!(instance, "vkCreateDevice" as _);
+    let queue = vk::DeviceQueueCreateInfo::default().queue_priorities(&[1.0]);
     let names: Vec<*const c_char> = extensions.iter().map(|e| e.as_ptr()).collect();
-    let info = VkDeviceCreateInfo::with_extensions(&queue, &names);
-    let mut device = std::ptr::null_mut();
+    let info = vk::DeviceCreateInfo::default()
+        .queue_create_infos(std::slice::from_ref(&queue))
+        .enabled_extension_names(&names);
+    let mut device = vk::Device::null();
     // SAFETY: valid structures and out-pointer.
     match unsafe { create(pd, &info, std::ptr::null(), &mut device) } {
-        VK_SUCCESS => Ok(device),
+        vk::Result::SUCCESS => Ok(device),
         e => Err(e),
     }
 }
@@ -273,7 +286,7 @@ fn fd_open(fd: c_int) -> bool {
 #[test]
 fn global_commands_only_without_an_instance() {
     let _s = serial();
-    let none = std::ptr::null_mut();
+    let none = vk::Instance::null();
     for name in [
         c"vkCreateInstance",
         c"vkEnumerateInstanceVersion",
@@ -296,22 +309,28 @@ fn global_commands_only_without_an_instance() {
     // SAFETY: a NULL name is accepted and refused; a made-up instance is unknown.
     unsafe {
         assert!(gdrsim_vkGetInstanceProcAddr(none, std::ptr::null()).is_none());
-        assert!(
-            gdrsim_vkGetInstanceProcAddr(8 as VkInstance, c"vkCreateDevice".as_ptr()).is_none()
-        );
+        assert!(gdrsim_vkGetInstanceProcAddr(
+            vk::Instance::from_raw(8),
+            c"vkCreateDevice".as_ptr()
+        )
+        .is_none());
     }
-    let version: PFN_vkEnumerateInstanceVersion = command!(none, "vkEnumerateInstanceVersion" as _);
+    let version: vk::PFN_vkEnumerateInstanceVersion =
+        command!(none, "vkEnumerateInstanceVersion" as _);
     let mut v = 0;
     // SAFETY: a valid out-pointer.
-    assert_eq!(unsafe { version(&mut v) }, VK_SUCCESS);
-    assert!(v >= VK_API_VERSION_1_1);
+    assert_eq!(unsafe { version(&mut v) }, vk::Result::SUCCESS);
+    assert!(v >= vk::API_VERSION_1_1);
 }
 
 #[test]
 fn the_device_answers_as_nvidias_does() {
     let _s = serial();
     cuda_up();
-    let vk = Vk::new(&[EXT_EXTERNAL_MEMORY, EXT_EXTERNAL_MEMORY_FD]);
+    let vk = Vk::new(&[
+        vk::KHR_EXTERNAL_MEMORY_NAME,
+        vk::KHR_EXTERNAL_MEMORY_FD_NAME,
+    ]);
     let c = counters();
     assert_eq!((c.live_vk_instances, c.live_vk_devices), (1, 1));
     for name in [
@@ -336,72 +355,70 @@ fn the_device_answers_as_nvidias_does() {
     // SAFETY: vkGetDeviceProcAddr has no instance-level commands.
     assert!(unsafe { get_device_proc_addr(vk.device, c"vkCreateDevice".as_ptr()) }.is_none());
 
-    let enumerate: PFN_vkEnumeratePhysicalDevices =
+    let enumerate: vk::PFN_vkEnumeratePhysicalDevices =
         command!(vk.instance, "vkEnumeratePhysicalDevices" as _);
-    let (mut n, mut pd) = (0u32, std::ptr::null_mut());
+    let (mut n, mut pd) = (0u32, vk::PhysicalDevice::null());
     // SAFETY: count query, then an array with no room.
     unsafe {
         assert_eq!(
             enumerate(vk.instance, &mut n, std::ptr::null_mut()),
-            VK_SUCCESS
+            vk::Result::SUCCESS
         );
         assert_eq!(n, 1);
         n = 0;
-        assert_eq!(enumerate(vk.instance, &mut n, &mut pd), VK_INCOMPLETE);
+        assert_eq!(
+            enumerate(vk.instance, &mut n, &mut pd),
+            vk::Result::INCOMPLETE
+        );
         assert_eq!(n, 0);
     }
 
-    let props2: PFN_vkGetPhysicalDeviceProperties2 =
+    let props2: vk::PFN_vkGetPhysicalDeviceProperties2 =
         command!(vk.instance, "vkGetPhysicalDeviceProperties2" as _);
-    // SAFETY: all-zero bytes are valid for these plain structures.
-    let mut id: VkPhysicalDeviceIDProperties = unsafe { std::mem::zeroed() };
-    id.sType = STYPE_PHYSICAL_DEVICE_ID_PROPERTIES;
-    // SAFETY: as above.
-    let mut p2: VkPhysicalDeviceProperties2 = unsafe { std::mem::zeroed() };
-    p2.sType = STYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-    p2.pNext = (&mut id as *mut VkPhysicalDeviceIDProperties).cast();
+    let mut id = vk::PhysicalDeviceIDProperties::default();
+    let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut id);
     // SAFETY: valid structures.
     unsafe { props2(vk.pd, &mut p2) };
+    let properties = p2.properties;
     let mut uuid = [0u8; 16];
     // SAFETY: a valid out-pointer.
     assert_eq!(unsafe { cuDeviceGetUuid_v2(&mut uuid, 0) }, 0);
-    assert_eq!(id.deviceUUID, uuid);
-    assert_eq!(p2.properties.vendorID, 0x10de);
-    assert_eq!(p2.properties.deviceType, PHYSICAL_DEVICE_TYPE_DISCRETE_GPU);
-    // SAFETY: the name is NUL-terminated.
-    let name = unsafe { std::ffi::CStr::from_ptr(p2.properties.deviceName.as_ptr()) };
-    assert_eq!(name.to_str(), Ok(device::DEVICE_NAME));
+    assert_eq!(id.device_uuid, uuid);
+    assert_eq!(properties.vendor_id, 0x10de);
+    assert_eq!(properties.device_type, vk::PhysicalDeviceType::DISCRETE_GPU);
+    let name = properties.device_name_as_c_str().map(|n| n.to_str());
+    assert_eq!(name, Ok(Ok(device::DEVICE_NAME)));
+    assert_eq!(properties.limits.non_coherent_atom_size, 64);
 
-    let memprops: PFN_vkGetPhysicalDeviceMemoryProperties =
+    let memprops: vk::PFN_vkGetPhysicalDeviceMemoryProperties =
         command!(vk.instance, "vkGetPhysicalDeviceMemoryProperties" as _);
-    // SAFETY: as above.
-    let mut mp: VkPhysicalDeviceMemoryProperties = unsafe { std::mem::zeroed() };
+    let mut mp = vk::PhysicalDeviceMemoryProperties::default();
     // SAFETY: a valid structure.
     unsafe { memprops(vk.pd, &mut mp) };
-    let flags: Vec<u32> = mp.memoryTypes[..mp.memoryTypeCount as usize]
+    let flags: Vec<u32> = mp.memory_types[..mp.memory_type_count as usize]
         .iter()
-        .map(|t| t.propertyFlags)
+        .map(|t| t.property_flags.as_raw())
         .collect();
     assert_eq!(flags, [0x1, 0x7, 0xe]);
-    assert_eq!(mp.memoryHeaps[0].size, crate::config::get().vram_size);
-    assert_eq!(mp.memoryHeaps[0].flags, MEMORY_HEAP_DEVICE_LOCAL);
+    assert_eq!(mp.memory_heaps[0].size, crate::config::get().vram_size);
+    assert_eq!(mp.memory_heaps[0].flags, vk::MemoryHeapFlags::DEVICE_LOCAL);
 
-    let exts: PFN_vkEnumerateDeviceExtensionProperties =
+    let exts: vk::PFN_vkEnumerateDeviceExtensionProperties =
         command!(vk.instance, "vkEnumerateDeviceExtensionProperties" as _);
-    // SAFETY: zeroed plain structures.
-    let mut list: [VkExtensionProperties; 4] = unsafe { std::mem::zeroed() };
+    let mut list = [vk::ExtensionProperties::default(); 4];
     let mut n = 4;
     // SAFETY: room for 4.
     let r = unsafe { exts(vk.pd, std::ptr::null(), &mut n, list.as_mut_ptr()) };
-    assert_eq!(r, VK_SUCCESS);
+    assert_eq!(r, vk::Result::SUCCESS);
     assert_eq!(n, 2);
-    // SAFETY: NUL-terminated names.
-    let second = unsafe { std::ffi::CStr::from_ptr(list[1].extensionName.as_ptr()) };
-    assert_eq!(second, EXT_EXTERNAL_MEMORY_FD);
+    assert_eq!(
+        list[1].extension_name_as_c_str(),
+        Ok(vk::KHR_EXTERNAL_MEMORY_FD_NAME)
+    );
 
     assert_eq!(
         create_device(vk.instance, vk.pd, &[c"VK_KHR_swapchain"]),
-        Err(VK_ERROR_EXTENSION_NOT_PRESENT)
+        Err(vk::Result::ERROR_EXTENSION_NOT_PRESENT)
     );
     let vk2 = Vk::new(&[]);
     assert_eq!(counters().live_vk_instances, 2);
@@ -438,23 +455,28 @@ fn imports_map_the_exported_bytes_until_freed() {
     assert_eq!(unsafe { libc::close(fd2) }, 0);
     assert_eq!(counters().live_vmm_exports, 1);
 
-    let vk = Vk::new(&[EXT_EXTERNAL_MEMORY_FD]);
-    let opaque = EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD;
+    let vk = Vk::new(&[vk::KHR_EXTERNAL_MEMORY_FD_NAME]);
+    let opaque = vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD;
     assert_eq!(
         vk.import(size - GRAN, 1, opaque, fd1),
-        Err(VK_ERROR_INVALID_EXTERNAL_HANDLE)
+        Err(vk::Result::ERROR_INVALID_EXTERNAL_HANDLE)
     );
     assert_eq!(
         vk.import(size, 2, opaque, fd1),
-        Err(VK_ERROR_INVALID_EXTERNAL_HANDLE)
+        Err(vk::Result::ERROR_INVALID_EXTERNAL_HANDLE)
     );
     assert_eq!(
-        vk.import(size, 1, 0x10, fd1),
-        Err(VK_ERROR_INVALID_EXTERNAL_HANDLE)
+        vk.import(
+            size,
+            1,
+            vk::ExternalMemoryHandleTypeFlags::from_raw(0x10),
+            fd1
+        ),
+        Err(vk::Result::ERROR_INVALID_EXTERNAL_HANDLE)
     );
     assert_eq!(
         vk.import(size, 1, opaque, 0),
-        Err(VK_ERROR_INVALID_EXTERNAL_HANDLE)
+        Err(vk::Result::ERROR_INVALID_EXTERNAL_HANDLE)
     );
     assert!(fd_open(fd1), "a refused import leaves the fd open");
     let m = vk.import(size, 1, opaque, fd1).unwrap();
@@ -465,8 +487,8 @@ fn imports_map_the_exported_bytes_until_freed() {
     let off = GRAN + 4096 + 12;
     let p = vk.map(m, off, 64).unwrap();
     assert_eq!(
-        vk.map(m, 0, VK_WHOLE_SIZE),
-        Err(VK_ERROR_MEMORY_MAP_FAILED),
+        vk.map(m, 0, vk::WHOLE_SIZE),
+        Err(vk::Result::ERROR_MEMORY_MAP_FAILED),
         "mapped already"
     );
     // SAFETY: 64 mapped bytes at p.
@@ -494,9 +516,9 @@ fn imports_map_the_exported_bytes_until_freed() {
     assert_eq!(unsafe { p.read_volatile() }, 0xa5);
     assert_eq!(mem_free(), free0 - size, "held memory is still used");
     // SAFETY: unmapping our mapping, then mapping again.
-    unsafe { (vk.unmap)(vk.device, m) };
+    unsafe { (vk.unmap)(vk.device, vk::DeviceMemory::from_raw(m)) };
     assert_eq!(counters().live_vk_mappings, 0);
-    let q = vk.map(m, 0, VK_WHOLE_SIZE).unwrap();
+    let q = vk.map(m, 0, vk::WHOLE_SIZE).unwrap();
     // SAFETY: the whole allocation is mapped.
     assert_eq!(unsafe { q.add(off as usize).read_volatile() }, 0xa5);
     vk.free(m); // unmaps as well
@@ -602,37 +624,40 @@ fn fault_injection_and_forbidden_uses() {
     let h = mem_create(size, 1).unwrap();
     let fd = export(h).unwrap();
     // Without VK_KHR_external_memory_fd nothing can be imported.
-    let plain = Vk::new(&[EXT_EXTERNAL_MEMORY]);
-    let opaque = EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD;
+    let plain = Vk::new(&[vk::KHR_EXTERNAL_MEMORY_NAME]);
+    let opaque = vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD;
     assert_eq!(
         plain.import(size, 1, opaque, fd),
-        Err(VK_ERROR_INVALID_EXTERNAL_HANDLE)
+        Err(vk::Result::ERROR_INVALID_EXTERNAL_HANDLE)
     );
     plain.close();
-    let vk = Vk::new(&[EXT_EXTERNAL_MEMORY, EXT_EXTERNAL_MEMORY_FD]);
+    let vk = Vk::new(&[
+        vk::KHR_EXTERNAL_MEMORY_NAME,
+        vk::KHR_EXTERNAL_MEMORY_FD_NAME,
+    ]);
     crate::fail::set(Some(
         "vkAllocateMemory:1:VK_ERROR_OUT_OF_HOST_MEMORY,vkMapMemory:1:-5",
     ))
     .unwrap();
     assert_eq!(
         vk.import(size, 1, opaque, fd),
-        Err(VK_ERROR_OUT_OF_HOST_MEMORY)
+        Err(vk::Result::ERROR_OUT_OF_HOST_MEMORY)
     );
     assert!(fd_open(fd), "a failed import leaves the fd open");
     let m = vk.import(size, 1, opaque, fd).unwrap();
-    assert_eq!(vk.map(m, 0, 64), Err(VK_ERROR_MEMORY_MAP_FAILED));
+    assert_eq!(vk.map(m, 0, 64), Err(vk::Result::ERROR_MEMORY_MAP_FAILED));
     assert!(vk.map(m, 0, 64).is_ok());
     crate::fail::set(None).unwrap();
     let fd = export(h).unwrap();
     let device_only = vk.import(size, 0, opaque, fd).unwrap();
     assert_eq!(
         vk.map(device_only, 0, 64),
-        Err(VK_ERROR_MEMORY_MAP_FAILED),
+        Err(vk::Result::ERROR_MEMORY_MAP_FAILED),
         "not host-visible"
     );
     assert_eq!(
         vk.map(m, 0, 64),
-        Err(VK_ERROR_MEMORY_MAP_FAILED),
+        Err(vk::Result::ERROR_MEMORY_MAP_FAILED),
         "mapped already"
     );
     // SAFETY: no pointer arguments.
@@ -651,9 +676,9 @@ fn an_allocation_holds_bar1_while_imported_once_however_many_imports() {
     let _s = serial();
     cuda_up();
     let (size, small) = (2 * GRAN, GRAN);
-    let opaque = EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD;
-    let vk = Vk::new(&[EXT_EXTERNAL_MEMORY_FD]);
-    let other = Vk::new(&[EXT_EXTERNAL_MEMORY_FD]);
+    let opaque = vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD;
+    let vk = Vk::new(&[vk::KHR_EXTERNAL_MEMORY_FD_NAME]);
+    let other = Vk::new(&[vk::KHR_EXTERNAL_MEMORY_FD_NAME]);
     let (bar0, c0) = (crate::bar1::used(), counters());
     let h = mem_create(size, 1).unwrap();
     let (fd1, fd2) = (export(h).unwrap(), export(h).unwrap());
@@ -669,10 +694,10 @@ fn an_allocation_holds_bar1_while_imported_once_however_many_imports() {
     assert_eq!(c.vk_imports_made, c0.vk_imports_made + 1);
     assert_eq!(c.live_vk_import_bytes, c0.live_vk_import_bytes + size);
     // Mappings hold none: the whole allocation, none, a 64 KiB one.
-    vk.map(m1, 0, VK_WHOLE_SIZE).unwrap();
+    vk.map(m1, 0, vk::WHOLE_SIZE).unwrap();
     assert_eq!(crate::bar1::used(), bar0 + size);
     // SAFETY: unmapping our mapping.
-    unsafe { (vk.unmap)(vk.device, m1) };
+    unsafe { (vk.unmap)(vk.device, vk::DeviceMemory::from_raw(m1)) };
     assert_eq!(crate::bar1::used(), bar0 + size);
     vk.map(m1, GRAN, 1 << 16).unwrap();
     assert_eq!(crate::bar1::used(), bar0 + size);
@@ -715,13 +740,13 @@ fn an_allocation_holds_bar1_while_imported_once_however_many_imports() {
 fn imports_and_frees_take_their_cost_outside_the_lock() {
     let _s = serial();
     cuda_up();
-    let opaque = EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD;
+    let opaque = vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD;
     let ns_per_mib = crate::config::get().vk_import_ns_per_mib;
     for size in [GRAN, 1 << 30, 4 << 30] {
         let want = u128::from(ns_per_mib) * u128::from(size >> 20);
         assert_eq!(memory::cost(size).as_nanos(), want, "{size}");
     }
-    let vk = Vk::new(&[EXT_EXTERNAL_MEMORY_FD]);
+    let vk = Vk::new(&[vk::KHR_EXTERNAL_MEMORY_FD_NAME]);
     let (big, small) = (4 * GRAN, GRAN);
     let hs = mem_create(small, 1).unwrap();
     let ms = vk.import(small, 1, opaque, export(hs).unwrap()).unwrap();
@@ -735,7 +760,7 @@ fn imports_and_frees_take_their_cost_outside_the_lock() {
         spent: Vec::new(),
         hold: Some((entered_tx, go_rx)),
     });
-    let (allocate, device) = (vk.allocate, vk.device as usize);
+    let (allocate, device) = (vk.allocate, vk.device.as_raw() as usize);
     let importer = std::thread::spawn(move || import_on(allocate, device, big, 1, opaque, fd));
     entered
         .recv_timeout(Duration::from_secs(60))
@@ -744,9 +769,9 @@ fn imports_and_frees_take_their_cost_outside_the_lock() {
     // hold above ends after a minute) and the importer would be done by then.
     let c = counters();
     assert_eq!(c.live_vk_imports, 2, "the import is made before its cost");
-    assert!(vk.map(ms, 0, VK_WHOLE_SIZE).is_ok());
+    assert!(vk.map(ms, 0, vk::WHOLE_SIZE).is_ok());
     // SAFETY: unmapping our mapping.
-    unsafe { (vk.unmap)(vk.device, ms) };
+    unsafe { (vk.unmap)(vk.device, vk::DeviceMemory::from_raw(ms)) };
     assert!(
         !importer.is_finished(),
         "the import is still taking its cost"

@@ -16,7 +16,7 @@
 
 #![allow(non_snake_case, non_upper_case_globals)]
 
-use gdrapi_abi::vk::*;
+use gdrapi_abi::vk;
 use gdrapi_boundary::entry;
 use libc::{c_char, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -50,7 +50,7 @@ fn lookup(name: &std::ffi::CStr) -> *mut c_void {
 }
 
 /// The emulator's `vkGetInstanceProcAddr`, if the emulator is in the process.
-fn emulator() -> Option<PFN_vkGetInstanceProcAddr> {
+fn emulator() -> Option<vk::PFN_vkGetInstanceProcAddr> {
     let mut p = EMULATOR.load(Ordering::Acquire);
     if p == 0 {
         p = lookup(c"gdrsim_vkGetInstanceProcAddr") as usize;
@@ -61,7 +61,7 @@ fn emulator() -> Option<PFN_vkGetInstanceProcAddr> {
     }
     // SAFETY: `p` is the address of the emulator's gdrsim_vkGetInstanceProcAddr, which has
     // this type.
-    Some(unsafe { std::mem::transmute::<usize, PFN_vkGetInstanceProcAddr>(p) })
+    Some(unsafe { std::mem::transmute::<usize, vk::PFN_vkGetInstanceProcAddr>(p) })
 }
 
 /// A global command of the emulator, cast to its type `F`.
@@ -73,20 +73,20 @@ unsafe fn global<F: Copy>(name: &std::ffi::CStr) -> Option<F> {
     let gipa = emulator()?;
     // SAFETY: the emulator's vkGetInstanceProcAddr with a NULL instance and a NUL-terminated
     // name.
-    let f = unsafe { gipa(std::ptr::null_mut(), name.as_ptr()) }?;
-    assert_eq!(size_of::<F>(), size_of::<unsafe extern "C" fn()>());
+    let f = unsafe { gipa(vk::Instance::null(), name.as_ptr()) }?;
+    assert_eq!(size_of::<F>(), size_of::<unsafe extern "system" fn()>());
     // SAFETY: the emulator hands out `name` with the type `F` (the caller's contract); both are
     // function pointers of the same size.
-    Some(unsafe { std::mem::transmute_copy::<unsafe extern "C" fn(), F>(&f) })
+    Some(unsafe { std::mem::transmute_copy::<unsafe extern "system" fn(), F>(&f) })
 }
 
 entry! {
     /// `vkGetInstanceProcAddr`: the emulator's answer; NULL without the emulator.
     on_panic(None)
     fn vkGetInstanceProcAddr(
-        instance: VkInstance,
+        instance: vk::Instance,
         name: *const c_char,
-    ) -> PFN_vkVoidFunction {
+    ) -> vk::PFN_vkVoidFunction {
         let gipa = emulator()?;
         // SAFETY: the caller's arguments, under the same contract.
         unsafe { gipa(instance, name) }
@@ -95,34 +95,34 @@ entry! {
 
 entry! {
     /// `vkCreateInstance`; VK_ERROR_INCOMPATIBLE_DRIVER without the emulator.
-    on_panic(VK_ERROR_UNKNOWN)
+    on_panic(vk::Result::ERROR_UNKNOWN)
     fn vkCreateInstance(
-        info: *const VkInstanceCreateInfo,
-        alloc: *const c_void,
-        instance: *mut VkInstance,
-    ) -> VkResult {
+        info: *const vk::InstanceCreateInfo,
+        alloc: *const vk::AllocationCallbacks,
+        instance: *mut vk::Instance,
+    ) -> vk::Result {
         // SAFETY: vkCreateInstance has this type.
-        match unsafe { global::<PFN_vkCreateInstance>(c"vkCreateInstance") } {
+        match unsafe { global::<vk::PFN_vkCreateInstance>(c"vkCreateInstance") } {
             // SAFETY: the caller's arguments, under the same contract.
             Some(f) => unsafe { f(info, alloc, instance) },
-            None => VK_ERROR_INCOMPATIBLE_DRIVER,
+            None => vk::Result::ERROR_INCOMPATIBLE_DRIVER,
         }
     }
 }
 
 entry! {
     /// `vkEnumerateInstanceVersion`; without the emulator, the loader's own version (1.1).
-    on_panic(VK_ERROR_UNKNOWN)
-    fn vkEnumerateInstanceVersion(version: *mut u32) -> VkResult {
+    on_panic(vk::Result::ERROR_UNKNOWN)
+    fn vkEnumerateInstanceVersion(version: *mut u32) -> vk::Result {
         // SAFETY: vkEnumerateInstanceVersion has this type.
-        match unsafe { global::<PFN_vkEnumerateInstanceVersion>(c"vkEnumerateInstanceVersion") } {
+        match unsafe { global::<vk::PFN_vkEnumerateInstanceVersion>(c"vkEnumerateInstanceVersion") } {
             // SAFETY: the caller's argument, under the same contract.
             Some(f) => unsafe { f(version) },
-            None if version.is_null() => VK_ERROR_INITIALIZATION_FAILED,
+            None if version.is_null() => vk::Result::ERROR_INITIALIZATION_FAILED,
             None => {
                 // SAFETY: a non-NULL out-pointer of the caller.
-                unsafe { version.write(VK_API_VERSION_1_1) };
-                VK_SUCCESS
+                unsafe { version.write(vk::API_VERSION_1_1) };
+                vk::Result::SUCCESS
             }
         }
     }
@@ -133,26 +133,26 @@ entry! {
 /// # Safety
 ///
 /// `count` is NULL or writable.
-unsafe fn none(count: *mut u32) -> VkResult {
+unsafe fn none(count: *mut u32) -> vk::Result {
     if count.is_null() {
-        return VK_ERROR_INITIALIZATION_FAILED;
+        return vk::Result::ERROR_INITIALIZATION_FAILED;
     }
     // SAFETY: a non-NULL out-pointer of the caller.
     unsafe { count.write(0) };
-    VK_SUCCESS
+    vk::Result::SUCCESS
 }
 
 entry! {
     /// `vkEnumerateInstanceExtensionProperties`; none without the emulator.
-    on_panic(VK_ERROR_UNKNOWN)
+    on_panic(vk::Result::ERROR_UNKNOWN)
     fn vkEnumerateInstanceExtensionProperties(
         layer: *const c_char,
         count: *mut u32,
-        props: *mut VkExtensionProperties,
-    ) -> VkResult {
+        props: *mut vk::ExtensionProperties,
+    ) -> vk::Result {
         let name = c"vkEnumerateInstanceExtensionProperties";
         // SAFETY: the command has this type.
-        match unsafe { global::<PFN_vkEnumerateInstanceExtensionProperties>(name) } {
+        match unsafe { global::<vk::PFN_vkEnumerateInstanceExtensionProperties>(name) } {
             // SAFETY: the caller's arguments, under the same contract.
             Some(f) => unsafe { f(layer, count, props) },
             // SAFETY: as above.
@@ -163,14 +163,14 @@ entry! {
 
 entry! {
     /// `vkEnumerateInstanceLayerProperties`; none without the emulator.
-    on_panic(VK_ERROR_UNKNOWN)
+    on_panic(vk::Result::ERROR_UNKNOWN)
     fn vkEnumerateInstanceLayerProperties(
         count: *mut u32,
-        props: *mut VkLayerProperties,
-    ) -> VkResult {
+        props: *mut vk::LayerProperties,
+    ) -> vk::Result {
         let name = c"vkEnumerateInstanceLayerProperties";
         // SAFETY: the command has this type.
-        match unsafe { global::<PFN_vkEnumerateInstanceLayerProperties>(name) } {
+        match unsafe { global::<vk::PFN_vkEnumerateInstanceLayerProperties>(name) } {
             // SAFETY: the caller's arguments, under the same contract.
             Some(f) => unsafe { f(count, props) },
             // SAFETY: as above.
@@ -189,28 +189,28 @@ mod tests {
         // SAFETY: NUL-terminated names; NULL instance.
         unsafe {
             assert!(
-                vkGetInstanceProcAddr(std::ptr::null_mut(), c"vkCreateInstance".as_ptr()).is_none()
+                vkGetInstanceProcAddr(vk::Instance::null(), c"vkCreateInstance".as_ptr()).is_none()
             );
-            assert!(vkGetInstanceProcAddr(std::ptr::null_mut(), std::ptr::null()).is_none());
+            assert!(vkGetInstanceProcAddr(vk::Instance::null(), std::ptr::null()).is_none());
         }
-        let mut instance = std::ptr::null_mut();
+        let mut instance = vk::Instance::null();
         // SAFETY: the stand-in answers before reading the (NULL) create info.
         let r = unsafe { vkCreateInstance(std::ptr::null(), std::ptr::null(), &mut instance) };
-        assert_eq!(r, VK_ERROR_INCOMPATIBLE_DRIVER);
+        assert_eq!(r, vk::Result::ERROR_INCOMPATIBLE_DRIVER);
         let (mut v, mut n) = (0, 7);
         // SAFETY: valid out-pointers.
         unsafe {
-            assert_eq!(vkEnumerateInstanceVersion(&mut v), VK_SUCCESS);
+            assert_eq!(vkEnumerateInstanceVersion(&mut v), vk::Result::SUCCESS);
             assert_eq!(
                 vkEnumerateInstanceExtensionProperties(
                     std::ptr::null(),
                     &mut n,
                     std::ptr::null_mut()
                 ),
-                VK_SUCCESS
+                vk::Result::SUCCESS
             );
         }
-        assert_eq!((v, n), (VK_API_VERSION_1_1, 0));
+        assert_eq!((v, n), (vk::API_VERSION_1_1, 0));
         assert_eq!(gdrsim_vulkan_standin, 1);
     }
 
@@ -220,14 +220,14 @@ mod tests {
         gdrapi_boundary::testing::panic_next("vkEnumerateInstanceVersion");
         // SAFETY: a valid out-pointer.
         let r = unsafe { vkEnumerateInstanceVersion(&mut v) };
-        assert_eq!((r, v), (VK_ERROR_UNKNOWN, 0));
+        assert_eq!((r, v), (vk::Result::ERROR_UNKNOWN, 0));
         // SAFETY: a valid out-pointer.
         let r = unsafe { vkEnumerateInstanceVersion(&mut v) };
-        assert_eq!(r, VK_SUCCESS);
+        assert_eq!(r, vk::Result::SUCCESS);
         gdrapi_boundary::testing::panic_next("vkGetInstanceProcAddr");
         let name = c"vkCreateInstance".as_ptr();
         // SAFETY: a NUL-terminated name; NULL instance.
-        let f = unsafe { vkGetInstanceProcAddr(std::ptr::null_mut(), name) };
+        let f = unsafe { vkGetInstanceProcAddr(vk::Instance::null(), name) };
         assert!(f.is_none());
     }
 }

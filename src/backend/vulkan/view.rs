@@ -221,19 +221,7 @@ mod tests {
     fn a_view_faults_outside_its_open_ranges() {
         let page = crate::sys::page_size();
         let len = 8 * page;
-        // SAFETY: a new anonymous mapping, owned by this test.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(addr, libc::MAP_FAILED);
-        let addr = addr as usize;
+        let addr = crate::sys::anonymous_pages(len).expect("anonymous pages") as usize;
         // SAFETY: just mapped, unused, and the view owns it until the test unmaps it.
         let mut v = unsafe { View::new(addr, len) }.unwrap();
         let p = |n: usize| (n * page) as u64;

@@ -385,10 +385,7 @@ pub fn diagnose(f: &Facts) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gdrapi_support::vk::{
-        MemoryType, MEMORY_PROPERTY_DEVICE_LOCAL, MEMORY_PROPERTY_HOST_COHERENT,
-        MEMORY_PROPERTY_HOST_VISIBLE,
-    };
+    use gdrapi_support::vk::{MemoryPropertyFlags as F, MemoryTypeInfo, PhysicalDeviceType};
 
     const UUID: [u8; 16] = [
         0x2f, 0x1c, 0x96, 0x9a, 0x4e, 0x38, 0x7b, 0x51, 0x80, 0x0c, 0x0b, 0x59, 0x3a, 0x9d, 0x55,
@@ -396,23 +393,21 @@ mod tests {
     ];
 
     fn device(uuid: [u8; 16], external_fd: bool, bar: bool) -> DeviceInfo {
-        let local = MemoryType {
+        let local = MemoryTypeInfo {
             index: 0,
-            flags: MEMORY_PROPERTY_DEVICE_LOCAL,
+            flags: F::DEVICE_LOCAL,
             heap_index: 0,
             heap_size: 16 << 30,
         };
-        let visible = MemoryType {
+        let visible = MemoryTypeInfo {
             index: 1,
-            flags: MEMORY_PROPERTY_DEVICE_LOCAL
-                | MEMORY_PROPERTY_HOST_VISIBLE
-                | MEMORY_PROPERTY_HOST_COHERENT,
+            flags: F::DEVICE_LOCAL | F::HOST_VISIBLE | F::HOST_COHERENT,
             heap_index: 1,
             heap_size: 256 << 20,
         };
         DeviceInfo {
             name: "NVIDIA H100".into(),
-            device_type: 2,
+            device_type: PhysicalDeviceType::DISCRETE_GPU,
             vendor_id: 0x10de,
             api_version: 0,
             driver_version: 0,

@@ -150,7 +150,7 @@ fn run_bar(o: &Opts, cpu: CpuFlags) -> Result<Vec<Row>> {
             say(&format!(
                 "  memory type {}: flags {:#x} heap {} ({} MiB)",
                 m.index,
-                m.flags,
+                m.flags.as_raw(),
                 m.heap_index,
                 m.heap_size >> 20
             ));
@@ -158,7 +158,7 @@ fn run_bar(o: &Opts, cpu: CpuFlags) -> Result<Vec<Row>> {
         say(&format!(
             "bar memory type: {} flags {:#x} heap {} MiB; external fd: {}",
             t.index,
-            t.flags,
+            t.flags.as_raw(),
             t.heap_size >> 20,
             info.external_fd
         ));

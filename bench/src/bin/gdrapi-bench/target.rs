@@ -6,6 +6,7 @@
 use std::ptr::NonNull;
 
 use gdrapi::backend::MappingType;
+use gdrapi::sys;
 use gdrapi_bench::cuda::HostMemory;
 
 /// A mapping-side buffer for timed copies.
@@ -37,25 +38,9 @@ impl Plain {
     /// Maps `len` bytes (rounded up to pages) of zero-filled memory, touched so that the first
     /// timed copy does not pay for page faults.
     pub fn new(len: usize) -> Result<Plain, String> {
-        let len = len.div_ceil(4096).max(1) * 4096;
-        // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(format!(
-                "mmap of {len} bytes failed: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        let ptr = NonNull::new(p.cast::<u8>()).ok_or("mmap returned NULL")?;
+        let len = sys::round_up(len.max(1), sys::page_size()).ok_or("size out of range")?;
+        let p = sys::anonymous_pages(len).map_err(|e| format!("{len} bytes: {e}"))?;
+        let ptr = NonNull::new(p).ok_or("mmap returned NULL")?;
         // SAFETY: the mapping is writable for `len` bytes.
         unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0x5c, len) };
         Ok(Plain {

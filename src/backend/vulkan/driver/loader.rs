@@ -3,9 +3,10 @@
 //! once initialised, owns threads and process-wide state, as libcuda does); a failed one is
 //! undone and tried afresh at the next `gdr_open`.
 
+use crate::backend::dl::Library;
 use gdrapi_abi::vk::PFN_vkGetInstanceProcAddr;
 use parking_lot::Mutex;
-use std::ffi::{c_void, CStr};
+use std::ffi::CStr;
 use std::fmt;
 
 /// The loader's soname.
@@ -42,22 +43,12 @@ pub fn load() -> Result<PFN_vkGetInstanceProcAddr, LoadError> {
     if let Some(f) = *slot {
         return Ok(f);
     }
-    // SAFETY: the name is NUL-terminated; dlopen has no other precondition.
-    let h = unsafe { libc::dlopen(LIBRARY.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    if h.is_null() {
-        return Err(LoadError::NoLibrary(crate::sys::dlerror()));
-    }
-    // SAFETY: `h` is a live handle and the name is NUL-terminated.
-    let p = unsafe { libc::dlsym(h, c"vkGetInstanceProcAddr".as_ptr()) };
-    if p.is_null() {
-        // SAFETY: `h` came from dlopen and nothing resolved from it is kept.
-        unsafe { libc::dlclose(h) };
-        return Err(LoadError::NoEntryPoint);
-    }
+    let lib = Library::open_first(&[LIBRARY], libc::RTLD_NOW).map_err(LoadError::NoLibrary)?;
     // SAFETY: the loader exports vkGetInstanceProcAddr with exactly this signature; the
-    // handle is never closed, so the pointer stays valid.
-    let f = unsafe { std::mem::transmute::<*mut c_void, PFN_vkGetInstanceProcAddr>(p) };
-    crate::gdr_dbg!("loaded libvulkan.so.1");
+    // library is kept below, so the pointer stays valid.
+    let f: PFN_vkGetInstanceProcAddr =
+        unsafe { lib.function(c"vkGetInstanceProcAddr") }.ok_or(LoadError::NoEntryPoint)?;
+    lib.keep();
     *slot = Some(f);
     Ok(f)
 }

@@ -200,6 +200,6 @@ pub fn driver() -> &'static Driver {
                 version: MIN_DMABUF_MMAP_VERSION,
             }),
         };
-        Box::leak(Box::new(Driver::new(api, MIN_DMABUF_MMAP_VERSION, 0)))
+        Box::leak(Box::new(Driver::new(api, MIN_DMABUF_MMAP_VERSION)))
     })
 }

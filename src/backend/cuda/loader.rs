@@ -2,15 +2,16 @@
 //! of the backend asking ([`Requirement`]); the entry points through `cuGetProcAddress_v2` (or the
 //! legacy `cuGetProcAddress`); `cuInit`.
 //!
-//! The library is never linked against libcuda and opens it only when the DMA-BUF or the Vulkan
-//! backend is tried. Once a load succeeded, the table is kept for the life of the process and shared by
-//! every session: after `cuInit` the driver owns threads and process-wide state, so unloading it
-//! again (as upstream does at its last `gdr_close`) is not safe. A load that fails is undone
-//! (`dlclose`) and tried afresh at the next `gdr_open`.
+//! The library is never linked against libcuda and opens it (`backend::dl`) only when the
+//! DMA-BUF or the Vulkan backend is tried. Once a load succeeded, the table is kept for the
+//! life of the process and shared by every session: after `cuInit` the driver owns threads and
+//! process-wide state, so unloading it again (as upstream does at its last `gdr_close`) is not
+//! safe. A load that fails is undone (`dlclose`) and tried afresh at the next `gdr_open`.
 
 use super::driver::{Api, Driver, Missing, VmmApi};
 use super::result::{error_of, fallback_name};
 use super::types::*;
+use crate::backend::dl::Library;
 use crate::error::Error;
 use parking_lot::Mutex;
 use std::ffi::{c_int, c_void, CStr};
@@ -133,46 +134,6 @@ pub fn load(need: Requirement) -> Result<&'static Driver, LoadError> {
     Ok(driver)
 }
 
-/// A `dlopen` handle that is closed again unless [`Library::keep`] is called.
-struct Library(*mut c_void);
-
-impl Library {
-    fn open() -> Result<Library, LoadError> {
-        let mut why = String::new();
-        for name in LIBRARY_NAMES {
-            // SAFETY: `name` is NUL-terminated; dlopen has no other precondition.
-            let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
-            if !h.is_null() {
-                crate::gdr_dbg!("loaded {}", name.to_string_lossy());
-                return Ok(Library(h));
-            }
-            why = crate::sys::dlerror();
-        }
-        Err(LoadError::NoLibrary(why))
-    }
-
-    /// The address of `name`, or null.
-    fn symbol(&self, name: &CStr) -> *mut c_void {
-        // SAFETY: `self.0` is a live handle from dlopen and `name` is NUL-terminated.
-        unsafe { libc::dlsym(self.0, name.as_ptr()) }
-    }
-
-    /// Keeps the library loaded for the rest of the process; returns the handle.
-    fn keep(self) -> usize {
-        let h = self.0 as usize;
-        std::mem::forget(self);
-        h
-    }
-}
-
-impl Drop for Library {
-    fn drop(&mut self) {
-        // SAFETY: `self.0` came from dlopen and nothing resolved from it outlives this value
-        // (a failed load hands no pointer out).
-        unsafe { libc::dlclose(self.0) };
-    }
-}
-
 /// `cuGetProcAddress` in whichever form libcuda exports.
 #[derive(Clone, Copy)]
 enum ProcAddress {
@@ -182,21 +143,13 @@ enum ProcAddress {
 
 impl ProcAddress {
     fn find(lib: &Library) -> Option<ProcAddress> {
-        let p = lib.symbol(c"cuGetProcAddress_v2");
-        if !p.is_null() {
-            // SAFETY: libcuda exports cuGetProcAddress_v2 with this signature (cuda.h, CUDA >= 12.0).
-            return Some(ProcAddress::V2(unsafe {
-                std::mem::transmute::<*mut c_void, pfn::cuGetProcAddress_v2>(p)
-            }));
+        // SAFETY: libcuda exports cuGetProcAddress_v2 with this signature (cuda.h, CUDA >= 12.0);
+        // the library is kept once the load succeeds.
+        if let Some(f) = unsafe { lib.function(c"cuGetProcAddress_v2") } {
+            return Some(ProcAddress::V2(f));
         }
-        let p = lib.symbol(c"cuGetProcAddress");
-        if !p.is_null() {
-            // SAFETY: the unversioned export keeps the 4-argument CUDA 11.3 signature.
-            return Some(ProcAddress::V1(unsafe {
-                std::mem::transmute::<*mut c_void, pfn::cuGetProcAddress>(p)
-            }));
-        }
-        None
+        // SAFETY: the unversioned export keeps the 4-argument CUDA 11.3 signature.
+        unsafe { lib.function(c"cuGetProcAddress") }.map(ProcAddress::V1)
     }
 
     /// Resolves `name` as CUDA `version` declares it.
@@ -271,14 +224,11 @@ fn resolve_vmm(pa: ProcAddress, v: c_int) -> Result<VmmApi, Missing> {
 }
 
 fn load_fresh(need: Requirement) -> Result<Driver, LoadError> {
-    let lib = Library::open()?;
-
-    let p = lib.symbol(c"cuDriverGetVersion");
-    if p.is_null() {
-        return Err(LoadError::NoVersionQuery);
-    }
-    // SAFETY: cuDriverGetVersion has this signature in every CUDA release.
-    let get_version = unsafe { std::mem::transmute::<*mut c_void, pfn::cuDriverGetVersion>(p) };
+    let lib = Library::open_first(&LIBRARY_NAMES, libc::RTLD_LAZY).map_err(LoadError::NoLibrary)?;
+    // SAFETY: cuDriverGetVersion has this signature in every CUDA release; it is called while
+    // `lib` is open.
+    let get_version: pfn::cuDriverGetVersion =
+        unsafe { lib.function(c"cuDriverGetVersion") }.ok_or(LoadError::NoVersionQuery)?;
     let mut version: c_int = 0;
     // SAFETY: valid out pointer.
     let r = unsafe { get_version(&mut version) };
@@ -345,7 +295,8 @@ fn load_fresh(need: Requirement) -> Result<Driver, LoadError> {
         return Err(LoadError::InitFailed(r));
     }
     crate::gdr_dbg!("CUDA driver version {version}");
-    Ok(Driver::new(api, version, lib.keep()))
+    lib.keep();
+    Ok(Driver::new(api, version))
 }
 
 #[cfg(test)]

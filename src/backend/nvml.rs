@@ -2,8 +2,9 @@
 //! after a pin has failed and only when that line will be printed, and closed again: never a
 //! link dependency, and no cost on any other path.
 
+use super::dl::Library;
 use gdrapi_abi::nvml::{nvmlDevice_t, pfn, Memory, LIBNVML, NVML_SUCCESS};
-use std::ffi::{c_uint, c_void, CStr, CString};
+use std::ffi::{c_uint, CString};
 
 /// One GPU's BAR1 aperture, in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,15 +56,16 @@ pub fn note_for_failed_pin(size: u64) -> Option<String> {
 
 /// Every GPU's BAR1 figures from NVML, or `None` when NVML cannot be loaded or answers no GPU.
 pub fn query() -> Option<Vec<Bar1>> {
-    let lib = Nvml::open()?;
-    // SAFETY: each symbol is NVML's function of that name, whose C signature the type states.
+    let lib = Library::open_first(&[&CString::new(LIBNVML).ok()?], libc::RTLD_NOW).ok()?;
+    // SAFETY: each symbol is NVML's function of that name, whose C signature the type states;
+    // they are called only before `lib` is closed, at the end of this function.
     let (init, shutdown, count, handle, bar1) = unsafe {
         (
-            lib.symbol::<pfn::nvmlInit_v2>(c"nvmlInit_v2")?,
-            lib.symbol::<pfn::nvmlShutdown>(c"nvmlShutdown")?,
-            lib.symbol::<pfn::nvmlDeviceGetCount_v2>(c"nvmlDeviceGetCount_v2")?,
-            lib.symbol::<pfn::nvmlDeviceGetHandleByIndex_v2>(c"nvmlDeviceGetHandleByIndex_v2")?,
-            lib.symbol::<pfn::nvmlDeviceGetBAR1MemoryInfo>(c"nvmlDeviceGetBAR1MemoryInfo")?,
+            lib.function::<pfn::nvmlInit_v2>(c"nvmlInit_v2")?,
+            lib.function::<pfn::nvmlShutdown>(c"nvmlShutdown")?,
+            lib.function::<pfn::nvmlDeviceGetCount_v2>(c"nvmlDeviceGetCount_v2")?,
+            lib.function::<pfn::nvmlDeviceGetHandleByIndex_v2>(c"nvmlDeviceGetHandleByIndex_v2")?,
+            lib.function::<pfn::nvmlDeviceGetBAR1MemoryInfo>(c"nvmlDeviceGetBAR1MemoryInfo")?,
         )
     };
     // SAFETY: nvmlInit_v2 takes no arguments.
@@ -92,35 +94,6 @@ pub fn query() -> Option<Vec<Bar1>> {
     // SAFETY: balances the successful nvmlInit_v2 above.
     unsafe { shutdown() };
     (!out.is_empty()).then_some(out)
-}
-
-/// A `dlopen` handle of NVML (`LIBNVML`), closed on drop.
-struct Nvml(*mut c_void);
-
-impl Nvml {
-    fn open() -> Option<Nvml> {
-        let name = CString::new(LIBNVML).ok()?;
-        // SAFETY: the name is NUL-terminated; dlopen has no other precondition.
-        let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        (!h.is_null()).then(|| Nvml(h))
-    }
-
-    /// # Safety
-    /// `T` must be the function pointer type of the C function `name`.
-    unsafe fn symbol<T: Copy>(&self, name: &CStr) -> Option<T> {
-        // SAFETY: `self.0` is a live dlopen handle and `name` is NUL-terminated.
-        let p = unsafe { libc::dlsym(self.0, name.as_ptr()) };
-        // SAFETY: non-null, and the caller promises `T` is the symbol's function type, which
-        // has the size of a pointer.
-        (!p.is_null()).then(|| unsafe { std::mem::transmute_copy::<*mut c_void, T>(&p) })
-    }
-}
-
-impl Drop for Nvml {
-    fn drop(&mut self) {
-        // SAFETY: `self.0` came from dlopen; no pointer resolved from it outlives `query`.
-        unsafe { libc::dlclose(self.0) };
-    }
 }
 
 #[cfg(test)]

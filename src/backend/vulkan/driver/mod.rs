@@ -13,8 +13,8 @@ pub use instance::{Instance, PhysicalDevice};
 pub use loader::LoadError;
 
 use crate::error::Error;
-use gdrapi_abi::vk::*;
-use std::ffi::CStr;
+use gdrapi_abi::vk;
+use std::ffi::{c_char, CStr};
 use std::fmt;
 
 /// Why Vulkan could not be set up: the loader, an entry point, or a call.
@@ -68,7 +68,7 @@ pub struct VkError {
     /// The entry point's name, e.g. `"vkAllocateMemory"`.
     pub call: &'static str,
     /// The negative `VkResult` it returned.
-    pub code: VkResult,
+    pub code: vk::Result,
 }
 
 impl VkError {
@@ -76,15 +76,17 @@ impl VkError {
     /// EINVAL, a missing driver or extension ENODEV or ENOTSUP, anything else EIO.
     pub fn to_error(self) -> Error {
         let errno = match self.code {
-            VK_ERROR_OUT_OF_HOST_MEMORY
-            | VK_ERROR_OUT_OF_DEVICE_MEMORY
-            | VK_ERROR_MEMORY_MAP_FAILED
-            | VK_ERROR_TOO_MANY_OBJECTS => libc::ENOMEM,
-            VK_ERROR_INVALID_EXTERNAL_HANDLE => libc::EINVAL,
-            VK_ERROR_INITIALIZATION_FAILED | VK_ERROR_INCOMPATIBLE_DRIVER => libc::ENODEV,
-            VK_ERROR_EXTENSION_NOT_PRESENT
-            | VK_ERROR_FEATURE_NOT_PRESENT
-            | VK_ERROR_LAYER_NOT_PRESENT => libc::ENOTSUP,
+            vk::Result::ERROR_OUT_OF_HOST_MEMORY
+            | vk::Result::ERROR_OUT_OF_DEVICE_MEMORY
+            | vk::Result::ERROR_MEMORY_MAP_FAILED
+            | vk::Result::ERROR_TOO_MANY_OBJECTS => libc::ENOMEM,
+            vk::Result::ERROR_INVALID_EXTERNAL_HANDLE => libc::EINVAL,
+            vk::Result::ERROR_INITIALIZATION_FAILED | vk::Result::ERROR_INCOMPATIBLE_DRIVER => {
+                libc::ENODEV
+            }
+            vk::Result::ERROR_EXTENSION_NOT_PRESENT
+            | vk::Result::ERROR_FEATURE_NOT_PRESENT
+            | vk::Result::ERROR_LAYER_NOT_PRESENT => libc::ENOTSUP,
             _ => libc::EIO,
         };
         Error::Sys {
@@ -96,43 +98,48 @@ impl VkError {
 
 impl fmt::Display for VkError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // ash's Debug gives a known result's name without the VK_ prefix, another as a number.
+        let name = format!("{:?}", self.code);
+        let name = if name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            format!("VK_{name}")
+        } else {
+            "unknown VkResult".to_owned()
+        };
         write!(
             f,
-            "\"{}\" failed ({}: {})",
+            "\"{}\" failed ({}: {name})",
             self.call,
-            self.code,
-            name(self.code)
+            self.code.as_raw()
         )
     }
 }
 
-/// Fails with [`VkError`] for a negative `VkResult` (positive ones are successes).
-fn check(call: &'static str, code: VkResult) -> Result<(), VkError> {
-    if code < 0 {
-        Err(VkError { call, code })
-    } else {
-        Ok(())
+/// The command `name` as `get` resolves it for `handle` (`vkGetInstanceProcAddr` for an
+/// instance, or null for the global commands; `vkGetDeviceProcAddr` for a device), as its
+/// function pointer type `F`; [`Failure::Missing`] when `get` gives none.
+///
+/// # Safety
+/// `F` is the function pointer type of the command `name` (ash's `PFN_<name>`), and `handle`
+/// is null or live.
+unsafe fn resolve_command<H, F: Copy>(
+    get: unsafe extern "system" fn(H, *const c_char) -> vk::PFN_vkVoidFunction,
+    handle: H,
+    name: &'static CStr,
+) -> Result<F, Failure> {
+    // SAFETY: `get` is the driver's vkGet*ProcAddr and `handle` is null or live.
+    match unsafe { get(handle, name.as_ptr()) } {
+        // SAFETY: the caller names the command's type; both are one code pointer wide.
+        Some(f) => Ok(unsafe { std::mem::transmute_copy::<unsafe extern "system" fn(), F>(&f) }),
+        None => Err(Failure::Missing(name)),
     }
 }
 
-/// The `vulkan_core.h` name of a `VkResult`.
-pub fn name(code: VkResult) -> &'static str {
-    match code {
-        VK_SUCCESS => "VK_SUCCESS",
-        VK_INCOMPLETE => "VK_INCOMPLETE",
-        VK_ERROR_OUT_OF_HOST_MEMORY => "VK_ERROR_OUT_OF_HOST_MEMORY",
-        VK_ERROR_OUT_OF_DEVICE_MEMORY => "VK_ERROR_OUT_OF_DEVICE_MEMORY",
-        VK_ERROR_INITIALIZATION_FAILED => "VK_ERROR_INITIALIZATION_FAILED",
-        VK_ERROR_DEVICE_LOST => "VK_ERROR_DEVICE_LOST",
-        VK_ERROR_MEMORY_MAP_FAILED => "VK_ERROR_MEMORY_MAP_FAILED",
-        VK_ERROR_LAYER_NOT_PRESENT => "VK_ERROR_LAYER_NOT_PRESENT",
-        VK_ERROR_EXTENSION_NOT_PRESENT => "VK_ERROR_EXTENSION_NOT_PRESENT",
-        VK_ERROR_FEATURE_NOT_PRESENT => "VK_ERROR_FEATURE_NOT_PRESENT",
-        VK_ERROR_INCOMPATIBLE_DRIVER => "VK_ERROR_INCOMPATIBLE_DRIVER",
-        VK_ERROR_TOO_MANY_OBJECTS => "VK_ERROR_TOO_MANY_OBJECTS",
-        VK_ERROR_UNKNOWN => "VK_ERROR_UNKNOWN",
-        VK_ERROR_INVALID_EXTERNAL_HANDLE => "VK_ERROR_INVALID_EXTERNAL_HANDLE",
-        _ => "unknown VkResult",
+/// Fails with [`VkError`] for a negative `VkResult` (positive ones are successes).
+fn check(call: &'static str, code: vk::Result) -> Result<(), VkError> {
+    if code.as_raw() < 0 {
+        Err(VkError { call, code })
+    } else {
+        Ok(())
     }
 }
 
@@ -143,23 +150,31 @@ mod tests {
     #[test]
     fn results_become_errnos() {
         let e = |code| VkError { call: "vkX", code }.to_error().errno();
-        assert_eq!(e(VK_ERROR_OUT_OF_DEVICE_MEMORY), libc::ENOMEM);
-        assert_eq!(e(VK_ERROR_MEMORY_MAP_FAILED), libc::ENOMEM);
-        assert_eq!(e(VK_ERROR_INVALID_EXTERNAL_HANDLE), libc::EINVAL);
-        assert_eq!(e(VK_ERROR_INCOMPATIBLE_DRIVER), libc::ENODEV);
-        assert_eq!(e(VK_ERROR_EXTENSION_NOT_PRESENT), libc::ENOTSUP);
-        assert_eq!(e(VK_ERROR_DEVICE_LOST), libc::EIO);
-        assert_eq!(e(-12345), libc::EIO);
+        assert_eq!(e(vk::Result::ERROR_OUT_OF_DEVICE_MEMORY), libc::ENOMEM);
+        assert_eq!(e(vk::Result::ERROR_MEMORY_MAP_FAILED), libc::ENOMEM);
+        assert_eq!(e(vk::Result::ERROR_INVALID_EXTERNAL_HANDLE), libc::EINVAL);
+        assert_eq!(e(vk::Result::ERROR_INCOMPATIBLE_DRIVER), libc::ENODEV);
+        assert_eq!(e(vk::Result::ERROR_EXTENSION_NOT_PRESENT), libc::ENOTSUP);
+        assert_eq!(e(vk::Result::ERROR_DEVICE_LOST), libc::EIO);
+        assert_eq!(e(vk::Result::from_raw(-12345)), libc::EIO);
     }
 
     #[test]
     fn failures_name_the_call_and_the_result() {
-        assert_eq!(check("vkMapMemory", 0), Ok(()));
-        assert_eq!(check("vkEnumeratePhysicalDevices", VK_INCOMPLETE), Ok(()));
-        let e = check("vkMapMemory", VK_ERROR_MEMORY_MAP_FAILED).unwrap_err();
+        assert_eq!(check("vkMapMemory", vk::Result::SUCCESS), Ok(()));
+        assert_eq!(
+            check("vkEnumeratePhysicalDevices", vk::Result::INCOMPLETE),
+            Ok(())
+        );
+        let e = check("vkMapMemory", vk::Result::ERROR_MEMORY_MAP_FAILED).unwrap_err();
         assert_eq!(
             e.to_string(),
             "\"vkMapMemory\" failed (-5: VK_ERROR_MEMORY_MAP_FAILED)"
+        );
+        let e = check("vkMapMemory", vk::Result::from_raw(-12345)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "\"vkMapMemory\" failed (-12345: unknown VkResult)"
         );
     }
 }

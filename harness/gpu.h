@@ -1,5 +1,5 @@
 /*
- * gpu.h - device memory for the C ABI tests, through the CUDA driver API
+ * gpu.h - device memory for the C test programs, through the CUDA driver API
  * (the emulator's libcuda on machines without a GPU).
  *
  * GDRAPI_TEST_ALLOC=vmm makes gpu_alloc() allocate as NCCL's cuMem allocator does (cuMemCreate

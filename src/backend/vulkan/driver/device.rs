@@ -1,50 +1,28 @@
 //! A Vulkan logical device: opaque fds imported as device memory, mapped for the CPU.
 
-use super::{check, Failure, VkError};
-use gdrapi_abi::vk::*;
-use std::ffi::{c_void, CStr};
+use super::{check, resolve_command, Failure, VkError};
+use gdrapi_abi::vk;
+use std::ffi::c_void;
 use std::os::fd::{IntoRawFd, OwnedFd};
 use std::ptr;
 
 /// The device's entry points.
 struct Fns {
-    destroy_device: PFN_vkDestroyDevice,
-    allocate_memory: PFN_vkAllocateMemory,
-    free_memory: PFN_vkFreeMemory,
-    map_memory: PFN_vkMapMemory,
-    unmap_memory: PFN_vkUnmapMemory,
+    destroy_device: vk::PFN_vkDestroyDevice,
+    allocate_memory: vk::PFN_vkAllocateMemory,
+    free_memory: vk::PFN_vkFreeMemory,
+    map_memory: vk::PFN_vkMapMemory,
+    unmap_memory: vk::PFN_vkUnmapMemory,
 }
 
 /// A logical device with `VK_KHR_external_memory_fd` enabled; destroyed on drop, after every
-/// memory object imported into it was freed.
+/// memory object imported into it was freed. Shared between threads (ash's handles are `Send`
+/// and `Sync`): vkAllocateMemory and vkFreeMemory need no external synchronisation on the
+/// device, and the backend serialises vkMapMemory/vkUnmapMemory/vkFreeMemory of each memory
+/// object (one handle state per pin); vkDestroyDevice runs once, in `drop`.
 pub struct Device {
-    handle: VkDevice,
+    handle: vk::Device,
     fns: Fns,
-}
-
-// SAFETY: vkAllocateMemory and vkFreeMemory need no external synchronisation on the device,
-// and the backend serialises vkMapMemory/vkUnmapMemory/vkFreeMemory of each memory object
-// (one handle state per pin); vkDestroyDevice runs once, in `drop`.
-unsafe impl Send for Device {}
-// SAFETY: as above.
-unsafe impl Sync for Device {}
-
-/// Resolves `name` through `gdpa(device, name)` as function type `F`.
-///
-/// # Safety
-/// `F` must be the `extern "C"` function pointer type of the entry point `name`, and
-/// `device` live.
-unsafe fn device_fn<F: Copy>(
-    gdpa: PFN_vkGetDeviceProcAddr,
-    device: VkDevice,
-    name: &'static CStr,
-) -> Result<F, Failure> {
-    // SAFETY: `gdpa` is the instance's vkGetDeviceProcAddr and `device` is live.
-    match unsafe { gdpa(device, name.as_ptr()) } {
-        // SAFETY: the caller names the matching type; both are one code pointer wide.
-        Some(f) => Ok(unsafe { std::mem::transmute_copy::<unsafe extern "C" fn(), F>(&f) }),
-        None => Err(Failure::Missing(name)),
-    }
 }
 
 impl Device {
@@ -54,25 +32,25 @@ impl Device {
     /// `handle` is a live device, owned by nothing else, and `gdpa` its instance's
     /// `vkGetDeviceProcAddr`.
     pub(super) unsafe fn new(
-        handle: VkDevice,
-        gdpa: PFN_vkGetDeviceProcAddr,
+        handle: vk::Device,
+        gdpa: vk::PFN_vkGetDeviceProcAddr,
     ) -> Result<Device, Failure> {
         // SAFETY: the caller's contract; the type named is the entry point's own. Without it
         // the device can only be leaked.
-        let destroy_device: PFN_vkDestroyDevice =
-            unsafe { device_fn(gdpa, handle, c"vkDestroyDevice")? };
+        let destroy_device: vk::PFN_vkDestroyDevice =
+            unsafe { resolve_command(gdpa, handle, c"vkDestroyDevice")? };
         // Each field's type is the entry point's own (`PFN_<name>`), on a live device.
         let fns = (|| {
             Ok::<_, Failure>(Fns {
                 destroy_device,
                 // SAFETY: see above.
-                allocate_memory: unsafe { device_fn(gdpa, handle, c"vkAllocateMemory")? },
+                allocate_memory: unsafe { resolve_command(gdpa, handle, c"vkAllocateMemory")? },
                 // SAFETY: see above.
-                free_memory: unsafe { device_fn(gdpa, handle, c"vkFreeMemory")? },
+                free_memory: unsafe { resolve_command(gdpa, handle, c"vkFreeMemory")? },
                 // SAFETY: see above.
-                map_memory: unsafe { device_fn(gdpa, handle, c"vkMapMemory")? },
+                map_memory: unsafe { resolve_command(gdpa, handle, c"vkMapMemory")? },
                 // SAFETY: see above.
-                unmap_memory: unsafe { device_fn(gdpa, handle, c"vkUnmapMemory")? },
+                unmap_memory: unsafe { resolve_command(gdpa, handle, c"vkUnmapMemory")? },
             })
         })();
         match fns {
@@ -92,20 +70,15 @@ impl Device {
         fd: OwnedFd,
         size: u64,
         memory_type: u32,
-    ) -> Result<VkDeviceMemory, VkError> {
-        let import = VkImportMemoryFdInfoKHR {
-            sType: STYPE_IMPORT_MEMORY_FD_INFO_KHR,
-            pNext: ptr::null(),
-            handleType: EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
-            fd: std::os::fd::AsRawFd::as_raw_fd(&fd),
-        };
-        let info = VkMemoryAllocateInfo {
-            sType: STYPE_MEMORY_ALLOCATE_INFO,
-            pNext: (&import as *const VkImportMemoryFdInfoKHR).cast(),
-            allocationSize: size,
-            memoryTypeIndex: memory_type,
-        };
-        let mut memory: VkDeviceMemory = 0;
+    ) -> Result<vk::DeviceMemory, VkError> {
+        let mut import = vk::ImportMemoryFdInfoKHR::default()
+            .handle_type(vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD)
+            .fd(std::os::fd::AsRawFd::as_raw_fd(&fd));
+        let info = vk::MemoryAllocateInfo::default()
+            .allocation_size(size)
+            .memory_type_index(memory_type)
+            .push_next(&mut import);
+        let mut memory = vk::DeviceMemory::null();
         // SAFETY: `info` and the chained `import` live across the call; `memory` is writable.
         check("vkAllocateMemory", unsafe {
             (self.fns.allocate_memory)(self.handle, &info, ptr::null(), &mut memory)
@@ -122,19 +95,26 @@ impl Device {
     /// thread maps, unmaps or frees it during the call.
     pub unsafe fn map(
         &self,
-        memory: VkDeviceMemory,
+        memory: vk::DeviceMemory,
         offset: u64,
         size: u64,
     ) -> Result<*mut c_void, VkError> {
         let mut p: *mut c_void = ptr::null_mut();
         // SAFETY: the caller's contract; `p` is writable.
         check("vkMapMemory", unsafe {
-            (self.fns.map_memory)(self.handle, memory, offset, size, 0, &mut p)
+            (self.fns.map_memory)(
+                self.handle,
+                memory,
+                offset,
+                size,
+                vk::MemoryMapFlags::empty(),
+                &mut p,
+            )
         })?;
         if p.is_null() {
             return Err(VkError {
                 call: "vkMapMemory",
-                code: VK_ERROR_MEMORY_MAP_FAILED,
+                code: vk::Result::ERROR_MEMORY_MAP_FAILED,
             });
         }
         Ok(p)
@@ -144,7 +124,7 @@ impl Device {
     ///
     /// # Safety
     /// `memory` was mapped by [`Device::map`] and nothing uses the mapping any more.
-    pub unsafe fn unmap(&self, memory: VkDeviceMemory) {
+    pub unsafe fn unmap(&self, memory: vk::DeviceMemory) {
         // SAFETY: the caller's contract.
         unsafe { (self.fns.unmap_memory)(self.handle, memory) };
     }
@@ -153,7 +133,7 @@ impl Device {
     ///
     /// # Safety
     /// `memory` was imported into this device, is freed once, and nothing uses it after.
-    pub unsafe fn free(&self, memory: VkDeviceMemory) {
+    pub unsafe fn free(&self, memory: vk::DeviceMemory) {
         // SAFETY: the caller's contract.
         unsafe { (self.fns.free_memory)(self.handle, memory, ptr::null()) };
     }

@@ -1,8 +1,8 @@
 /*
- * check.h - the assertion harness of the project's C test programs: the C ABI suite (c/), the
- * backend suites (dmabuf/, vulkan/, gpu/), reliability/, the emulator's cases
- * (gdrsim/tests/c, which add check_cases.h) and real-VRAM checks (gdrsim/tests/vkreal.c), and
- * UCX's uct_gdr_check (ucx/). Header only.
+ * check.h - the assertion harness of the project's C test programs: the suites of abi-tests/
+ * (the C ABI suite, the backends', reliability, host-written memory, the GPU sweep, the
+ * package smoke test), the emulator's cases (gdrsim/tests/c, which add check_cases.h) and
+ * real-VRAM checks (gdrsim/tests/vkreal.c), and UCX's uct_gdr_check (ucx/). Header only.
  *
  * One meaning for each word, in every program:
  *

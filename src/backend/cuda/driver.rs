@@ -123,8 +123,6 @@ impl Context {
 pub struct Driver {
     api: Api,
     version: i32,
-    /// The `dlopen` handle, kept for the life of the process (0 for an in-process table).
-    _handle: usize,
 }
 
 fn check(call: &'static str, code: CUresult) -> Result<(), CuError> {
@@ -137,12 +135,8 @@ fn check(call: &'static str, code: CUresult) -> Result<(), CuError> {
 
 impl Driver {
     /// A driver from resolved entry points; `version` is what `cuDriverGetVersion` reported.
-    pub(crate) fn new(api: Api, version: i32, handle: usize) -> Driver {
-        Driver {
-            api,
-            version,
-            _handle: handle,
-        }
+    pub(crate) fn new(api: Api, version: i32) -> Driver {
+        Driver { api, version }
     }
 
     /// `cuDriverGetVersion` as reported at load time (1000 * major + 10 * minor).
