@@ -756,10 +756,8 @@ fn a_child_process_is_refused_and_sees_no_handle() {
     assert!(pid > 0);
     let mut status = 0;
     // SAFETY: waiting for the child created above.
-    assert_eq!(
-        unsafe { libc::waitpid(pid as i32, &mut status, 0) },
-        pid as i32
-    );
+    let waited = unsafe { libc::waitpid(pid as i32, &mut status, 0) };
+    assert_eq!(waited, pid as i32);
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "{status:#x}"
