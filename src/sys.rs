@@ -1,5 +1,6 @@
-//! Thin wrappers over the C library's `open`, `ioctl`, `mmap`, `munmap`, `madvise`, `close`,
-//! `sysconf` and `getpid`, returning [`Result`].
+//! Thin wrappers over the C library's `open`, `ioctl`, `mmap`, `mprotect`, `munmap`, `madvise`,
+//! `close`, `sysconf`, `getpid`, `pthread_atfork` and `dlerror`, returning [`Result`] where
+//! the call can fail, and the text of an errno ([`strerror`]).
 //!
 //! Every call goes through the C library's exported symbol, never a raw `syscall`, so that an
 //! `LD_PRELOAD`ed emulator (or any other interposer) sees exactly what upstream's library

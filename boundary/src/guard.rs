@@ -17,8 +17,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 /// only after a panic.
 ///
 /// `unguarded fn` leaves the guard out: for entries whose accepted path cannot panic and must
-/// not pay for the guard (the copies, `gdr_get_info_v2`'s quick case); they enter it
-/// themselves on every other path.
+/// not pay for the guard (the library's four copies); they enter it themselves on every other
+/// path.
 ///
 /// In the tests of the crate that defines them, guarded entries can be made to panic on
 /// demand ([`testing::panic_next`](crate::testing::panic_next)); other builds have no such
