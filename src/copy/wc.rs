@@ -304,8 +304,7 @@ unsafe fn vzeroupper() {
 /// The streaming-load path for `16 <= n <= SMALL_LOAD`, without the table: below
 /// [`CALLED_LOAD`] bytes inline ([`load_inline`]), from there the same accesses through a
 /// direct call ([`load_called`]). Over the BAR, back-to-back reads of whole lines ran as
-/// gdrcopy's only with the call (PERFORMANCE.md, "Loads of 64 B-1 KiB through a direct
-/// call").
+/// gdrcopy's only with the call (PERFORMANCE.md, "Why the copy engine is as it is").
 ///
 /// # Safety
 /// As for [`load_inline`].
