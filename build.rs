@@ -6,8 +6,8 @@ fn main() {
     // Upstream links with -z defs: every symbol must resolve at link time (libc only).
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,defs");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,relro,-z,now");
-    // The library's calls of its own entries (`gdr_map` asks through `gdr_get_info_v2`, as
-    // upstream's does) bind to its own code, never to another library's symbol of that name.
+    // Any reference of the library to a name it exports binds to its own definition, never to
+    // a symbol of that name that a program or a preloaded library defines.
     // `-Bsymbolic` rather than `-Bsymbolic-functions`, which zig's linker (the wheels') lacks:
     // the library exports functions only, so the two bind the same references.
     println!("cargo:rustc-cdylib-link-arg=-Wl,-Bsymbolic");
