@@ -46,7 +46,7 @@ TEST_TARGETS += test-mutants
 # what the C suites observe and unit tests in one process cannot: the fork handlers and gdr_close
 # in a child (the fork suite), and gdr_open on a real backend (every suite). Each copy builds in its own
 # target folder (not the Makefile's CARGO_TARGET_DIR). Not in `make test`: about
-# 130 mutants, 6-8 minutes on two cores after a minute's build; the tally of its last run heads
+# 124 mutants, 5-11 minutes on two cores with its build; the tally of its last run heads
 # abi-tests/mutants/rust-unobservable.txt.
 MUTANTS_RUST_OUT ?= $(BUILD_DIR)/mutants-rust
 MUTANTS_RUST_JOBS ?= 2
