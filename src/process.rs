@@ -70,6 +70,7 @@ pub fn forget_after_fork() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::child;
 
     #[test]
     fn token_is_stable_and_non_zero() {
@@ -84,26 +85,11 @@ mod tests {
     #[test]
     fn a_child_made_without_fork_handlers_gets_another_token() {
         let parent = token();
-        // A raw fork system call: no pthread_atfork handler runs in the child.
-        // SAFETY: the child only computes a token and leaves with _exit.
-        let pid =
-            unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0, 0, 0, 0) };
-        if pid == 0 {
+        child::assert_passes(child::Made::RawClone, || {
             let known = token_if_known();
-            let child = token();
-            let ok = known == 0 && child != parent && child != 0 && token() == child;
-            // SAFETY: _exit has no preconditions.
-            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-        }
-        assert!(pid > 0);
-        let mut status = 0;
-        // SAFETY: waiting for the child created above.
-        let waited = unsafe { libc::waitpid(pid as i32, &mut status, 0) };
-        assert_eq!(waited, pid as i32);
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "{status:#x}"
-        );
+            let own = token();
+            known == 0 && own != parent && own != 0 && token() == own
+        });
         assert_eq!(token(), parent);
     }
 }

@@ -577,6 +577,7 @@ impl<T: Record> Default for Registry<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::child;
     use std::sync::atomic::AtomicU64;
 
     struct Rec {
@@ -726,26 +727,11 @@ mod tests {
         static R: WipedRegistry<Rec> = unsafe { WipedRegistry::wiped_in_children() };
         let rec = R.allocate().unwrap().0;
         rec.live.store(7, Ordering::SeqCst);
-        // A raw fork system call: no fork handler runs in the child.
-        // SAFETY: the child only reads the record and leaves with _exit.
-        let pid =
-            unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0, 0, 0, 0) };
-        if pid == 0 {
-            let v = R
-                .lookup(rec as *const Rec as usize)
-                .map(|r| r.live.load(Ordering::SeqCst));
-            // SAFETY: _exit has no preconditions.
-            unsafe { libc::_exit(if v == Some(0) { 0 } else { 1 }) };
-        }
-        assert!(pid > 0);
-        let mut status = 0;
-        // SAFETY: waiting for the child created above.
-        let waited = unsafe { libc::waitpid(pid as i32, &mut status, 0) };
-        assert_eq!(waited, pid as i32);
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "{status:#x}"
-        );
+        child::assert_passes(child::Made::RawClone, || {
+            R.lookup(rec as *const Rec as usize)
+                .map(|r| r.live.load(Ordering::SeqCst))
+                == Some(0)
+        });
         assert_eq!(
             rec.live.load(Ordering::SeqCst),
             7,

@@ -280,6 +280,48 @@ pub fn round_up(n: usize, align: usize) -> Option<usize> {
     n.checked_add(align - 1).map(|v| v & !(align - 1))
 }
 
+/// Test helpers that make a child process.
+#[cfg(test)]
+pub mod child {
+    /// How the child is made.
+    #[derive(Clone, Copy)]
+    pub enum Made {
+        /// By `fork()`: the `pthread_atfork` handlers run.
+        Fork,
+        /// By a raw `clone` system call: no fork handler runs in the child.
+        RawClone,
+    }
+
+    /// Runs `check` in a child made as `made` says, and asserts that it returned true there.
+    /// `check` may only make calls that neither allocate nor take a lock another thread of the
+    /// parent may hold; the child leaves with `_exit`.
+    pub fn assert_passes(made: Made, check: impl FnOnce() -> bool) {
+        let pid = match made {
+            // SAFETY: the child runs `check` alone (see above) and leaves with _exit.
+            Made::Fork => unsafe { libc::fork() },
+            // SAFETY: as for fork; the raw call returns the child's pid, a pid_t.
+            Made::RawClone => unsafe {
+                libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0, 0, 0, 0)
+                    as libc::pid_t
+            },
+        };
+        if pid == 0 {
+            let ok = check();
+            // SAFETY: _exit has no preconditions.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        assert!(pid > 0);
+        let mut status = 0;
+        // SAFETY: waiting for the child created above.
+        let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(waited, pid);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{status:#x}"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,21 +362,9 @@ mod tests {
     fn wipe_on_fork_word_reads_zero_in_a_child() {
         let w = wipe_on_fork_word().expect("MADV_WIPEONFORK (Linux 4.14+)");
         w.store(42, std::sync::atomic::Ordering::SeqCst);
-        // SAFETY: the child only reads the word and leaves with _exit.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            let v = w.load(std::sync::atomic::Ordering::SeqCst);
-            // SAFETY: _exit has no preconditions.
-            unsafe { libc::_exit(if v == 0 { 0 } else { 1 }) };
-        }
-        assert!(pid > 0);
-        let mut status = 0;
-        // SAFETY: waiting for the child created above.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "{status:#x}"
-        );
+        child::assert_passes(child::Made::Fork, || {
+            w.load(std::sync::atomic::Ordering::SeqCst) == 0
+        });
         assert_eq!(w.load(std::sync::atomic::Ordering::SeqCst), 42);
     }
 

@@ -8,6 +8,7 @@ use crate::backend::{
     gdrdrv, Attr, Backend, BackendKind, Info, Mapping, MappingType, Pin, PinRequest,
 };
 use crate::registry::Record;
+use crate::sys::child;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -742,26 +743,13 @@ fn a_child_process_is_refused_and_sees_no_handle() {
     let mh = pinned(g, 0x7700_0000);
     let va = map(g, mh, 0x10000, 0).unwrap();
     close(closed).unwrap();
-    // A raw fork system call: no fork handler runs in the child, which makes no allocation.
-    // SAFETY: the child only makes calls that refuse without allocating, and leaves with _exit.
-    let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_long, 0, 0, 0, 0) };
-    if pid == 0 {
-        let ok = pin(g, &pin_req(0x7710_0000, 1)) == Err(Error::ForeignProcess)
+    // No fork handler runs in the child; its calls refuse without allocating.
+    child::assert_passes(child::Made::RawClone, || {
+        pin(g, &pin_req(0x7710_0000, 1)) == Err(Error::ForeignProcess)
             && unpin(g, mh) == Err(Error::ForeignProcess)
             && check_copy(mh, va, 1) == Err(CopyRefusal::NotPinned)
-            && pin(closed, &pin_req(0x7710_0000, 1)) == Err(Error::InvalidHandle);
-        // SAFETY: _exit has no preconditions.
-        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-    }
-    assert!(pid > 0);
-    let mut status = 0;
-    // SAFETY: waiting for the child created above.
-    let waited = unsafe { libc::waitpid(pid as i32, &mut status, 0) };
-    assert_eq!(waited, pid as i32);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "{status:#x}"
-    );
+            && pin(closed, &pin_req(0x7710_0000, 1)) == Err(Error::InvalidHandle)
+    });
     assert_eq!(check_copy(mh, va, 1), Ok(MappingType::WriteCombining));
     close(g).unwrap();
 }

@@ -88,6 +88,14 @@ static VkResult vk_device(struct vk *v, const char *const *exts, uint32_t n)
     return VK_SUCCESS;
 }
 
+/* vk_open, vk_physical and vk_device with both extensions, each required to succeed. */
+static void vk_ready(struct vk *v)
+{
+    REQUIRE_EQ(vk_open(v), VK_SUCCESS);
+    REQUIRE(vk_physical(v));
+    REQUIRE_EQ(vk_device(v, EXTS, 2), VK_SUCCESS);
+}
+
 static void vk_close(struct vk *v)
 {
     if (v->device)
@@ -619,9 +627,7 @@ int t_vk_fork(void)
     SKIP_IF(!situation("ok") || getenv("GDRSIM_FAIL") != NULL);
     cuda_up();
     struct vk v;
-    REQUIRE_EQ(vk_open(&v), VK_SUCCESS);
-    REQUIRE(vk_physical(&v));
-    REQUIRE_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
+    vk_ready(&v);
     size_t g = granularity();
     CUmemGenericAllocationHandle h;
     CU(vmm_create(&h, g, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
@@ -726,9 +732,7 @@ int t_vk_threads(void)
             getenv("GDRSIM_VK_IMPORT_LIMIT") != NULL);
     cuda_up();
     struct vk v;
-    REQUIRE_EQ(vk_open(&v), VK_SUCCESS);
-    REQUIRE(vk_physical(&v));
-    REQUIRE_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
+    vk_ready(&v);
     size_t free0 = mem_free();
     pthread_t t[4];
     struct worker w[4];
@@ -755,12 +759,8 @@ int t_vk_bar1(void)
     SKIP_IF(!env_is("GDRSIM_BAR1_SIZE", "4M") || !situation("ok"));
     cuda_up();
     struct vk v, w;
-    REQUIRE_EQ(vk_open(&v), VK_SUCCESS);
-    REQUIRE(vk_physical(&v));
-    REQUIRE_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
-    REQUIRE_EQ(vk_open(&w), VK_SUCCESS);
-    REQUIRE(vk_physical(&w));
-    REQUIRE_EQ(vk_device(&w, EXTS, 2), VK_SUCCESS);
+    vk_ready(&v);
+    vk_ready(&w);
     size_t g = granularity();
     CHECK_EQ(g, 2u << 20);
     uint64_t total = 0, used = 0, vram = 0;
@@ -833,12 +833,8 @@ int t_vk_import_limit(void)
     SKIP_IF(!env_is("GDRSIM_VK_IMPORT_LIMIT", "10M") || !situation("ok"));
     cuda_up();
     struct vk v, w;
-    REQUIRE_EQ(vk_open(&v), VK_SUCCESS);
-    REQUIRE(vk_physical(&v));
-    REQUIRE_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
-    REQUIRE_EQ(vk_open(&w), VK_SUCCESS);
-    REQUIRE(vk_physical(&w));
-    REQUIRE_EQ(vk_device(&w, EXTS, 2), VK_SUCCESS);
+    vk_ready(&v);
+    vk_ready(&w);
     size_t g = granularity();
     REQUIRE_EQ(g, 2u << 20);
     CUmemGenericAllocationHandle a, b, big;
@@ -941,9 +937,7 @@ int t_vk_import_cost(void)
     SKIP_IF(!env_is("GDRSIM_VK_IMPORT_NS_PER_MIB", "10000000") || !situation("ok"));
     cuda_up();
     struct vk v;
-    REQUIRE_EQ(vk_open(&v), VK_SUCCESS);
-    REQUIRE(vk_physical(&v));
-    REQUIRE_EQ(vk_device(&v, EXTS, 2), VK_SUCCESS);
+    vk_ready(&v);
     size_t g = granularity(), big = 256u << 20;
     CUmemGenericAllocationHandle hs, hb;
     CU(vmm_create(&hs, g, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
