@@ -83,68 +83,60 @@ def test_allocations_from_threads(allocator, leaks):
     assert allocator.info().allocations == 0
 
 
+def race_copies_with(close, copy):
+    """Runs copy(i) in THREADS threads, all started before close() runs: each copies until a copy
+    raises GdrError EINVAL (closed), and copies completed before that."""
+    started = threading.Barrier(THREADS + 1)
+    closed = []
+    copies = [0] * THREADS
+
+    def copier(i):
+        started.wait()
+        while True:
+            try:
+                copy(i)
+                copies[i] += 1
+            except gdrapi_rs.GdrError as e:
+                assert e.errno == errno.EINVAL and "closed" in str(e)
+                closed.append(i)
+                return
+
+    ts = [threading.Thread(target=copier, args=(i,)) for i in range(THREADS)]
+    for t in ts:
+        t.start()
+    started.wait()
+    time.sleep(0.02)
+    close()
+    for t in ts:
+        t.join()
+    assert sorted(closed) == list(range(THREADS)) and sum(copies) > 0
+
+
 @pytest.mark.parametrize("size", [8, 200000])
 def test_close_racing_copies(device_array, leaks, size):
     """One thread closes the mapping while others copy through it: every copy either
     completes or raises GdrError (closed); none touches unmapped memory."""
     a = device_array(1 << 20)
+    data = [bytes([i]) * size for i in range(THREADS)]
     for _ in range(5):
         p = gdrapi_rs.pin(a)
-        started = threading.Barrier(THREADS + 1)
-        outcomes = []
-        copies = [0] * THREADS
 
-        def copier(i):
-            started.wait()
-            data = bytes([i]) * size
-            while True:
-                try:
-                    p.write(0, data)
-                    p.read(0, size)
-                    copies[i] += 1
-                except gdrapi_rs.GdrError as e:
-                    assert e.errno == errno.EINVAL and "closed" in str(e)
-                    outcomes.append("closed")
-                    return
+        def copy(i, p=p):
+            p.write(0, data[i])
+            p.read(0, size)
 
-        ts = [threading.Thread(target=copier, args=(i,)) for i in range(THREADS)]
-        for t in ts:
-            t.start()
-        started.wait()
-        time.sleep(0.02)
-        p.close()
-        for t in ts:
-            t.join()
-        assert outcomes == ["closed"] * THREADS and sum(copies) > 0
+        race_copies_with(p.close, copy)
 
 
 def test_free_racing_copies(allocator, leaks):
     for _ in range(5):
         x = allocator.alloc(1 << 20)
-        started = threading.Barrier(THREADS + 1)
-        outcomes = []
-        copies = [0] * THREADS
 
-        def copier(i):
-            started.wait()
-            while True:
-                try:
-                    x.write_u64(8 * i, i)
-                    x.read(0, 100000)
-                    copies[i] += 1
-                except gdrapi_rs.GdrError as e:
-                    assert e.errno == errno.EINVAL and "closed" in str(e)
-                    outcomes.append("freed")
-                    return
-        ts = [threading.Thread(target=copier, args=(i,)) for i in range(THREADS)]
-        for t in ts:
-            t.start()
-        started.wait()
-        time.sleep(0.02)
-        x.free()
-        for t in ts:
-            t.join()
-        assert outcomes == ["freed"] * THREADS and sum(copies) > 0
+        def copy(i, x=x):
+            x.write_u64(8 * i, i)
+            x.read(0, 100000)
+
+        race_copies_with(x.free, copy)
 
 
 @pytest.mark.parametrize("what", ["not thread-safe library", "no GIL"])
